@@ -1,0 +1,1 @@
+"""One module per decision; each function is pure and returns its decision with a reason."""

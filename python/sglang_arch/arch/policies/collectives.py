@@ -1,0 +1,146 @@
+"""Collective decisions: torch symmetric memory, custom all-reduce, FlashInfer fusion.
+
+Each function is pure: (resolution, topology, world size[, nodes]) -> decision with the
+reason.  A world size the tier does not list is a disabled decision with a reason,
+never a ``KeyError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ..profile import MIB
+from ..registry import Resolution
+from ..topology import Topology
+
+# SGLang 0.5.23 JIT custom all-reduce: the default cap of its workspaces
+# (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB = 16 MiB), and the conservative thresholds it
+# uses for every arch without a tuned table (one-shot up to 1 MiB, two-shot to 16 MiB).
+CUSTOM_AR_V2_MAX_BYTES = 16 * MIB
+CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES = 1 * MIB
+CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES = 16 * MIB
+# The symmetric-memory buffer is allocated once per group; nothing in the table may
+# ask for more than this (far above any tuned value, far below any GPU's memory).
+SYMM_MEM_MAX_BYTES_LIMIT = 1024 * MIB
+FUSION_REQUESTS = ("auto", "trtllm", "mnnvl", "cutedsl")
+
+
+@dataclass(frozen=True)
+class SymmMemDecision:
+    enabled: bool
+    max_bytes: int
+    algorithm: Optional[str]  # "multimem" | "two_shot" | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class CustomAllReduceDecision:
+    enabled: bool
+    max_bytes: int
+    table: Optional[str]  # which tuned v2 table; None: the conservative default
+    reason: str
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    enabled: bool
+    backend: Optional[str]  # "trtllm" | "mnnvl" | "cutedsl" | None
+    reason: str
+
+
+def _check_world_size(world_size: int) -> None:
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"invalid world size {world_size!r}; accepted: an integer >= 1")
+
+
+def torch_symm_mem(res: Resolution, topology: Topology, world_size: int) -> SymmMemDecision:
+    """Max payload and algorithm for ``--enable-torch-symm-mem``.
+
+    multimem needs NVLS multicast and a world size the tier lists for it; two-shot needs
+    only peer-to-peer access, so a PCIe box with P2P gets two-shot instead of nothing.
+    """
+    _check_world_size(world_size)
+    tier = res.resolved
+    if world_size == 1:
+        return SymmMemDecision(False, 0, None, "one GPU: nothing to all-reduce")
+    if res.match == "portable":
+        return SymmMemDecision(False, 0, None, res.reason)
+    table = res.profile.torch_symm_mem
+    if not table:
+        return SymmMemDecision(False, 0, None, f"tier {tier} has no torch symmetric-memory sizes")
+    if world_size not in table:
+        sizes = ", ".join(str(w) for w in sorted(table))
+        return SymmMemDecision(False, 0, None, f"world size {world_size} is not tuned for tier {tier} (tuned: {sizes})")
+    max_bytes = table[world_size]
+    if topology.multicast and world_size in res.profile.symm_mem_multimem_world_sizes:
+        return SymmMemDecision(True, max_bytes, "multimem",
+                               f"tier {tier}, world size {world_size}, {topology.name} has multicast: multimem")
+    if topology.p2p:
+        why = "no multicast" if not topology.multicast else f"multimem not tuned for world size {world_size}"
+        return SymmMemDecision(True, max_bytes, "two_shot",
+                               f"tier {tier}, world size {world_size}, {topology.name} ({why}): two-shot over P2P")
+    return SymmMemDecision(False, 0, None, f"topology {topology.name} has no peer-to-peer access")
+
+
+def custom_allreduce(res: Resolution, topology: Topology, world_size: int) -> CustomAllReduceDecision:
+    """SGLang's custom all-reduce: needs P2P, and full NVLink above two GPUs."""
+    _check_world_size(world_size)
+    table = res.profile.custom_ar_v2_table
+    if world_size == 1:
+        return CustomAllReduceDecision(False, 0, table, "one GPU: nothing to all-reduce")
+    if res.match == "portable":
+        return CustomAllReduceDecision(False, 0, None, res.reason)
+    if not topology.p2p:
+        return CustomAllReduceDecision(False, 0, table, f"topology {topology.name} has no peer-to-peer access")
+    if world_size > 2 and not topology.full_nvlink:
+        return CustomAllReduceDecision(False, 0, table, f"{world_size} GPUs on {topology.name}: above 2 GPUs it needs full NVLink")
+    sizes = res.profile.custom_ar_v2_world_sizes
+    if world_size not in sizes:
+        return CustomAllReduceDecision(False, 0, table, f"world size {world_size} not in the {table or 'default'} table ({_span(sizes)})")
+    which = f"tuned {table} table" if table else "conservative default thresholds"
+    return CustomAllReduceDecision(True, CUSTOM_AR_V2_MAX_BYTES, table,
+                                   f"tier {res.resolved}, world size {world_size} on {topology.name}: {which}")
+
+
+def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnodes: int = 1,
+                     requested: str = "auto") -> FusionDecision:
+    """FlashInfer all-reduce + residual + RMSNorm fusion.
+
+    ``auto`` takes the tier's first backend; an explicit one must be listed for the
+    tier; across nodes only the tier's multi-node backends; trtllm's IPC workspace needs
+    P2P.  FlashInfer's comm kernels are built per family, so a generation fallback does
+    not keep them.
+    """
+    _check_world_size(world_size)
+    if isinstance(nnodes, bool) or not isinstance(nnodes, int) or nnodes < 1:
+        raise ValueError(f"invalid node count {nnodes!r}; accepted: an integer >= 1")
+    if requested not in FUSION_REQUESTS:
+        raise ValueError(f"invalid fusion backend {requested!r}; accepted: {', '.join(FUSION_REQUESTS)}")
+    tier = res.resolved
+    backends = res.profile.allreduce_fusion
+    if world_size == 1:
+        return FusionDecision(False, None, "one GPU: nothing to all-reduce")
+    if not backends:
+        return FusionDecision(False, None, f"tier {tier} has no FlashInfer all-reduce fusion kernels")
+    if not res.keeps_family_code:
+        return FusionDecision(False, None, f"{res.match} fallback to {tier}: FlashInfer's comm kernels are built per family")
+    if nnodes > 1:
+        candidates = [b for b in backends if b in res.profile.allreduce_fusion_multi_node]
+        where = f"{nnodes} nodes"
+    else:
+        candidates = list(backends)
+        where = "one node"
+    if requested != "auto":
+        candidates = [b for b in candidates if b == requested]
+    if not candidates:
+        listed = ", ".join(res.profile.allreduce_fusion_multi_node if nnodes > 1 else backends) or "none"
+        return FusionDecision(False, None, f"{requested} fusion is not available on tier {tier} with {where} (available: {listed})")
+    choice = candidates[0]
+    if choice == "trtllm" and not topology.p2p:
+        return FusionDecision(False, None, f"trtllm fusion needs peer-to-peer access; {topology.name} has none")
+    return FusionDecision(True, choice, f"tier {tier}, {world_size} GPUs on {topology.name}, {where}: {choice}")
+
+
+def _span(sizes: Tuple[int, ...]) -> str:
+    return ", ".join(str(s) for s in sizes)
