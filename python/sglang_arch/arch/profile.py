@@ -121,7 +121,7 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
 
     topology = f("topology", "pcie")
     if topology not in TOPOLOGIES:
-        raise TableError(f"{ctx}: field 'topology': unknown {topology!r}; accepted: {list(TOPOLOGIES)}")
+        raise TableError(f"{ctx}: field 'topology': unknown {topology!r}; accepted: {', '.join(TOPOLOGIES)}")
 
     symm = f("torch_symm_mem", {}) or {}
     if not isinstance(symm, Mapping):

@@ -160,7 +160,12 @@ def default_backend(res: Resolution, traits: ModelTraits) -> AttentionDecision:
     prefs = res.profile.attention_mla if traits.kind == "mla" else res.profile.attention_mha
     skipped = []
     if traits.cross_attention_needs_flashinfer:
-        return AttentionDecision("flashinfer", "flashinfer", "cross attention needs flashinfer")
+        # Whisper's cross attention needs flashinfer for CUDA graphs; where flashinfer
+        # cannot run, the normal choice below is the only one that works.
+        check = check_backend(res, "flashinfer", traits.kind, "prefill", traits.cuda)
+        if check.valid:
+            return AttentionDecision("flashinfer", "flashinfer", "cross attention needs flashinfer")
+        skipped.append("flashinfer for cross attention (cannot run here)")
     for name in prefs:
         blocked = _model_blocks(name, traits)
         if blocked:

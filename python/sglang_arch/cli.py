@@ -1,0 +1,285 @@
+"""``sglang-arch``: the registry's command-line face.
+
+Human tables by default, ``--json`` for tools.  Bad input exits 2 with one line that
+names what was wrong and what is accepted; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import __version__
+from .arch import (
+    ACCEPTED_FORMS,
+    TOPOLOGIES,
+    Decisions,
+    TableError,
+    UnknownCapabilityError,
+    decide,
+    detect,
+    node_resolution,
+    parse_capability,
+    parse_topology,
+    resolve,
+)
+from .arch.policies import attention
+from .arch.profile import MIB, format_version, parse_version
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise CliError(f"{self.prog}: {message}")
+
+
+def _capability(text: str):
+    try:
+        return parse_capability(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _topology(text: str):
+    try:
+        return parse_topology(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}; accepted: an integer >= 1")
+    return value
+
+
+def _cuda(text: str):
+    try:
+        return parse_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _size(nbytes: int) -> str:
+    if nbytes <= 0:
+        return "-"
+    return f"{nbytes // MIB} MiB" if nbytes % MIB == 0 else f"{nbytes} B"
+
+
+def render_decisions(d: Decisions) -> str:
+    res = d.resolution
+    lines = [
+        f"device     {res.requested} -> tier {res.resolved} {res.profile.name} [{res.match}]",
+        f"           {res.reason}",
+        f"machine    {d.world_size} GPU(s), {d.nnodes} node(s), topology {d.topology.name} ({d.topology.description})",
+        "features   " + ", ".join(f"{k} {_yn(v)}" for k, v in res.features.items()),
+        "",
+        f"{'decision':<20}{'on':<5}{'value':<26}reason",
+        f"{'torch symm mem':<20}{_yn(d.symm_mem.enabled):<5}"
+        f"{(_size(d.symm_mem.max_bytes) + ' ' + (d.symm_mem.algorithm or '')).strip():<26}{d.symm_mem.reason}",
+        f"{'custom all-reduce':<20}{_yn(d.custom_allreduce.enabled):<5}"
+        f"{(_size(d.custom_allreduce.max_bytes) + ' ' + (d.custom_allreduce.table or 'default')).strip() if d.custom_allreduce.enabled else '-':<26}"
+        f"{d.custom_allreduce.reason}",
+        f"{'all-reduce fusion':<20}{_yn(d.fusion.enabled):<5}{d.fusion.backend or '-':<26}{d.fusion.reason}",
+        f"{'attention MHA':<20}{'':<5}{d.mha.prefill + ' / ' + d.mha.decode:<26}{d.mha.reason}",
+        f"{'attention MLA':<20}{'':<5}{d.mla.prefill + ' / ' + d.mla.decode:<26}{d.mla.reason}",
+    ]
+    return "\n".join(lines)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    res = resolve(args.capability, strict=True if args.strict else None)
+    traits = attention.ModelTraits(cuda=args.cuda)
+    d = decide(res, args.topology, args.world_size, args.nnodes, traits)
+    if args.json:
+        print(json.dumps(d.to_dict(), indent=2))
+    else:
+        print(render_decisions(d))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    node = detect(capability=args.capability, topology=args.topology_name, gpu_count=args.gpus)
+    if not node.gpus:
+        if args.json:
+            print(json.dumps({"source": node.source, "gpus": [], "notes": list(node.notes)}, indent=2))
+        else:
+            print("No NVIDIA GPU found on this machine.")
+            for note in node.notes:
+                print(f"  {note}")
+            print("To see what the registry decides for a GPU you do not have: sglang-arch explain 12.0 --world-size 8")
+        return 0
+    per_gpu = [(g, resolve(g.capability)) for g in node.gpus]
+    node_res = node_resolution(node.capabilities)
+    d = decide(node_res, node.topology, len(node.gpus), 1, attention.ModelTraits(cuda=args.cuda))
+    if args.json:
+        print(json.dumps({
+            "source": node.source,
+            "notes": list(node.notes),
+            "gpus": [{"index": g.index, "name": g.name, "capability": str(g.capability),
+                      "resolved": str(r.resolved), "match": r.match} for g, r in per_gpu],
+            "node": d.to_dict(),
+        }, indent=2))
+        return 0
+    print(f"{len(node.gpus)} GPU(s) from {node.source}" + (f" ({'; '.join(node.notes)})" if node.notes else ""))
+    for g, r in per_gpu:
+        print(f"  GPU {g.index}: {g.name}  sm_{g.capability.sm}  -> tier {r.resolved} [{r.match}]")
+    print()
+    print(render_decisions(d))
+    return 0
+
+
+def matrix_rows(cuda=(13, 0)) -> List[Dict[str, Any]]:
+    from .arch import default_registry
+
+    rows = []
+    for cap in default_registry().known:
+        res = resolve(cap)
+        world = 8 if res.profile.topology != "single" else 1
+        d = decide(res, None, world, 1, attention.ModelTraits(cuda=cuda))
+        p = res.profile
+        rows.append({
+            "capability": str(cap),
+            "name": p.name,
+            "examples": list(p.examples),
+            "features": [k for k, v in res.features.items() if v],
+            "smem_per_block_kib": p.smem_per_block_kib,
+            "typical_topology": p.topology,
+            "min_cuda": format_version(p.min_cuda),
+            "decisions_at": {"world_size": world, "topology": d.topology.name},
+            "torch_symm_mem": (f"{d.symm_mem.max_bytes // MIB} MiB {d.symm_mem.algorithm}" if d.symm_mem.enabled else "off"),
+            "symm_mem_world_sizes": sorted(p.torch_symm_mem),
+            "custom_ar_v2_table": p.custom_ar_v2_table or "default",
+            "allreduce_fusion": list(p.allreduce_fusion),
+            "attention_mha": d.mha.prefill,
+            "attention_mla": d.mla.prefill,
+            "lead": list(p.lead),
+        })
+    return rows
+
+
+def render_matrix_markdown(rows: List[Dict[str, Any]]) -> str:
+    head = ["cc", "name", "examples", "features", "smem/block KiB", "typical topology", "min CUDA",
+            "symm mem (8 GPUs, typical topology)", "symm mem world sizes", "custom AR v2 table",
+            "fusion backends", "MHA default", "MLA default"]
+    out = [
+        "# Support matrix",
+        "",
+        "Generated by `sglang-arch matrix --format markdown` from the registry's table; "
+        "`test/unit/test_cli.py` fails when this file and the table drift apart.",
+        "Decisions are shown for 8 GPUs on each tier's typical topology (one GPU for single-GPU tiers), CUDA 13.0. "
+        "Values marked * have a single source so far (see `lead` in the table).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in rows:
+        lead = set(r["lead"])
+
+        def mark(field: str, text: str) -> str:
+            return f"{text}*" if field in lead else text
+
+        out.append("| " + " | ".join([
+            r["capability"], mark("name", r["name"]), mark("examples", ", ".join(r["examples"])),
+            mark("features", ", ".join(r["features"]) or "-"), mark("smem_per_block_kib", str(r["smem_per_block_kib"] or "-")),
+            r["typical_topology"], mark("min_cuda", r["min_cuda"] or "-"),
+            f"{mark('torch_symm_mem', r['torch_symm_mem'])} ({r['decisions_at']['world_size']}x {r['decisions_at']['topology']})",
+            ", ".join(map(str, r["symm_mem_world_sizes"])) or "-", r["custom_ar_v2_table"],
+            mark("allreduce_fusion", ", ".join(r["allreduce_fusion"]) or "-"), mark("attention_mha", r["attention_mha"]),
+            r["attention_mla"],
+        ]) + " |")
+    return "\n".join(out) + "\n"
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    rows = matrix_rows()
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        sys.stdout.write(render_matrix_markdown(rows))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="sglang-arch", description=(
+        "The GPU architecture registry for SGLang: what a GPU resolves to and what SGLang "
+        "decides on it (torch symmetric memory, custom all-reduce, FlashInfer all-reduce "
+        "fusion, attention backends)."),
+        epilog=f"Capabilities are written as {ACCEPTED_FORMS}. Topologies: {', '.join(TOPOLOGIES)}.")
+    parser.add_argument("--version", action="version", version=f"sglang-arch {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log fallback warnings and detection details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def add_common(p: argparse.ArgumentParser, *, world: bool = True) -> None:
+        if world:
+            p.add_argument("--world-size", "--tp", type=_positive, default=1, metavar="N",
+                           help="GPUs taking part in each all-reduce (default 1)")
+            p.add_argument("--nnodes", type=_positive, default=1, metavar="N", help="nodes (default 1)")
+        p.add_argument("--cuda", type=_cuda, default=(13, 0), metavar="X.Y",
+                       help="torch's CUDA version the decisions assume (default 13.0)")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("show", help="the GPUs on this machine, their tiers and the node's decisions",
+                       description="Detect the GPUs (NVML, then torch), resolve each, and print the node's decisions. "
+                                   "--capability simulates a machine.")
+    p.add_argument("--capability", metavar="CAP", help="simulate GPUs of this capability instead of detecting")
+    p.add_argument("--topology", dest="topology_name", metavar="T", help=f"simulate this topology ({', '.join(TOPOLOGIES)})")
+    p.add_argument("--gpus", type=_positive, metavar="N", help="simulate N GPUs (with --capability)")
+    add_common(p, world=False)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("explain", help="every decision for a capability, with its reason",
+                       description="Resolve CAP and print every decision with its reason.")
+    p.add_argument("capability", type=_capability, metavar="CAP", help=f"compute capability: {ACCEPTED_FORMS}")
+    p.add_argument("--topology", type=_topology, metavar="T",
+                   help=f"one of {', '.join(TOPOLOGIES)} (default: the tier's typical topology; single for one GPU)")
+    p.add_argument("--strict", action="store_true", help="fail instead of falling back for an unknown capability")
+    add_common(p)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("matrix", help="the support matrix of every known tier",
+                       description="Print the support matrix (docs/support-matrix.md is generated from it).")
+    p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    p.set_defaults(func=cmd_matrix)
+
+    from . import commands
+
+    commands.add_commands(sub, add_common)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return args.func(args)
+    except CliError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except (ValueError, TableError, UnknownCapabilityError) as exc:
+        print(f"sglang-arch: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

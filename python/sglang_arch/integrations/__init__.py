@@ -1,0 +1,1 @@
+"""Integrations of the registry into programs that consume its decisions."""

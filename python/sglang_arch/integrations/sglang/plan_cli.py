@@ -1,0 +1,2 @@
+def add_command(sub) -> None:
+    return None

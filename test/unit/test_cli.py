@@ -1,0 +1,125 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglang_arch.cli import main, matrix_rows, render_matrix_markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_explain_reference_machine_json(capsys):
+    code, out, _ = run(capsys, "explain", "12.0", "--world-size", "8", "--topology", "pcie-p2p", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["requested"] == d["resolved"] == "12.0" and d["match"] == "exact"
+    assert d["collectives"]["torch_symm_mem"]["enabled"] is True
+    assert d["collectives"]["torch_symm_mem"]["max_bytes"] == 134217728
+    assert d["collectives"]["torch_symm_mem"]["algorithm"] == "two_shot"
+    assert d["collectives"]["allreduce_fusion"]["backend"] == "trtllm"
+
+
+def test_explain_fallbacks(capsys):
+    d = json.loads(run(capsys, "explain", "13.0", "--json")[1])
+    assert (d["resolved"], d["match"]) == ("12.1", "generation")
+    assert d["features"]["tcgen05"] is False and d["features"]["wgmma"] is False
+    d = json.loads(run(capsys, "explain", "9.5", "--json")[1])
+    assert (d["resolved"], d["match"], d["features"]["wgmma"]) == ("9.0", "family", False)
+
+
+def test_explain_human_table(capsys):
+    code, out, _ = run(capsys, "explain", "sm_90a", "--tp", "8", "--topology", "nvswitch")
+    assert code == 0
+    assert "tier 9.0 Hopper [exact]" in out
+    assert "128 MiB multimem" in out and "fa3 / fa3" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["explain", "12.x"], "invalid compute capability '12.x'; accepted:"),
+    (["explain", "9.0", "--world-size", "0"], "invalid value '0'; accepted: an integer >= 1"),
+    (["explain", "9.0", "--world-size=-1"], "invalid value '-1'; accepted: an integer >= 1"),
+    (["explain", "9.0", "--topology", "ring"], "invalid topology 'ring'; accepted: single, nvswitch, nvlink, pcie-p2p, pcie"),
+    (["explain", "13.0", "--strict"], "strict mode: 13.0 is not a known tier"),
+    (["explain", "9.0", "--cuda", "twelve"], "invalid version 'twelve'"),
+    (["explain"], "the following arguments are required: CAP"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["matrix", "--format", "html"], "invalid choice: 'html'"),
+    (["show", "--capability", "banana"], "invalid compute capability 'banana'"),
+    (["gencode", "--capability", "12.0", "--cuda", "12.4"], "sm_120 needs CUDA >= 12.8; toolkit is 12.4"),
+    (["gencode", "--capability", "13.0", "--cuda", "13.0"], "no compile target is known for 13.0"),
+    (["gencode", "--capability", "7.0", "--cuda", "13.0"], "sm_70 offline compilation was removed after CUDA 12.9"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_bad_environment_is_one_line_too(capsys, monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", "/nonexistent/arch.json")
+    code, _, err = run(capsys, "explain", "9.0")
+    assert code == 2 and "cannot read override file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_show_without_a_gpu_says_so(capsys, monkeypatch):
+    import importlib
+
+    detect_module = importlib.import_module("sglang_arch.arch.detect")
+    monkeypatch.setattr(detect_module, "_nvml_node", lambda: None)
+    monkeypatch.setattr(detect_module, "_torch_node", lambda: None)
+    code, out, _ = run(capsys, "show")
+    assert code == 0 and "No NVIDIA GPU found" in out
+
+
+def test_show_simulated_machine(capsys):
+    code, out, _ = run(capsys, "show", "--capability", "12.0", "--gpus", "8", "--topology", "pcie-p2p", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["source"] == "simulated" and len(d["gpus"]) == 8
+    assert d["node"]["collectives"]["torch_symm_mem"]["algorithm"] == "two_shot"
+
+
+def test_gencode_formats(capsys):
+    assert run(capsys, "gencode", "--capability", "9.0", "--capability", "12.0", "--cuda", "12.9")[1].strip() == (
+        "-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_120a,code=sm_120a "
+        "-gencode=arch=compute_120,code=compute_120")
+    assert run(capsys, "gencode", "--capability", "9.0", "--capability", "12.0", "--cuda", "12.9",
+               "--format", "torch")[1].strip() == "9.0a;12.0a;12.0+PTX"
+    assert run(capsys, "gencode", "--capability", "10.0", "--cuda", "12.9", "--format", "cmake")[1].strip() == (
+        "100a-real;100-virtual")
+    assert run(capsys, "gencode", "--capability", "8.9", "--capability", "9.0", "--cuda", "12.9",
+               "--format", "flashinfer")[1].strip() == "8.9 9.0a"
+    assert run(capsys, "gencode", "--capability", "9.0", "--cuda", "12.9", "--no-specific",
+               "--format", "torch")[1].strip() == "9.0+PTX"
+
+
+def test_support_matrix_doc_matches_the_table():
+    doc = (ROOT / "docs" / "support-matrix.md").read_text()
+    assert doc == render_matrix_markdown(matrix_rows()), (
+        "docs/support-matrix.md drifted from the table: regenerate with "
+        "`sglang-arch matrix --format markdown > docs/support-matrix.md`")
+
+
+def test_matrix_json_lists_every_known_tier(capsys):
+    rows = json.loads(run(capsys, "matrix", "--format", "json")[1])
+    assert [r["capability"] for r in rows][:3] == ["7.0", "7.5", "8.0"]
+    assert any(r["capability"] == "12.0" and r["torch_symm_mem"] == "128 MiB two_shot" for r in rows)
+
+
+def test_module_entry_point_and_help():
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    out = subprocess.run([sys.executable, "-m", "sglang_arch", "--help"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0
+    for command in ("show", "explain", "matrix", "gencode"):
+        assert command in out.stdout
+    out = subprocess.run([sys.executable, "-m", "sglang_arch", "explain", "--help"], capture_output=True, text=True, env=env)
+    assert "--world-size" in out.stdout and "pcie-p2p" in out.stdout
