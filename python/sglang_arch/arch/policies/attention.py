@@ -184,6 +184,9 @@ def default_backend(res: Resolution, traits: ModelTraits) -> AttentionDecision:
 
 
 def _model_blocks(name: str, traits: ModelTraits) -> Optional[str]:
+    """Model and speculative settings that rule a preferred MHA backend out."""
+    if traits.kind != "mha":
+        return None
     if name in ("fa3", "trtllm_mha") and traits.speculative_multi_branch:
         return "speculative top-k > 1"
     if name == "trtllm_mha" and traits.speculative_topk_pending:

@@ -1,2 +1,89 @@
+"""The SGLang plugin: routes SGLang's per-GPU decisions through the registry.
+
+Registered in SGLang's own entry-point group ``sglang.srt.plugins``, so SGLang's
+``load_plugins()`` runs :func:`register` in the launcher and in every scheduler,
+detokenizer and data-parallel process it spawns.  ``SGLANG_PLUGINS`` (SGLang's
+allow-list) or ``SGLANG_ARCH_DISABLE=1`` keep it out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import List
+
+logger = logging.getLogger("sglang_arch")
+
+_state = {"registered": False, "routed": []}
+
+
 def register() -> None:
-    return None
+    """Entry point.  Never raises: any problem leaves SGLang's own behaviour in place."""
+    try:
+        _register()
+    except Exception as exc:  # the plugin must never be the reason a server fails to start
+        logger.warning("sglang-arch: plugin not active, SGLang decides on its own (%s: %s)", type(exc).__name__, exc)
+
+
+def routed_concerns() -> List[str]:
+    return list(_state["routed"])
+
+
+def _register() -> None:
+    from .hooks import KILL_SWITCH
+
+    _ensure_visible_logging()
+    if os.environ.get(KILL_SWITCH, "").strip().lower() in ("1", "true", "yes", "on"):
+        logger.info("sglang-arch: disabled by %s", KILL_SWITCH)
+        return
+    if _state["registered"]:
+        return
+    from importlib.metadata import version
+
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    from .context import current
+    from .targets import TESTED_SGLANG_VERSIONS, all_targets, check_target
+
+    ctx = current()  # validates SGLANG_ARCH_* before anything is patched
+    sglang_version = version("sglang")
+    if sglang_version not in TESTED_SGLANG_VERSIONS:
+        logger.warning("sglang-arch: tested with sglang %s, found %s; each hook is checked before use",
+                       ", ".join(TESTED_SGLANG_VERSIONS), sglang_version)
+    routed: List[str] = []
+    skipped: List[str] = []
+    for target in all_targets():
+        problem = check_target(target)
+        if problem:
+            skipped.append(problem)
+            continue
+        HookRegistry.register(target.path, target.hook, HookType.AROUND)
+        if target.concern not in routed:
+            routed.append(target.concern)
+    _state["registered"] = True
+    _state["routed"] = routed
+    for problem in skipped:
+        logger.warning("sglang-arch: left to SGLang: %s", problem)
+    logger.info("sglang-arch: %s; routed: %s", _describe(ctx), ", ".join(routed) or "nothing")
+
+
+def _describe(ctx) -> str:
+    node = ctx.node
+    if not node.gpus:
+        return f"no NVIDIA GPU ({node.source}), SGLang decides"
+    names = sorted({g.name for g in node.gpus})
+    caps = ", ".join(sorted({f"sm_{c.sm}" for c in node.capabilities}))
+    res = ctx.resolution
+    return (f"{len(node.gpus)}x {' + '.join(names)} ({caps}) -> tier {res.resolved} [{res.match}], "
+            f"topology {node.topology.name} ({node.source})")
+
+
+def _ensure_visible_logging() -> None:
+    """SGLang configures logging after plugins load; until then our one line needs a handler."""
+    if logging.getLogger().handlers or logger.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[sglang-arch] %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False

@@ -1,0 +1,114 @@
+"""What the plugin knows about this process's machine: computed once, from the registry.
+
+Every hook reads this instead of probing the device itself, so all of SGLang's
+decisions in one process agree with each other and with ``sglang-arch show``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+from ...arch import Node, Resolution, decide, detect, node_resolution
+from ...arch.decisions import Decisions
+from ...arch.policies import attention, collectives, platform
+from ...arch.profile import parse_version
+from ...arch.topology import Topology
+
+logger = logging.getLogger("sglang_arch")
+
+ENV_CUDA = "SGLANG_ARCH_CUDA"
+# torch's CUDA version assumed for a simulated GPU when torch itself has none (a CPU build).
+SIMULATED_CUDA_DEFAULT = (13, 0)
+
+
+@dataclass(frozen=True)
+class PluginContext:
+    node: Node
+    resolution: Optional[Resolution]  # None: no NVIDIA GPU, upstream decides everything
+    cuda: Optional[Tuple[int, int]]
+    facts: Dict[str, object]
+
+    @property
+    def topology(self) -> Topology:
+        return self.node.topology
+
+    @property
+    def world(self) -> int:
+        """The largest all-reduce group this node can form (at least 2 for table look-ups)."""
+        return max(2, len(self.node.gpus))
+
+    def symm_mem(self, world_size: int) -> collectives.SymmMemDecision:
+        return collectives.torch_symm_mem(self._res(), self.topology, world_size)
+
+    def symm_mem_table(self) -> Dict[int, Dict[int, int]]:
+        """SGLang's ``TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES`` as the registry decides it.
+
+        Keyed, like upstream's, by the devices' real majors; only world sizes the policy
+        enables on this topology are listed, so upstream's own look-up does the rest.
+        """
+        if self.resolution is None:
+            return {}
+        row = {}
+        for ws in sorted(self.resolution.profile.torch_symm_mem):
+            d = self.symm_mem(ws)
+            if d.enabled:
+                row[ws] = d.max_bytes
+        return {major: dict(row) for major in {c.major for c in self.node.capabilities}}
+
+    def fusion(self, nnodes: int, requested: str = "auto") -> collectives.FusionDecision:
+        return collectives.allreduce_fusion(self._res(), self.topology, self.world, nnodes, requested)
+
+    def custom_ar_table(self) -> Optional[str]:
+        return self._res().profile.custom_ar_v2_table
+
+    def attention_default(self, traits: attention.ModelTraits) -> attention.AttentionDecision:
+        return attention.default_backend(self._res(), traits)
+
+    def check_backend(self, name: str, kind: str, phase: str) -> attention.Validity:
+        return attention.check_backend(self._res(), name, kind, phase, self.cuda)
+
+    def decisions(self) -> Decisions:
+        return decide(self._res(), self.topology, len(self.node.gpus), 1, attention.ModelTraits(cuda=self.cuda))
+
+    def _res(self) -> Resolution:
+        if self.resolution is None:
+            raise RuntimeError("no NVIDIA GPU: the registry has nothing to decide")
+        return self.resolution
+
+
+def _cuda_version(simulated: bool) -> Optional[Tuple[int, int]]:
+    explicit = os.environ.get(ENV_CUDA)
+    if explicit:
+        try:
+            return parse_version(explicit)
+        except ValueError as exc:
+            raise ValueError(f"{ENV_CUDA}: {exc}") from None
+    try:
+        import torch
+
+        if torch.version.cuda:
+            return parse_version(torch.version.cuda)
+    except ImportError:
+        pass
+    return SIMULATED_CUDA_DEFAULT if simulated else None
+
+
+@functools.lru_cache(maxsize=1)
+def current() -> PluginContext:
+    node = detect()
+    res = node_resolution(node.capabilities) if node.gpus else None
+    cuda = _cuda_version(node.source == "simulated")
+    facts = platform.platform_facts(res, cuda)
+    return PluginContext(node, res, cuda, facts)
+
+
+def reset() -> None:
+    """Forget the machine (tests; after changing SGLANG_ARCH_* in this process)."""
+    from ...arch import reset_default_registry
+
+    reset_default_registry()
+    current.cache_clear()

@@ -1,0 +1,215 @@
+"""``sglang-arch plan``: what a real SGLang server would pick on a machine you may not have.
+
+Two fresh interpreters resolve SGLang's real ``ServerArgs`` for the same simulated
+machine: one with the plugin routing through the registry (the GPU simulated by the
+registry's own override, ``SGLANG_ARCH_CAPABILITY``), one with SGLang alone (the GPU
+given to SGLang through its own ``override_platform``, with the facts SGLang's probes
+would compute for it).  Separate processes, because hooks patch modules for good.
+
+Run as a module, this file is that worker: ``--mode routed|upstream``, JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from ...arch import Capability, parse_capability, parse_topology
+from ...arch.profile import format_version
+
+# A simulated node: 132 SMs, like an H100 SXM / H200 (only the v2 custom all-reduce
+# block counts read it).
+SIMULATED_NUM_SM = 132
+
+
+def upstream_platform_facts(cap: Capability, cuda: Tuple[int, int]) -> Dict[str, Any]:
+    """What SGLang's own probes would answer for ``cap``: evaluated from the (majors,
+    minimum CUDA) each of its ``lru_cache(partial(...))`` probes carries."""
+    from sglang.srt.runtime_context import _PLATFORM_PROBES
+    from sglang.srt.utils import common
+
+    facts: Dict[str, Any] = {}
+    for fact, helper in _PLATFORM_PROBES.items():
+        probe = getattr(common, helper, None)
+        keywords = getattr(getattr(probe, "__wrapped__", None), "keywords", None) or {}
+        if "device_capability_majors" in keywords:
+            facts[fact] = cap.major in keywords["device_capability_majors"] and cuda >= tuple(keywords["cuda_version"])
+    facts.update(device_capability=cap.as_tuple(), device_sm=cap.sm)
+    return facts
+
+
+SIMULATED_MACHINE = {"is_cuda": True, "is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False,
+                     "is_mps": False, "has_flashinfer": True}
+
+
+@contextlib.contextmanager
+def simulated_torch_device(cap: Capability, num_sm: int = SIMULATED_NUM_SM) -> Iterator[None]:
+    """torch's device queries answer for the simulated GPU (for upstream's v2 config choice)."""
+    import torch
+
+    saved = torch.cuda.get_device_capability, torch.cuda.get_device_properties
+    torch.cuda.get_device_capability = lambda *a, **k: cap.as_tuple()
+    torch.cuda.get_device_properties = lambda *a, **k: SimpleNamespace(multi_processor_count=num_sm)
+    try:
+        yield
+    finally:
+        torch.cuda.get_device_capability, torch.cuda.get_device_properties = saved
+
+
+def _custom_ar_table(cap: Capability) -> str:
+    from sglang.srt.distributed.device_communicators.configs import custom_all_reduce_v2 as car
+
+    fn = car._get_all_reduce_configs
+    with simulated_torch_device(cap):
+        configs = getattr(fn, "__wrapped__", fn)()
+        for name in ("sm90", "sm100", "sm107"):
+            if configs is getattr(car, f"_{name}_configs")(SIMULATED_NUM_SM):
+                return name
+    return "default"
+
+
+def _upstream_symm_mem(cap: Capability, world_size: int, multicast: bool) -> Dict[str, Any]:
+    """SGLang 0.5.23's TorchSymmMemCommunicator rules, read from its own tables."""
+    from sglang.srt.distributed.device_communicators import torch_symm_mem as tsm
+
+    sizes = tsm.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES.get(cap.major)
+    if sizes is None:
+        return {"enabled": False, "max_bytes": 0, "algorithm": None,
+                "reason": f"no entry for capability major {cap.major}"}
+    if world_size not in sizes:
+        return {"enabled": False, "max_bytes": 0, "algorithm": None, "reason": f"world size {world_size} not listed"}
+    if not multicast:
+        return {"enabled": False, "max_bytes": 0, "algorithm": None,
+                "reason": "no multicast: 0.5.23 disables the communicator"}
+    multimem = world_size in tsm.TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM.get(cap.major, ())
+    return {"enabled": True, "max_bytes": sizes[world_size], "algorithm": "multimem" if multimem else "two_shot",
+            "reason": "upstream table"}
+
+
+def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda: Tuple[int, int],
+           model_path: str, extra: Sequence[str]) -> Dict[str, Any]:
+    logging.disable(logging.WARNING)
+    topo = parse_topology(topology)
+    from sglang.srt.runtime_context import override_platform
+
+    facts = dict(SIMULATED_MACHINE)
+    if mode == "routed":
+        from sglang.srt.plugins.hook_registry import HookRegistry
+
+        from . import register, routed_concerns
+        from .context import current
+
+        register()
+        HookRegistry.apply_hooks()
+        ctx = current()
+        symm = ctx.symm_mem(tp)
+        symm_out = {"enabled": symm.enabled, "max_bytes": symm.max_bytes, "algorithm": symm.algorithm,
+                    "reason": symm.reason, "table": {str(k): v for k, v in ctx.symm_mem_table().items()}}
+        routed = routed_concerns()
+        car_table = ctx.custom_ar_table() or "default"
+        tier = {"resolved": str(ctx.resolution.resolved), "match": ctx.resolution.match}
+    else:
+        facts.update(upstream_platform_facts(cap, cuda))
+        symm_out = _upstream_symm_mem(cap, tp, topo.multicast)
+        routed = []
+        car_table = _custom_ar_table(cap)
+        tier = None
+
+    from sglang.srt.arg_groups.overrides import resolving_view
+    from sglang.srt.layers import flashinfer_comm_fusion
+    from sglang.srt.server_args import prepare_server_args
+
+    argv = ["--model-path", model_path, "--tp-size", str(tp), "--nnodes", str(nnodes)]
+    if "--device" not in extra:
+        argv += ["--device", "cuda"]
+    error = None
+    with override_platform(**facts):
+        server_args = prepare_server_args(argv + list(extra))
+        try:
+            server_args.resolve_once()
+        except Exception as exc:  # what the server would say at start-up
+            error = f"{type(exc).__name__}: {exc}"
+        view = resolving_view(server_args)
+        fusion = view.flashinfer_allreduce_fusion_backend
+        fusion_resolved = None
+        if fusion is not None:
+            try:
+                fusion_resolved = flashinfer_comm_fusion._resolve_backend(fusion, nnodes > 1)
+            except ValueError as exc:
+                fusion_resolved = f"error: {exc}"
+        prefill = view.prefill_attention_backend or view.attention_backend
+        decode = view.decode_attention_backend or view.attention_backend
+        return {
+            "mode": mode,
+            "tier": tier,
+            "routed": routed,
+            "error": error,
+            "attention": {"prefill": prefill, "decode": decode},
+            "allreduce_fusion": {"requested": fusion, "backend": fusion_resolved},
+            "torch_symm_mem": dict(symm_out, flag=bool(view.enable_torch_symm_mem)),
+            "custom_allreduce": {"disabled_by_flag": bool(view.disable_custom_all_reduce), "v2_table": car_table},
+        }
+
+
+def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cuda: Tuple[int, int],
+             model_path: str, extra: Sequence[str]) -> Dict[str, Any]:
+    """Both workers, in parallel; returns {"routed": ..., "upstream": ...}."""
+    from ...arch import resolve
+
+    topo = topology or ("single" if tp == 1 else resolve(cap).profile.topology)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
+    env.update(SGLANG_ARCH_CAPABILITY=str(cap), SGLANG_ARCH_GPU_COUNT=str(tp), SGLANG_ARCH_TOPOLOGY=topo,
+               SGLANG_ARCH_CUDA=format_version(cuda), SGLANG_PLUGINS=env.get("SGLANG_PLUGINS", ""))
+    for key in ("SGLANG_ARCH_CONFIG", "SGLANG_ARCH_RESOLVE_AS", "SGLANG_ARCH_STRICT"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+
+    def one(mode: str) -> Dict[str, Any]:
+        cmd = [sys.executable, "-m", __name__, "--mode", mode, "--capability", str(cap), "--tp", str(tp),
+               "--topology", topo, "--nnodes", str(nnodes), "--cuda", format_version(cuda),
+               "--model-path", model_path, "--", *extra]
+        # The upstream worker must not see the plugin even if SGLang loads plugins itself.
+        mode_env = dict(env, SGLANG_ARCH_DISABLE="1") if mode == "upstream" else env
+        out = subprocess.run(cmd, capture_output=True, text=True, env=mode_env)
+        lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+        if out.returncode != 0 or not lines:
+            tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise RuntimeError(f"the {mode} worker failed: {tail[0]}")
+        return json.loads(lines[-1])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        routed, upstream = pool.map(one, ("routed", "upstream"))
+    return {"machine": {"capability": str(cap), "gpus": tp, "topology": topo, "nnodes": nnodes,
+                        "cuda": format_version(cuda)},
+            "routed": routed, "upstream": upstream}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="sglang_arch.integrations.sglang.plan")
+    parser.add_argument("--mode", choices=("routed", "upstream"), required=True)
+    parser.add_argument("--capability", required=True)
+    parser.add_argument("--tp", type=int, required=True)
+    parser.add_argument("--topology", required=True)
+    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--cuda", required=True)
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("extra", nargs="*")
+    args = parser.parse_args(argv)
+    from ...arch.profile import parse_version
+
+    result = worker(args.mode, parse_capability(args.capability), args.tp, args.topology, args.nnodes,
+                    parse_version(args.cuda), args.model_path, args.extra)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""The upstream targets the plugin hooks, what shape each must have, and the guard.
+
+A target is patched only when it exists and still looks like the SGLang release it was
+written against (its parameters, and the module attributes its hook uses).  Anything
+else leaves upstream's behaviour in place with one warning naming the target.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import pkgutil
+import sys
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+from . import hooks
+
+logger = logging.getLogger("sglang_arch")
+
+TESTED_SGLANG_VERSIONS = ("0.5.23",)
+
+_COMMON = "sglang.srt.utils.common"
+_SYMM = "sglang.srt.distributed.device_communicators.torch_symm_mem"
+_CAR = "sglang.srt.distributed.device_communicators.configs.custom_all_reduce_v2"
+_FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
+_OVERRIDES = "sglang.srt.arg_groups.overrides"
+_BASE = "sglang.srt.arg_groups.model_override_base"
+
+
+@dataclass(frozen=True)
+class Target:
+    concern: str  # what the hook routes, for the start-up line
+    path: str  # "module.attr" or "module.Class.method"
+    hook: Callable
+    params: Tuple[str, ...]  # the original's parameter names in the tested release
+    uses: Tuple[str, ...] = ()  # attributes of the target's module the hook reads
+
+
+# Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
+# _PLATFORM_VALUES map them; checked against the installed release before use.
+FACT_HELPERS = {
+    "is_sm90": "is_sm90_supported",
+    "is_sm100": "is_sm100_supported",
+    "is_sm100_or_sm110": "is_sm100_or_sm110_supported",
+    "is_sm110": "is_sm110_supported",
+    "is_sm120": "is_sm120_supported",
+    "is_blackwell": "is_blackwell_supported",
+    "is_hopper_with_cuda_12_3": "is_hopper_with_cuda_12_3",
+    "device_capability": "get_device_capability",
+    "device_sm": "get_device_sm",
+}
+_PROBE_PARAMS = ("device_capability_majors", "cuda_version")
+
+
+def all_targets() -> List[Target]:
+    facts = [Target("platform facts", f"{_COMMON}.{helper}", hooks.fact_hook(fact),
+                     {"device_capability": ("device_id",), "device_sm": ()}.get(fact, _PROBE_PARAMS))
+             for fact, helper in FACT_HELPERS.items()]
+    # ``is_blackwell`` is the same object under a second name in the same module.
+    facts.append(Target("platform facts", f"{_COMMON}.is_blackwell", hooks.fact_hook("is_blackwell"), _PROBE_PARAMS))
+    return facts + [
+        Target("torch symm mem", f"{_SYMM}.TorchSymmMemCommunicator.__init__", hooks.symm_mem_init,
+               ("self", "group", "device"), ("torch_symm_mem", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES")),
+        Target("custom all-reduce v2", f"{_CAR}._get_all_reduce_configs", hooks.custom_ar_v2_configs, (),
+               ("_sm90_configs", "_sm100_configs", "_sm107_configs", "AllReduceConfig", "Heuristic")),
+        Target("all-reduce fusion", f"{_FUSION}._resolve_backend", hooks.fusion_resolve_backend,
+               ("backend", "is_multi_node")),
+        Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable", hooks.fusion_auto_enable,
+               ("view",)),
+        Target("attention backend", f"{_BASE}.get_default_attn_backend", hooks.default_attention_backend,
+               ("server_args", "use_mla_backend", "model_config"),
+               ("current_platform", "resolving_view", "resolved_view", "is_no_spec_infer_or_topk_one",
+                "_forces_eagle_topk_one")),
+        Target("attention backend", f"{_OVERRIDES}._attention_backend_default", hooks.attention_backend_check,
+               ("view",), ("use_mla_backend",)),
+    ]
+
+
+def check_target(target: Target) -> Optional[str]:
+    """None when the target matches its expected shape, else why not (one line)."""
+    owner_path, attr = target.path.rsplit(".", 1)
+    try:
+        owner = pkgutil.resolve_name(owner_path)
+    except Exception as exc:
+        return f"{owner_path} cannot be imported ({type(exc).__name__}: {exc})"
+    original = getattr(owner, attr, None)
+    if original is None or not callable(original):
+        return f"{target.path} is missing"
+    try:
+        params = tuple(inspect.signature(original).parameters)
+    except (TypeError, ValueError):
+        return f"{target.path} has no inspectable signature"
+    if params != target.params:
+        return f"{target.path} changed: parameters {params}, expected {target.params}"
+    module = owner if inspect.ismodule(owner) else sys.modules[owner.__module__]
+    missing = [name for name in target.uses if not hasattr(module, name)]
+    if missing:
+        return f"{target.path}: its module no longer has {', '.join(missing)}"
+    if target.concern == "platform facts" and not _probe_mapping_ok(target):
+        return f"{target.path} is no longer the probe SGLang's get_platform() reads"
+    return None
+
+
+def _probe_mapping_ok(target: Target) -> bool:
+    from sglang.srt import runtime_context
+
+    helper = target.path.rsplit(".", 1)[1]
+    mapped = set(getattr(runtime_context, "_PLATFORM_PROBES", {}).values())
+    mapped |= set(getattr(runtime_context, "_PLATFORM_VALUES", {}).values())
+    return helper in mapped or helper == "is_blackwell"
