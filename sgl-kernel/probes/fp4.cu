@@ -207,7 +207,8 @@ int main() {
   std::string first;
   auto check = [&](bool ok, const char* what, int i, const std::string& got, const std::string& want) {
     if (ok) return;
-    if (wrong++ == 0) first = std::string(what) + "(" + std::to_string(kCases[i].in) + ") = " + got + ", expected " + want;
+    if (wrong++ == 0)
+      first = std::string(what) + "(" + std::to_string(kCases[i].in) + ") = " + got + ", expected " + want;
   };
   for (int i = 0; i < kCaseCount; ++i) {
     const Case& c = kCases[i];

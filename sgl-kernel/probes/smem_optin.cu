@@ -43,7 +43,9 @@ std::string json_str(const std::string& s) {
   return out + "\"";
 }
 std::string field(const char* key, long long value) { return std::string(",\"") + key + "\":" + std::to_string(value); }
-std::string field(const char* key, const std::string& value) { return std::string(",\"") + key + "\":" + json_str(value); }
+std::string field(const char* key, const std::string& value) {
+  return std::string(",\"") + key + "\":" + json_str(value);
+}
 std::string field(const char* key, bool value) { return std::string(",\"") + key + "\":" + (value ? "true" : "false"); }
 
 void emit(const char* status, const std::string& detail, const std::string& fields = "") {
@@ -56,9 +58,9 @@ std::string cuda_error(cudaError_t err) { return std::string(cudaGetErrorName(er
   emit("error", std::string(what) + " failed: " + cuda_error(err), fields);
   std::exit(1);
 }
-#define PROBE_CHECK(call)                          \
-  do {                                             \
-    cudaError_t probe_err_ = (call);               \
+#define PROBE_CHECK(call)                                  \
+  do {                                                     \
+    cudaError_t probe_err_ = (call);                       \
     if (probe_err_ != cudaSuccess) die(#call, probe_err_); \
   } while (0)
 

@@ -266,8 +266,9 @@ int main() {
   const std::string fields = field("cuda_arch", f16.cuda_arch);
   if (f16.wrong || bf16.wrong) {
     std::string detail = "wgmma.mma_async m64n8k16 gave wrong results:";
-    if (f16.wrong) detail += " f16 " + std::to_string(f16.wrong) + "/" + std::to_string(kM * kN) + " (" + f16.first_wrong + ")";
-    if (bf16.wrong) detail += " bf16 " + std::to_string(bf16.wrong) + "/" + std::to_string(kM * kN) + " (" + bf16.first_wrong + ")";
+    const std::string of = "/" + std::to_string(kM * kN);
+    if (f16.wrong) detail += " f16 " + std::to_string(f16.wrong) + of + " (" + f16.first_wrong + ")";
+    if (bf16.wrong) detail += " bf16 " + std::to_string(bf16.wrong) + of + " (" + bf16.first_wrong + ")";
     emit("refuted", detail, fields);
     return 0;
   }

@@ -139,7 +139,8 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "custom_ar_v2_table": "sm100",
         "custom_ar_v2_world_sizes": [2, 3, 4, 5, 6, 7, 8, 16],
         "allreduce_fusion": ["mnnvl", "trtllm", "cutedsl"],
-        "allreduce_fusion_multi_node": ["mnnvl"],
+        # sglang 0.5.23 _resolve_backend lets cutedsl through on any node count.
+        "allreduce_fusion_multi_node": ["mnnvl", "cutedsl"],
         "attention_mha": ["trtllm_mha"],
         "attention_mla": ["flashinfer"],
         "sources": [_CUDA_GUIDE, _CCCL, "CUTLASS sm100_smem_capacity_bytes = 232448", _SGLANG,

@@ -42,7 +42,7 @@ def _register() -> None:
 
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    from .context import current
+    from ...arch.runtime import current
     from .targets import TESTED_SGLANG_VERSIONS, all_targets, check_target
 
     ctx = current()  # validates SGLANG_ARCH_* before anything is patched
@@ -79,11 +79,11 @@ def _describe(ctx) -> str:
 
 
 def _ensure_visible_logging() -> None:
-    """SGLang configures logging after plugins load; until then our one line needs a handler."""
-    if logging.getLogger().handlers or logger.handlers:
+    """SGLang sets up INFO logging only after plugins load; the start-up line must show anyway."""
+    if logger.handlers or logger.getEffectiveLevel() <= logging.INFO:
         return
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("[sglang-arch] %(message)s"))
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Set
 
 from ...arch.policies.attention import ModelTraits
 from ...arch.policies.collectives import CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES, CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES
-from .context import current
+from ...arch.runtime import current
 
 logger = logging.getLogger("sglang_arch")
 

@@ -105,7 +105,7 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
         from sglang.srt.plugins.hook_registry import HookRegistry
 
         from . import register, routed_concerns
-        from .context import current
+        from ...arch.runtime import current
 
         register()
         HookRegistry.apply_hooks()

@@ -1,7 +1,9 @@
-"""What the plugin knows about this process's machine: computed once, from the registry.
+"""This process's machine, resolved once: what every consumer of the registry reads.
 
-Every hook reads this instead of probing the device itself, so all of SGLang's
-decisions in one process agree with each other and with ``sglang-arch show``.
+SGLang's call sites (through the plugin's hooks, or directly in the upstream patch
+series) read this instead of probing the device themselves, so all decisions in one
+process agree with each other and with ``sglang-arch show``.  torch is imported only
+when asked for its CUDA version.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from ...arch import Node, Resolution, decide, detect, node_resolution
-from ...arch.decisions import Decisions
-from ...arch.policies import attention, collectives, platform
-from ...arch.profile import parse_version
-from ...arch.topology import Topology
+from .decisions import Decisions, decide
+from .detect import Node, detect, node_resolution
+from .policies import attention, collectives, platform
+from .profile import parse_version
+from .registry import Resolution, reset_default_registry
+from .topology import Topology
 
 logger = logging.getLogger("sglang_arch")
 
@@ -26,7 +29,7 @@ SIMULATED_CUDA_DEFAULT = (13, 0)
 
 
 @dataclass(frozen=True)
-class PluginContext:
+class MachineContext:
     node: Node
     resolution: Optional[Resolution]  # None: no NVIDIA GPU, upstream decides everything
     cuda: Optional[Tuple[int, int]]
@@ -98,17 +101,15 @@ def _cuda_version(simulated: bool) -> Optional[Tuple[int, int]]:
 
 
 @functools.lru_cache(maxsize=1)
-def current() -> PluginContext:
+def current() -> MachineContext:
     node = detect()
     res = node_resolution(node.capabilities) if node.gpus else None
     cuda = _cuda_version(node.source == "simulated")
     facts = platform.platform_facts(res, cuda)
-    return PluginContext(node, res, cuda, facts)
+    return MachineContext(node, res, cuda, facts)
 
 
 def reset() -> None:
     """Forget the machine (tests; after changing SGLANG_ARCH_* in this process)."""
-    from ...arch import reset_default_registry
-
     reset_default_registry()
     current.cache_clear()

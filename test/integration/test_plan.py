@@ -1,0 +1,71 @@
+"""``sglang-arch plan`` against the real SGLang: the SM120 difference, and errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
+
+from helpers import FIXTURES, clean_env  # noqa: E402
+
+
+def plan(*args):
+    out = subprocess.run([sys.executable, "-m", "sglang_arch", "plan", *args], capture_output=True, text=True,
+                         env=clean_env(), timeout=600)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sm120_pcie():
+    out = plan("--capability", "12.0", "--tp", "8", "--topology", "pcie-p2p",
+               "--model-path", str(FIXTURES / "qwen3-moe-tiny"), "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def test_sm120_pcie_symm_mem_on_where_upstream_is_off(sm120_pcie):
+    routed, upstream = sm120_pcie["routed"], sm120_pcie["upstream"]
+    assert routed["torch_symm_mem"]["enabled"] is True
+    assert routed["torch_symm_mem"]["max_bytes"] == 128 * 1024 * 1024
+    assert routed["torch_symm_mem"]["algorithm"] == "two_shot"
+    assert routed["torch_symm_mem"]["table"] == {"12": {"2": 64 << 20, "4": 64 << 20, "6": 128 << 20, "8": 128 << 20}}
+    assert upstream["torch_symm_mem"]["enabled"] is False
+
+
+def test_sm120_pcie_fusion_and_attention(sm120_pcie):
+    routed, upstream = sm120_pcie["routed"], sm120_pcie["upstream"]
+    assert routed["allreduce_fusion"] == {"requested": "auto", "backend": "trtllm"}
+    assert upstream["allreduce_fusion"]["requested"] is None
+    assert routed["attention"] == upstream["attention"] == {"prefill": "flashinfer", "decode": "flashinfer"}
+    assert routed["tier"] == {"resolved": "12.0", "match": "exact"}
+    assert routed["error"] is None and upstream["error"] is None
+
+
+def test_hopper_plan_equals_upstream():
+    out = plan("--capability", "9.0", "--tp", "8", "--model-path", str(FIXTURES / "llama-tiny"), "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    d = json.loads(out.stdout)
+    for key in ("attention", "allreduce_fusion", "custom_allreduce"):
+        assert d["routed"][key] == d["upstream"][key], key
+    assert d["routed"]["attention"]["prefill"] == "fa3"
+    assert d["routed"]["custom_allreduce"]["v2_table"] == "sm90"
+
+
+def test_invalid_explicit_backend_is_a_clear_error_before_weights():
+    out = plan("--capability", "12.0", "--tp", "2", "--model-path", str(FIXTURES / "llama-tiny"), "--json",
+               "--", "--attention-backend", "fa3")
+    d = json.loads(out.stdout)
+    assert "--attention-backend fa3: fa3 cannot run MHA prefill on 12.0" in d["routed"]["error"]
+    assert "Valid here: fa4, trtllm_mha, flashinfer, triton, torch_native" in d["routed"]["error"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--capability", "12.0"], "the following arguments are required: --model-path"),
+    (["--capability", "12.0", "--model-path", "/nonexistent"], "has no config.json"),
+    (["--capability", "twelve", "--model-path", "/tmp"], "invalid compute capability 'twelve'"),
+])
+def test_plan_bad_input(args, message):
+    out = plan(*args)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,144 @@
+"""The plugin inside the real SGLang: loading, opting out, guards, CLI start-up."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
+
+from helpers import clean_env  # noqa: E402
+
+PROBE = textwrap.dedent("""
+    import json, logging, sys
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s|%(message)s")
+    from sglang.srt.plugins import load_plugins
+    load_plugins()
+    from sglang.srt.runtime_context import get_platform
+    p = get_platform()
+    print(json.dumps({"is_sm120": p.is_sm120, "capability": list(p.device_capability or ())}))
+""")
+
+
+def python(code, **env):
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(**env))
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+def facts(out):
+    import json
+
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_loads_through_the_entry_point_in_a_fresh_interpreter():
+    out = python(PROBE, SGLANG_ARCH_CAPABILITY="12.0", SGLANG_ARCH_GPU_COUNT="8")
+    assert facts(out) == {"is_sm120": True, "capability": [12, 0]}
+    line = [l for l in out.stderr.splitlines() if l.startswith("sglang_arch|") and "routed:" in l]
+    assert len(line) == 1, out.stderr[-2000:]
+    assert "8x simulated sm_120" in line[0] and "tier 12.0 [exact]" in line[0]
+    for concern in ("platform facts", "torch symm mem", "custom all-reduce v2", "all-reduce fusion", "attention backend"):
+        assert concern in line[0]
+
+
+def test_unknown_gpu_takes_its_nearest_tier_through_sglang():
+    out = python(PROBE, SGLANG_ARCH_CAPABILITY="13.0")
+    assert facts(out) == {"is_sm120": True, "capability": [12, 1]}
+
+
+def test_loads_in_a_spawned_child():
+    code = textwrap.dedent("""
+        import json, multiprocessing as mp
+
+        def child(q):
+            from sglang.srt.plugins import load_plugins
+            load_plugins()  # what SGLang's scheduler and detokenizer do first
+            from sglang.srt.runtime_context import get_platform
+            q.put(get_platform().is_sm120)
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            q = ctx.Queue()
+            p = ctx.Process(target=child, args=(q,))
+            p.start(); p.join(120)
+            print(json.dumps({"child_is_sm120": q.get(timeout=5), "exit": p.exitcode}))
+    """)
+    import json
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(code)
+    out = subprocess.run([sys.executable, fh.name], capture_output=True, text=True,
+                         env=clean_env(SGLANG_ARCH_CAPABILITY="12.0"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"child_is_sm120": True, "exit": 0}
+
+
+@pytest.mark.parametrize("env", [{"SGLANG_PLUGINS": "some_other_plugin"}, {"SGLANG_ARCH_DISABLE": "1"}])
+def test_opting_out_leaves_sglang_alone(env):
+    # With the GPU simulated only for the registry, SGLang alone sees a CPU machine.
+    out = python(PROBE, SGLANG_ARCH_CAPABILITY="12.0", **env)
+    assert facts(out)["is_sm120"] is False
+    assert "routed:" not in out.stderr
+    if "SGLANG_ARCH_DISABLE" in env:
+        assert "disabled by SGLANG_ARCH_DISABLE" in out.stderr
+
+
+def test_bad_registry_environment_warns_and_leaves_upstream_behaviour():
+    out = python(PROBE, SGLANG_ARCH_CAPABILITY="banana")
+    assert facts(out)["is_sm120"] is False
+    warnings = [l for l in out.stderr.splitlines() if "plugin not active" in l]
+    assert len(warnings) == 1 and "invalid compute capability 'banana'" in warnings[0]
+
+
+def test_a_missing_or_changed_target_is_one_warning_and_upstream_behaviour():
+    code = textwrap.dedent("""
+        import logging, sys
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s|%(message)s")
+        from sglang_arch.integrations.sglang import targets
+        from sglang_arch.integrations.sglang import hooks
+        real = targets.all_targets
+        def patched():
+            out = real()
+            out.append(targets.Target("attention backend", "sglang.srt.arg_groups.overrides._no_such_pass",
+                                      hooks.attention_backend_check, ("view",)))
+            out.append(targets.Target("attention backend", "sglang.srt.layers.flashinfer_comm_fusion._resolve_backend",
+                                      hooks.fusion_resolve_backend, ("backend", "is_multi_node", "group")))
+            out = [t for t in out if not (t.path.endswith("_resolve_backend") and len(t.params) == 2)]
+            return out
+        targets.all_targets = patched
+        from sglang.srt.plugins import load_plugins
+        load_plugins()
+        from sglang.srt.layers import flashinfer_comm_fusion as f
+        from sglang.srt.runtime_context import override_platform
+        with override_platform(is_sm90=False, is_sm100=False):
+            try:
+                f._resolve_backend("auto")
+                print("routed")
+            except ValueError:
+                print("upstream")
+    """)
+    out = python(code, SGLANG_ARCH_CAPABILITY="12.0")
+    assert out.stdout.strip().splitlines()[-1] == "upstream"  # SM120 without the hook: upstream raises
+    left = [l for l in out.stderr.splitlines() if "left to SGLang" in l]
+    assert len(left) == 2
+    assert any("_no_such_pass is missing" in l for l in left)
+    assert any("_resolve_backend changed: parameters ('backend', 'is_multi_node')" in l for l in left)
+    assert "Traceback" not in out.stderr
+
+
+def test_every_target_matches_the_installed_release():
+    from sglang_arch.integrations.sglang.targets import all_targets, check_target
+
+    problems = [p for p in (check_target(t) for t in all_targets()) if p]
+    assert not problems
+
+
+def test_launch_server_help_works_with_the_plugin():
+    out = subprocess.run([sys.executable, "-m", "sglang.launch_server", "--help"], capture_output=True, text=True,
+                         env=clean_env(SGLANG_ARCH_CAPABILITY="12.0"), timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "--enable-torch-symm-mem" in out.stdout
+    assert "routed:" in out.stderr
