@@ -84,7 +84,7 @@ def decide(
         nnodes=nnodes,
         symm_mem=collectives.torch_symm_mem(res, topology, world_size),
         custom_allreduce=collectives.custom_allreduce(res, topology, world_size),
-        fusion=collectives.allreduce_fusion(res, topology, world_size, nnodes),
+        fusion=collectives.allreduce_fusion(res, topology, world_size, nnodes, cuda=traits.cuda),
         mha=attention.default_backend(res, replace(traits, kind="mha")),
         mla=attention.default_backend(res, replace(traits, kind="mla")),
     )

@@ -40,6 +40,7 @@ class ArchProfile:
     custom_ar_v2_world_sizes: Tuple[int, ...] = tuple(range(2, 17))
     allreduce_fusion: Tuple[str, ...] = ()  # usable backends; the first is what "auto" picks
     allreduce_fusion_multi_node: Tuple[str, ...] = ()  # those that may span nodes
+    allreduce_fusion_min_cuda: Optional[Tuple[int, int]] = None
     attention_mha: Tuple[str, ...] = ()
     attention_mla: Tuple[str, ...] = ()
     lead: Tuple[str, ...] = ()
@@ -54,7 +55,7 @@ _KNOWN_FIELDS = {
     "inherits", "name", "examples", "smem_per_sm_kib", "smem_per_block_kib", "features",
     "topology", "min_cuda", "min_cuda_arch_specific", "min_cuda_family", "max_cuda",
     "torch_symm_mem", "symm_mem_multimem_world_sizes", "custom_ar_v2_table",
-    "custom_ar_v2_world_sizes", "allreduce_fusion", "allreduce_fusion_multi_node",
+    "custom_ar_v2_world_sizes", "allreduce_fusion", "allreduce_fusion_multi_node", "allreduce_fusion_min_cuda",
     "attention_mha", "attention_mla", "lead", "sources",
 }
 
@@ -165,6 +166,7 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
         custom_ar_v2_world_sizes=_ints(f("custom_ar_v2_world_sizes", list(range(2, 17))), f"{ctx}: field 'custom_ar_v2_world_sizes'"),
         allreduce_fusion=fusion,
         allreduce_fusion_multi_node=fusion_multi,
+        allreduce_fusion_min_cuda=_version(f("allreduce_fusion_min_cuda"), f"{ctx}: field 'allreduce_fusion_min_cuda'"),
         attention_mha=_strs(f("attention_mha", []), f"{ctx}: field 'attention_mha'"),
         attention_mla=_strs(f("attention_mla", []), f"{ctx}: field 'attention_mla'"),
         lead=_strs(f("lead", []), f"{ctx}: field 'lead'"),

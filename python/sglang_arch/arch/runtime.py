@@ -63,7 +63,7 @@ class MachineContext:
         return {major: dict(row) for major in {c.major for c in self.node.capabilities}}
 
     def fusion(self, nnodes: int, requested: str = "auto") -> collectives.FusionDecision:
-        return collectives.allreduce_fusion(self._res(), self.topology, self.world, nnodes, requested)
+        return collectives.allreduce_fusion(self._res(), self.topology, self.world, nnodes, requested, self.cuda)
 
     def custom_ar_table(self) -> Optional[str]:
         return self._res().profile.custom_ar_v2_table

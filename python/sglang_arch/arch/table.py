@@ -20,7 +20,8 @@ Field reference (the same schema is accepted in override files, see ``overrides.
 - ``custom_ar_v2_table``: which tuned table of SGLang's JIT custom all-reduce applies
   (``None``: its conservative default), ``custom_ar_v2_world_sizes`` the sizes it lists.
 - ``allreduce_fusion``: the FlashInfer all-reduce fusion backends that run here, the
-  one ``auto`` picks first; ``allreduce_fusion_multi_node``: those that span nodes.
+  one ``auto`` picks first; ``allreduce_fusion_multi_node``: those that span nodes;
+  ``allreduce_fusion_min_cuda``: the torch CUDA version its kernels need.
 - ``attention_mha`` / ``attention_mla``: preferred attention backends, best first;
   the policy appends the portable tail and skips what fails its validity check.
 - ``lead``: fields whose value has only one source so far.
@@ -119,6 +120,7 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "custom_ar_v2_world_sizes": [2, 3, 4, 5, 6, 7, 8],
         "allreduce_fusion": ["trtllm", "mnnvl"],
         "allreduce_fusion_multi_node": [],
+        "allreduce_fusion_min_cuda": "12.3",  # sglang gates SM90 paths at CUDA 12.3
         "attention_mha": ["fa3"],
         "attention_mla": ["fa3"],
         "sources": [_CUDA_GUIDE, _SGLANG, _SGLANG_CAR, _SGLANG_FUSION, _SGLANG_ATTN],
@@ -139,6 +141,7 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "custom_ar_v2_table": "sm100",
         "custom_ar_v2_world_sizes": [2, 3, 4, 5, 6, 7, 8, 16],
         "allreduce_fusion": ["mnnvl", "trtllm", "cutedsl"],
+        "allreduce_fusion_min_cuda": "12.8",
         # sglang 0.5.23 _resolve_backend lets cutedsl through on any node count.
         "allreduce_fusion_multi_node": ["mnnvl", "cutedsl"],
         "attention_mha": ["trtllm_mha"],
@@ -198,6 +201,7 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "symm_mem_multimem_world_sizes": [],
         "allreduce_fusion": ["trtllm"],
         "allreduce_fusion_multi_node": [],
+        "allreduce_fusion_min_cuda": "12.8",
         "attention_mha": [],
         "attention_mla": [],
         "sources": [_CUDA_GUIDE, "CUTLASS sm120_smem_capacity_bytes = 101376",

@@ -104,13 +104,14 @@ def custom_allreduce(res: Resolution, topology: Topology, world_size: int) -> Cu
 
 
 def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnodes: int = 1,
-                     requested: str = "auto") -> FusionDecision:
+                     requested: str = "auto", cuda: Optional[Tuple[int, int]] = None) -> FusionDecision:
     """FlashInfer all-reduce + residual + RMSNorm fusion.
 
     ``auto`` takes the tier's first backend; an explicit one must be listed for the
     tier; across nodes only the tier's multi-node backends; trtllm's IPC workspace needs
     P2P.  FlashInfer's comm kernels are built per family, so a generation fallback does
-    not keep them.
+    not keep them.  ``cuda`` (torch's CUDA version), when given, must reach the tier's
+    minimum for these kernels.
     """
     _check_world_size(world_size)
     if isinstance(nnodes, bool) or not isinstance(nnodes, int) or nnodes < 1:
@@ -125,6 +126,10 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
         return FusionDecision(False, None, f"tier {tier} has no FlashInfer all-reduce fusion kernels")
     if not res.keeps_family_code:
         return FusionDecision(False, None, f"{res.match} fallback to {tier}: FlashInfer's comm kernels are built per family")
+    need = res.profile.allreduce_fusion_min_cuda
+    if cuda is not None and need is not None and cuda < need:
+        return FusionDecision(False, None, f"fusion on tier {tier} needs torch CUDA >= {need[0]}.{need[1]} "
+                                           f"(found {cuda[0]}.{cuda[1]})")
     if nnodes > 1:
         candidates = [b for b in backends if b in res.profile.allreduce_fusion_multi_node]
         where = f"{nnodes} nodes"
