@@ -1,5 +1,127 @@
-"""Placeholder replaced below."""
+"""``sglang-arch tune collectives``: measure, check the registry, write an override file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import List
+
+
+def _sizes(text: str) -> List[int]:
+    units = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+    out = []
+    for part in text.split(","):
+        p = part.strip().lower().rstrip("ib").rstrip("b") if part.strip() else ""
+        try:
+            value = int(p[:-1]) * units[p[-1]] if p and p[-1] in units else int(p)
+        except (ValueError, KeyError):
+            raise argparse.ArgumentTypeError(f"invalid size {part!r}; accepted: bytes or 4K, 1M, 256M (comma-separated)")
+        if value < 4 or value % 4:
+            raise argparse.ArgumentTypeError(f"invalid size {part!r}; accepted: a positive multiple of 4 bytes")
+        out.append(value)
+    return out
+
+
+def _world_sizes(text: str) -> List[int]:
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v < 2 for v in values):
+        raise argparse.ArgumentTypeError(f"invalid world sizes {text!r}; accepted: integers >= 2, comma-separated")
+    return values
 
 
 def add_command(sub) -> None:
-    return None
+    p = sub.add_parser("tune", help="measure collectives on this node and write a registry override",
+                       description="Measure all-reduce paths on this node.")
+    tsub = p.add_subparsers(dest="what", metavar="WHAT", required=True)
+    c = tsub.add_parser(
+        "collectives", help="NCCL vs torch symmetric memory (two-shot, one-shot), per world size and size",
+        description="One process per GPU; checks each path against NCCL, times it (bf16, multicast off), reports "
+                    "whether the registry's pick is within 10%% of the fastest path, and writes an override file "
+                    "(the table's schema) with the measured symm-mem sizes. Use it with SGLANG_ARCH_CONFIG=FILE.")
+    c.add_argument("--world-sizes", type=_world_sizes, default=None, metavar="N,M",
+                   help="default: 2 up to the visible GPU count (powers of two)")
+    c.add_argument("--sizes", type=_sizes, default=None, metavar="S,S", help="message sizes (default 4K..256M, x4 steps)")
+    c.add_argument("--iters", type=int, default=20, help="timed iterations per cell (default 20)")
+    c.add_argument("--backend", choices=("nccl", "gloo"), default="nccl",
+                   help="gloo runs on CPUs and checks the harness only")
+    c.add_argument("--topology", default=None, help="override the detected topology for the check")
+    c.add_argument("--out", metavar="FILE", help="write the override file (.toml or .json)")
+    c.add_argument("--results", metavar="FILE", help="write the raw measurements and the check as JSON")
+    c.add_argument("--json", action="store_true", help="print the report as JSON")
+    c.set_defaults(func=cmd_tune_collectives)
+
+
+def cmd_tune_collectives(args: argparse.Namespace) -> int:
+    from ..arch import detect, node_resolution, parse_topology, resolve
+    from . import collectives as tc
+
+    if args.iters < 1:
+        raise ValueError(f"invalid --iters {args.iters}; accepted: an integer >= 1")
+    world_sizes = args.world_sizes
+    if world_sizes is None:
+        if args.backend == "gloo":
+            world_sizes = [2, 4]
+        else:
+            import torch
+
+            n = torch.cuda.device_count()
+            world_sizes = [w for w in (2, 4, 8) if w <= n]
+            if not world_sizes:
+                raise ValueError(f"tune collectives needs at least 2 GPUs; {n} visible (or --backend gloo)")
+    run = tc.measure(world_sizes, args.sizes or tc.DEFAULT_SIZES, args.iters, args.backend).to_dict()
+    report = {"run": run}
+    if args.backend == "nccl":
+        node = detect()
+        res = node_resolution(node.capabilities) if node.gpus else resolve(run["capability"])
+        topology = parse_topology(args.topology) if args.topology else node.topology
+        rows = tc.check(run, res, topology)
+        tuned = tc.tuned_sizes(run)
+        report.update(tier=str(res.resolved), match=res.match, topology=topology.name, check=rows, tuned_mib=tuned,
+                      within_10_percent=all(r["ok"] for r in rows))
+        if args.out:
+            source = (f"sglang-arch tune collectives, {run['started']}, {max(world_sizes)}x {run['device']}, "
+                      f"topology {topology.name}, multicast off")
+            entry = tc.override_entry(str(res.resolved), dict(res.profile.torch_symm_mem), tuned, source)
+            tc.write_override(args.out, entry)
+            report["override_file"] = args.out
+    if args.results:
+        with open(args.results, "w") as fh:
+            json.dump(report, fh, indent=2)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render(report))
+    return 0
+
+
+def render(report) -> str:
+    run = report["run"]
+    lines = [f"{run['device']} ({run['backend']}), world sizes {run['world_sizes']}, {run['iters']} iterations"]
+    paths = sorted({p for m in run["measurements"] for p in m["times_us"]} | {p for m in run["measurements"] for p in m["errors"]})
+    lines.append(f"{'ws':>3} {'size':>10}  " + "  ".join(f"{p:>12}" for p in paths) + "   registry pick")
+    checks = {(r["world_size"], r["size"]): r for r in report.get("check", [])}
+    for m in run["measurements"]:
+        cells = []
+        for p in paths:
+            cells.append(f"{m['times_us'][p]:>10.1f}us" if p in m["times_us"] else f"{'-':>12}")
+        r = checks.get((m["world_size"], m["size"]))
+        pick = "" if r is None else f"{r['pick']} ({r['pick_over_fastest']:.2f}x fastest){'' if r['ok'] else '  > 10%!'}"
+        lines.append(f"{m['world_size']:>3} {_fmt(m['size']):>10}  " + "  ".join(cells) + f"   {pick}")
+        for p, why in m["errors"].items():
+            lines.append(f"      {p}: {why}")
+    if "tuned_mib" in report:
+        lines.append(f"measured symm-mem max sizes (MiB): {report['tuned_mib']}; registry within 10%: "
+                     f"{report['within_10_percent']}")
+    if report.get("override_file"):
+        lines.append(f"override written to {report['override_file']} (use SGLANG_ARCH_CONFIG={report['override_file']})")
+    return "\n".join(lines)
+
+
+def _fmt(size: int) -> str:
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= div and size % div == 0:
+            return f"{size // div} {unit}"
+    return f"{size} B"

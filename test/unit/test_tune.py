@@ -1,0 +1,96 @@
+"""The collectives tuner: analysis on synthetic measurements, the override it writes,
+and the real harness on CPUs (gloo, correctness only)."""
+
+import json
+
+import pytest
+
+from sglang_arch.arch import TOPOLOGIES, build_registry, reset_default_registry, resolve
+from sglang_arch.arch.registry import load_override_file
+from sglang_arch.cli import main
+from sglang_arch.tune import collectives as tc
+
+MIB = 1 << 20
+
+
+def synthetic(ws, table):
+    """table: size -> {path: microseconds}"""
+    return {"measurements": [{"world_size": ws, "size": s, "times_us": t, "errors": {}} for s, t in table.items()]}
+
+
+RUN = synthetic(2, {
+    1 * MIB: {"nccl": 30.0, "two_shot": 10.0},
+    4 * MIB: {"nccl": 60.0, "two_shot": 50.0},
+    16 * MIB: {"nccl": 120.0, "two_shot": 150.0},
+    64 * MIB: {"nccl": 400.0, "two_shot": 600.0},
+})
+
+
+def test_tuned_size_is_the_first_size_where_symm_mem_loses():
+    assert tc.tuned_sizes(RUN) == {2: 16}
+
+
+def test_tuned_size_when_symm_mem_always_or_never_wins():
+    always = synthetic(4, {MIB: {"nccl": 9.0, "two_shot": 1.0}, 4 * MIB: {"nccl": 9.0, "two_shot": 1.0}})
+    assert tc.tuned_sizes(always) == {4: 8}
+    never = synthetic(4, {4096: {"nccl": 1.0, "two_shot": 9.0}})
+    assert tc.tuned_sizes(never) == {4: None}
+
+
+def test_check_compares_the_registry_pick_with_the_fastest_path():
+    res = resolve("9.0")
+    rows = tc.check(RUN, res, TOPOLOGIES["nvlink"])  # 9.0 ws 2 on NVLink without multicast: two-shot < 64 MiB
+    picks = {r["size"]: (r["pick"], r["fastest"], r["ok"]) for r in rows}
+    assert picks[1 * MIB] == ("two_shot", "two_shot", True)
+    assert picks[16 * MIB] == ("two_shot", "nccl", False)  # 150/120 = 1.25 > 1.10
+    assert picks[64 * MIB] == ("nccl", "nccl", True)  # 64 MiB is not below the 64 MiB maximum
+
+
+def test_override_file_round_trips_into_the_registry(tmp_path):
+    base = resolve("9.0").profile.torch_symm_mem
+    entry = tc.override_entry("9.0", dict(base), {2: 16, 4: None}, "measured on test data")
+    for suffix in (".toml", ".json"):
+        path = tmp_path / f"arch{suffix}"
+        tc.write_override(str(path), entry)
+        reg = build_registry(load_override_file(str(path)), override_source=str(path))
+        res = reg.resolve("9.0")
+        assert res.match == "override"
+        assert res.profile.torch_symm_mem == {2: 16 * MIB, 6: 128 * MIB, 8: 128 * MIB}
+        assert res.profile.sources == ("measured on test data",)
+
+
+def test_explain_reports_the_tuned_override(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "tuned.toml"
+    tc.write_override(str(path), tc.override_entry("9.0", dict(resolve("9.0").profile.torch_symm_mem), {2: 16}, "t"))
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    reset_default_registry()
+    assert main(["explain", "9.0", "--world-size", "2", "--topology", "nvlink", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["match"] == "override"
+    assert d["collectives"]["torch_symm_mem"]["max_bytes"] == 16 * MIB
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["tune", "collectives", "--backend", "gloo", "--world-sizes", "1"], "invalid world sizes '1'"),
+    (["tune", "collectives", "--backend", "gloo", "--sizes", "3"], "a positive multiple of 4 bytes"),
+    (["tune", "collectives", "--backend", "gloo", "--sizes", "4Q"], "invalid size '4Q'"),
+    (["tune", "collectives", "--backend", "gloo", "--iters", "0"], "invalid --iters 0"),
+    (["tune"], "the following arguments are required: WHAT"),
+])
+def test_tune_bad_input(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_harness_on_cpus_with_gloo(tmp_path, capsys):
+    pytest.importorskip("torch")
+    results = tmp_path / "run.json"
+    assert main(["tune", "collectives", "--backend", "gloo", "--world-sizes", "2,3", "--sizes", "4K,64K",
+                 "--iters", "2", "--results", str(results)]) == 0
+    run = json.loads(results.read_text())["run"]
+    cells = {(m["world_size"], m["size"]): m for m in run["measurements"]}
+    assert set(cells) == {(2, 4096), (2, 65536), (3, 4096), (3, 65536)}
+    for m in cells.values():
+        assert m["errors"] == {}  # the gloo sum equals the exact sum on every rank's data
+        assert m["times_us"]["nccl"] > 0
