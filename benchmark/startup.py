@@ -1,0 +1,65 @@
+"""The plugin's cost on SGLang's start-up, as a ratio from one run.
+
+    python benchmark/startup.py [--runs N] [--out FILE]
+
+Times ``python -m sglang.launch_server --help`` with the plugin (registered through
+SGLang's entry point) and with ``SGLANG_ARCH_DISABLE=1``, interleaved, and reports
+the medians and their ratio; also the in-process cost of ``load_plugins()`` itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HELP = [sys.executable, "-m", "sglang.launch_server", "--help"]
+LOAD = [sys.executable, "-c", (
+    "import time, sglang.srt.plugins as p, sglang.srt.server_args;"
+    "t=time.perf_counter(); p.load_plugins(); print(time.perf_counter()-t)")]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
+    modes = {"with plugin": dict(base), "plugin disabled": dict(base, SGLANG_ARCH_DISABLE="1")}
+    help_times = {m: [] for m in modes}
+    load_times = {m: [] for m in modes}
+    for _ in range(args.runs):
+        for mode, env in modes.items():
+            t0 = time.perf_counter()
+            out = subprocess.run(HELP, env=env, capture_output=True, text=True)
+            help_times[mode].append(time.perf_counter() - t0)
+            if out.returncode != 0:
+                raise SystemExit(f"launch_server --help failed ({mode}): {out.stderr[-500:]}")
+            out = subprocess.run(LOAD, env=env, capture_output=True, text=True, check=True)
+            load_times[mode].append(float(out.stdout.strip().splitlines()[-1]))
+    med = {m: statistics.median(v) for m, v in help_times.items()}
+    load = {m: statistics.median(v) for m, v in load_times.items()}
+    result = {
+        "command": f"python benchmark/startup.py --runs {args.runs}",
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d"),
+        "launch_server_help_median_s": med,
+        "ratio_with_over_without": med["with plugin"] / med["plugin disabled"],
+        "load_plugins_median_s": load,
+        "load_plugins_added_s": load["with plugin"] - load["plugin disabled"],
+    }
+    text = json.dumps(result, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

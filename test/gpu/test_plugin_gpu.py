@@ -1,0 +1,131 @@
+"""The plugin inside the real sglang 0.5.23 on the real GPU (no simulation)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gpu_env import GPUS, ROOT
+
+pytest.importorskip("sglang", reason="sglang is not installed on this GPU machine (scripts/gpu-test carries it)")
+
+ROUTED_VS_UPSTREAM = textwrap.dedent("""
+    import json, os, sys
+    from types import SimpleNamespace
+    from sglang.srt.plugins import load_plugins
+    load_plugins()
+    from sglang.srt.runtime_context import get_platform
+    from sglang.srt.utils import common
+    from sglang.srt.arg_groups import model_override_base as base
+    from sglang.srt.layers import flashinfer_comm_fusion as fusion
+    from sglang.srt.distributed.device_communicators.configs import custom_all_reduce_v2 as car
+    import torch
+
+    def orig(fn):
+        return getattr(fn, "__wrapped__", fn)
+
+    out = {"routed": {}, "upstream": {}}
+    for fact, helper in [("is_sm90", "is_sm90_supported"), ("is_sm100", "is_sm100_supported"),
+                         ("is_sm120", "is_sm120_supported"), ("is_blackwell", "is_blackwell_supported"),
+                         ("is_hopper_with_cuda_12_3", "is_hopper_with_cuda_12_3")]:
+        out["routed"][fact] = getattr(get_platform(), fact)
+        out["upstream"][fact] = orig(getattr(common, helper))()
+    out["routed"]["device_capability"] = list(get_platform().device_capability)
+    out["upstream"]["device_capability"] = list(orig(common.get_device_capability)())
+    sa = SimpleNamespace(speculative_algorithm=None, speculative_eagle_topk=None, page_size=1)
+    mc = SimpleNamespace(hf_config=SimpleNamespace(architectures=["LlamaForCausalLM"]), has_asymmetric_kv=False,
+                         has_attention_sinks=False)
+    for kind, mla in (("mha", False), ("mla", True)):
+        out["routed"]["attention_" + kind] = base.get_default_attn_backend(sa, mla, mc)
+        out["upstream"]["attention_" + kind] = orig(base.get_default_attn_backend)(sa, mla, mc)
+    out["routed"]["fusion_auto"] = fusion._resolve_backend("auto", False)
+    out["upstream"]["fusion_auto"] = orig(fusion._resolve_backend)("auto", False)
+    num_sm = torch.cuda.get_device_properties().multi_processor_count
+    out["routed"]["car_is_sm90_table"] = car._get_all_reduce_configs() is car._sm90_configs(num_sm)
+    out["upstream"]["car_is_sm90_table"] = orig(car._get_all_reduce_configs)() is car._sm90_configs(num_sm)
+    from sglang_arch.integrations.sglang import routed_concerns
+    out["routed_concerns"] = routed_concerns()
+    print(json.dumps(out))
+""")
+
+
+def _run(code, **env):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def test_routed_equals_upstream_on_this_gpu(report):
+    out = _run(ROUTED_VS_UPSTREAM)
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    assert d["routed"] == d["upstream"]
+    assert len(d["routed_concerns"]) == 5
+    report("routed", json.dumps(d["routed"]))
+    import torch
+
+    if torch.cuda.get_device_capability(0) == (9, 0):
+        assert d["routed"]["attention_mha"] == d["routed"]["attention_mla"] == "fa3"
+        assert d["routed"]["fusion_auto"] == "trtllm"
+        assert d["routed"]["is_sm90"] is True and d["routed"]["car_is_sm90_table"] is True
+
+
+SYMM_MEM = textwrap.dedent("""
+    import json, os, sys
+    import torch, torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    def rank_main(rank, world, port, plugin, q):
+        os.environ["SGLANG_OPT_USE_INKLING_CUSTOM_AR"] = "0"  # compare the tables, not the inkling floor
+        if plugin:
+            from sglang.srt.plugins import load_plugins
+            load_plugins()
+        torch.cuda.set_device(rank)
+        dist.init_process_group("nccl", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}")
+        from sglang.srt.distributed.device_communicators.torch_symm_mem import TorchSymmMemCommunicator
+        comm = TorchSymmMemCommunicator(dist.group.WORLD, rank)
+        result = {"disabled": comm.disabled, "max_size": comm.max_size}
+        if not comm.disabled:
+            x = torch.full((1 << 20,), float(rank + 1), dtype=torch.bfloat16, device=f"cuda:{rank}")
+            y = comm.all_reduce(x)
+            result["sum_ok"] = bool(y is not None and torch.all(y == sum(range(1, world + 1))).item())
+            result["multimem"] = world in comm._WORLD_SIZES_MULTIMEM.get(comm.device_capability, ())
+        q.put((rank, result))
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        plugin = sys.argv[1] == "plugin"
+        ctx = mp.get_context("spawn")
+        q = ctx.SimpleQueue()
+        import socket
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+        procs = [ctx.Process(target=rank_main, args=(r, 2, port, plugin, q)) for r in range(2)]
+        [p.start() for p in procs]
+        res = dict(q.get() for _ in procs)
+        [p.join(120) for p in procs]
+        print(json.dumps(res[0]))
+""")
+
+
+@pytest.mark.skipif(GPUS < 2, reason="needs 2 GPUs (torch symmetric memory across a real group)")
+def test_symm_mem_two_shot_runs_where_upstream_gives_up(tmp_path, report):
+    script = tmp_path / "symm.py"
+    script.write_text(SYMM_MEM)
+    results = {}
+    for mode in ("upstream", "plugin"):
+        out = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=600,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")})
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    report("symm_mem", json.dumps(results))
+    assert results["upstream"]["disabled"] is True  # multicast is off: 0.5.23 disables the communicator
+    assert results["plugin"] == {"disabled": False, "max_size": 64 << 20, "sum_ok": True, "multimem": False}
+
+
+def test_launch_server_help_on_the_gpu_machine():
+    out = _run("import runpy, sys; sys.argv = ['sglang.launch_server', '--help']; runpy.run_module('sglang.launch_server', run_name='__main__')")
+    assert "--enable-torch-symm-mem" in out.stdout and "routed:" in out.stderr
