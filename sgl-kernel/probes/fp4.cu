@@ -26,6 +26,9 @@
 #if defined(__has_include)
 #if __has_include(<cuda_fp4.h>)
 #include <cuda_fp4.h>
+
+#define PROBE_NAME "fp4"
+#include "probe_common.cuh"
 #define PROBE_HAVE_FP4_HEADER 1
 #endif
 #endif
@@ -41,52 +44,6 @@
 #endif
 
 namespace {
-
-constexpr const char* kProbe = "fp4";
-
-// ---- one JSON line on stdout (repeated in every probe so each file builds alone) ----
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string field(const char* key, long long value) { return std::string(",\"") + key + "\":" + std::to_string(value); }
-void emit(const char* status, const std::string& detail, const std::string& fields = "") {
-  std::printf("{\"probe\":%s,\"status\":%s,\"detail\":%s%s}\n", json_str(kProbe).c_str(), json_str(status).c_str(),
-              json_str(detail).c_str(), fields.c_str());
-  std::fflush(stdout);
-}
-std::string cuda_error(cudaError_t err) { return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err); }
-[[noreturn]] void die(const char* what, cudaError_t err) {
-  emit("error", std::string(what) + " failed: " + cuda_error(err));
-  std::exit(1);
-}
-#define PROBE_CHECK(call)                                  \
-  do {                                                     \
-    cudaError_t probe_err_ = (call);                       \
-    if (probe_err_ != cudaSuccess) die(#call, probe_err_); \
-  } while (0)
-
-bool build_mismatch(cudaError_t err) {
-  return err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
-         err == cudaErrorUnsupportedPtxVersion || err == cudaErrorInvalidPtx || err == cudaErrorJitCompilerNotFound;
-}
-bool kernel_fault(cudaError_t err) {
-  return err == cudaErrorIllegalInstruction || err == cudaErrorIllegalAddress || err == cudaErrorMisalignedAddress ||
-         err == cudaErrorInvalidPc || err == cudaErrorLaunchFailure || err == cudaErrorHardwareStackError ||
-         err == cudaErrorInvalidAddressSpace || err == cudaErrorLaunchTimeout;
-}
 
 struct Case {
   float in;
@@ -165,7 +122,7 @@ std::string hex1(uint32_t v) {
 
 int main() {
   if (!PROBE_HAVE_FP4_HEADER) {
-    emit("unsupported_build", "this CUDA toolkit has no cuda_fp4.h (FP4 needs CUDA >= 12.8)");
+    probe::emit("unsupported_build", "this CUDA toolkit has no cuda_fp4.h (FP4 needs CUDA >= 12.8)");
     return 0;
   }
   int count = 0;
@@ -182,17 +139,7 @@ int main() {
   PROBE_CHECK(cudaMemcpy(d_in, inputs, sizeof inputs, cudaMemcpyHostToDevice));
   PROBE_CHECK(cudaMemset(d_info, 0, kInfoWords * sizeof(int)));
   convert<<<1, 32>>>(d_in, kCaseCount, d_out, d_info);
-  cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
-  if (build_mismatch(err)) {
-    emit("unsupported_build", "no kernel image for this device: " + cuda_error(err));
-    return 0;
-  }
-  if (kernel_fault(err)) {
-    emit("refuted", "the conversion kernel faulted: " + cuda_error(err));
-    return 0;
-  }
-  if (err != cudaSuccess) die("conversion kernel", err);
+  if (probe::launch_verdict("conversion kernel")) return 0;
 
   DeviceResult results[kCaseCount];
   int info[kInfoWords] = {};
@@ -219,9 +166,9 @@ int main() {
     check(r.ins_bits == c.bits, "cvt e2m1", i, hex1(r.ins_bits), hex1(c.bits));
     check(r.ins_value == c.value, "cvt e2m1 back", i, std::to_string(r.ins_value), std::to_string(c.value));
   }
-  const std::string fields = field("cuda_arch", info[kCudaArch]) + field("cases", kCaseCount);
+  const std::string fields = probe::field("cuda_arch", info[kCudaArch]) + probe::field("cases", kCaseCount);
   if (!native) {
-    emit("unsupported_build",
+    probe::emit("unsupported_build",
          std::string("built without sm_100+ arch/family-specific code for this device: cuda_fp4.h only emulates "
                      "in software here (") +
              (wrong ? "and the emulation was wrong: " + first : "emulation correct") + ")",
@@ -229,10 +176,10 @@ int main() {
     return 0;
   }
   if (wrong) {
-    emit("refuted", std::to_string(wrong) + " wrong conversions; first: " + first, fields);
+    probe::emit("refuted", std::to_string(wrong) + " wrong conversions; first: " + first, fields);
     return 0;
   }
-  emit("verified", "e2m1 conversions (cvt instructions and cuda_fp4.h) matched " + std::to_string(kCaseCount) +
+  probe::emit("verified", "e2m1 conversions (cvt instructions and cuda_fp4.h) matched " + std::to_string(kCaseCount) +
                        " cases: exact values, ties to even, saturation",
        fields);
   return 0;

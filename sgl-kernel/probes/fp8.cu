@@ -23,53 +23,10 @@
 #include <cstdlib>
 #include <string>
 
+#define PROBE_NAME "fp8"
+#include "probe_common.cuh"
+
 namespace {
-
-constexpr const char* kProbe = "fp8";
-
-// ---- one JSON line on stdout (repeated in every probe so each file builds alone) ----
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string field(const char* key, long long value) { return std::string(",\"") + key + "\":" + std::to_string(value); }
-void emit(const char* status, const std::string& detail, const std::string& fields = "") {
-  std::printf("{\"probe\":%s,\"status\":%s,\"detail\":%s%s}\n", json_str(kProbe).c_str(), json_str(status).c_str(),
-              json_str(detail).c_str(), fields.c_str());
-  std::fflush(stdout);
-}
-std::string cuda_error(cudaError_t err) { return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err); }
-[[noreturn]] void die(const char* what, cudaError_t err) {
-  emit("error", std::string(what) + " failed: " + cuda_error(err));
-  std::exit(1);
-}
-#define PROBE_CHECK(call)                                  \
-  do {                                                     \
-    cudaError_t probe_err_ = (call);                       \
-    if (probe_err_ != cudaSuccess) die(#call, probe_err_); \
-  } while (0)
-
-bool build_mismatch(cudaError_t err) {
-  return err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
-         err == cudaErrorUnsupportedPtxVersion || err == cudaErrorInvalidPtx || err == cudaErrorJitCompilerNotFound;
-}
-bool kernel_fault(cudaError_t err) {
-  return err == cudaErrorIllegalInstruction || err == cudaErrorIllegalAddress || err == cudaErrorMisalignedAddress ||
-         err == cudaErrorInvalidPc || err == cudaErrorLaunchFailure || err == cudaErrorHardwareStackError ||
-         err == cudaErrorInvalidAddressSpace || err == cudaErrorLaunchTimeout;
-}
 
 // One test value: input, expected e4m3 bits and value, expected e5m2 bits and value.
 struct Case {
@@ -165,17 +122,7 @@ int main() {
   PROBE_CHECK(cudaMemcpy(d_in, inputs, sizeof inputs, cudaMemcpyHostToDevice));
   PROBE_CHECK(cudaMemset(d_info, 0, kInfoWords * sizeof(int)));
   convert<<<1, 32>>>(d_in, kCaseCount, d_out, d_info);
-  cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
-  if (build_mismatch(err)) {
-    emit("unsupported_build", "no kernel image for this device: " + cuda_error(err));
-    return 0;
-  }
-  if (kernel_fault(err)) {
-    emit("refuted", "the conversion kernel faulted: " + cuda_error(err));
-    return 0;
-  }
-  if (err != cudaSuccess) die("conversion kernel", err);
+  if (probe::launch_verdict("conversion kernel")) return 0;
 
   DeviceResult results[kCaseCount];
   int info[kInfoWords] = {};
@@ -212,19 +159,19 @@ int main() {
             std::to_string(want_value[f]));
     }
   }
-  const std::string fields = field("cuda_arch", info[kCudaArch]) + field("cases", kCaseCount);
+  const std::string fields = probe::field("cuda_arch", info[kCudaArch]) + probe::field("cases", kCaseCount);
   if (!native) {
-    emit("unsupported_build",
+    probe::emit("unsupported_build",
          std::string("built without sm_89+ code for this device: cuda_fp8.h only emulates in software here (") +
              (wrong ? "and the emulation was wrong: " + first : "emulation correct") + ")",
          fields);
     return 0;
   }
   if (wrong) {
-    emit("refuted", std::to_string(wrong) + " wrong conversions; first: " + first, fields);
+    probe::emit("refuted", std::to_string(wrong) + " wrong conversions; first: " + first, fields);
     return 0;
   }
-  emit("verified", "e4m3/e5m2 conversions (cvt instructions and cuda_fp8.h) matched " + std::to_string(kCaseCount) +
+  probe::emit("verified", "e4m3/e5m2 conversions (cvt instructions and cuda_fp8.h) matched " + std::to_string(kCaseCount) +
                        " cases: exact values, ties to even, saturation, subnormals",
        fields);
   return 0;

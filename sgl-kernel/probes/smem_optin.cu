@@ -20,49 +20,12 @@
 #include <cstdlib>
 #include <string>
 
+#define PROBE_NAME "smem_optin"
+#include "probe_common.cuh"
+
 namespace {
 
-constexpr const char* kProbe = "smem_optin";
 constexpr int kThreads = 1024;
-
-// ---- one JSON line on stdout (repeated in every probe so each file builds alone) ----
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string field(const char* key, long long value) { return std::string(",\"") + key + "\":" + std::to_string(value); }
-std::string field(const char* key, const std::string& value) {
-  return std::string(",\"") + key + "\":" + json_str(value);
-}
-std::string field(const char* key, bool value) { return std::string(",\"") + key + "\":" + (value ? "true" : "false"); }
-
-void emit(const char* status, const std::string& detail, const std::string& fields = "") {
-  std::printf("{\"probe\":%s,\"status\":%s,\"detail\":%s%s}\n", json_str(kProbe).c_str(), json_str(status).c_str(),
-              json_str(detail).c_str(), fields.c_str());
-  std::fflush(stdout);
-}
-std::string cuda_error(cudaError_t err) { return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err); }
-[[noreturn]] void die(const char* what, cudaError_t err, const std::string& fields = "") {
-  emit("error", std::string(what) + " failed: " + cuda_error(err), fields);
-  std::exit(1);
-}
-#define PROBE_CHECK(call)                                  \
-  do {                                                     \
-    cudaError_t probe_err_ = (call);                       \
-    if (probe_err_ != cudaSuccess) die(#call, probe_err_); \
-  } while (0)
 
 // A value unique to each word, so a read that aliases another word of the window
 // (a wrap-around, a bank mapped twice) is caught, not just a dead byte.
@@ -80,11 +43,6 @@ __global__ void fill_and_check(unsigned int words, unsigned int* mismatches) {
     if (smem[j] != (pattern(j) ^ blockIdx.x)) ++bad;
   }
   if (bad != 0) atomicAdd(mismatches, bad);
-}
-
-bool build_mismatch(cudaError_t err) {
-  return err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
-         err == cudaErrorUnsupportedPtxVersion || err == cudaErrorInvalidPtx || err == cudaErrorJitCompilerNotFound;
 }
 
 }  // namespace
@@ -108,24 +66,24 @@ int main() {
 
   // Everything measured so far goes into every line, also a failing one: the runner
   // compares the attributes even when the kernel could not run.
-  std::string fields = field("per_block_optin_bytes", static_cast<long long>(optin)) +
-                       field("per_sm_bytes", static_cast<long long>(per_sm)) +
-                       field("per_block_default_bytes", static_cast<long long>(per_block_default)) +
-                       field("reserved_per_block_bytes", static_cast<long long>(reserved)) +
-                       field("device", std::string(prop.name)) +
-                       field("capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)) +
-                       field("multiprocessors", static_cast<long long>(prop.multiProcessorCount)) +
-                       field("device_count", static_cast<long long>(count)) +
-                       field("driver_version", static_cast<long long>(driver)) +
-                       field("runtime_version", static_cast<long long>(runtime));
+  std::string fields = probe::field("per_block_optin_bytes", static_cast<long long>(optin)) +
+                       probe::field("per_sm_bytes", static_cast<long long>(per_sm)) +
+                       probe::field("per_block_default_bytes", static_cast<long long>(per_block_default)) +
+                       probe::field("reserved_per_block_bytes", static_cast<long long>(reserved)) +
+                       probe::field("device", std::string(prop.name)) +
+                       probe::field("capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)) +
+                       probe::field("multiprocessors", static_cast<long long>(prop.multiProcessorCount)) +
+                       probe::field("device_count", static_cast<long long>(count)) +
+                       probe::field("driver_version", static_cast<long long>(driver)) +
+                       probe::field("runtime_version", static_cast<long long>(runtime));
 
   cudaFuncAttributes attrs{};
   cudaError_t err = cudaFuncGetAttributes(&attrs, fill_and_check);
-  if (build_mismatch(err)) {
-    emit("unsupported_build", "no kernel image for this device: " + cuda_error(err), fields);
+  if (probe::build_mismatch(err)) {
+    probe::emit("unsupported_build", "no kernel image for this device: " + probe::cuda_error(err), fields);
     return 0;
   }
-  if (err != cudaSuccess) die("cudaFuncGetAttributes", err, fields);
+  if (err != cudaSuccess) probe::die("cudaFuncGetAttributes", err, fields);
   // Static shared memory counts against the same limit; this kernel has none, but
   // subtract it so the probe stays right if someone adds some.
   const int dynamic_bytes = optin - static_cast<int>(attrs.sharedSizeBytes);
@@ -134,13 +92,13 @@ int main() {
   err = cudaFuncSetAttribute(fill_and_check, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_bytes + 1);
   const bool over_rejected = err != cudaSuccess;
   (void)cudaGetLastError();  // the expected refusal is not sticky; clear it
-  fields += field("over_limit_rejected", over_rejected);
+  fields += probe::field("over_limit_rejected", over_rejected);
 
   err = cudaFuncSetAttribute(fill_and_check, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_bytes);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    emit("refuted", "the device refused its own opt-in maximum of " + std::to_string(dynamic_bytes) +
-                        " dynamic bytes: " + cuda_error(err), fields);
+    probe::emit("refuted", "the device refused its own opt-in maximum of " + std::to_string(dynamic_bytes) +
+                        " dynamic bytes: " + probe::cuda_error(err), fields);
     return 0;
   }
 
@@ -152,13 +110,13 @@ int main() {
   fill_and_check<<<prop.multiProcessorCount, kThreads, dynamic_bytes>>>(words, mismatches);
   err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
-  if (build_mismatch(err)) {
-    emit("unsupported_build", "no kernel image for this device: " + cuda_error(err), fields);
+  if (probe::build_mismatch(err)) {
+    probe::emit("unsupported_build", "no kernel image for this device: " + probe::cuda_error(err), fields);
     return 0;
   }
   if (err != cudaSuccess) {
-    emit("refuted", "a kernel with " + std::to_string(dynamic_bytes) + " bytes of dynamic shared memory failed: " +
-                        cuda_error(err), fields);
+    probe::emit("refuted", "a kernel with " + std::to_string(dynamic_bytes) + " bytes of dynamic shared memory failed: " +
+                        probe::cuda_error(err), fields);
     return 0;
   }
   unsigned int bad = 0;
@@ -168,11 +126,11 @@ int main() {
   const std::string used = std::to_string(prop.multiProcessorCount) + " blocks each filled and read back " +
                            std::to_string(dynamic_bytes) + " bytes of dynamic shared memory";
   if (bad != 0) {
-    emit("refuted", used + ", but " + std::to_string(bad) + " words read back wrong", fields);
+    probe::emit("refuted", used + ", but " + std::to_string(bad) + " words read back wrong", fields);
   } else if (!over_rejected) {
-    emit("refuted", used + ", but one byte more was accepted too: the opt-in attribute is not the ceiling", fields);
+    probe::emit("refuted", used + ", but one byte more was accepted too: the opt-in attribute is not the ceiling", fields);
   } else {
-    emit("verified", used + "; one byte more was refused", fields);
+    probe::emit("verified", used + "; one byte more was refused", fields);
   }
   return 0;
 }

@@ -22,6 +22,9 @@
 #include <string>
 #include <vector>
 
+#define PROBE_NAME "tcgen05"
+#include "probe_common.cuh"
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FAMILY_SPECIFIC__)
 #if __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000 && __CUDA_ARCH_FAMILY_SPECIFIC__ < 1200
 #define PROBE_HAS_TCGEN05 1
@@ -29,52 +32,6 @@
 #endif
 
 namespace {
-
-constexpr const char* kProbe = "tcgen05";
-
-// ---- one JSON line on stdout (repeated in every probe so each file builds alone) ----
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string field(const char* key, long long value) { return std::string(",\"") + key + "\":" + std::to_string(value); }
-void emit(const char* status, const std::string& detail, const std::string& fields = "") {
-  std::printf("{\"probe\":%s,\"status\":%s,\"detail\":%s%s}\n", json_str(kProbe).c_str(), json_str(status).c_str(),
-              json_str(detail).c_str(), fields.c_str());
-  std::fflush(stdout);
-}
-std::string cuda_error(cudaError_t err) { return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err); }
-[[noreturn]] void die(const char* what, cudaError_t err) {
-  emit("error", std::string(what) + " failed: " + cuda_error(err));
-  std::exit(1);
-}
-#define PROBE_CHECK(call)                                  \
-  do {                                                     \
-    cudaError_t probe_err_ = (call);                       \
-    if (probe_err_ != cudaSuccess) die(#call, probe_err_); \
-  } while (0)
-
-bool build_mismatch(cudaError_t err) {
-  return err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
-         err == cudaErrorUnsupportedPtxVersion || err == cudaErrorInvalidPtx || err == cudaErrorJitCompilerNotFound;
-}
-bool kernel_fault(cudaError_t err) {
-  return err == cudaErrorIllegalInstruction || err == cudaErrorIllegalAddress || err == cudaErrorMisalignedAddress ||
-         err == cudaErrorInvalidPc || err == cudaErrorLaunchFailure || err == cudaErrorHardwareStackError ||
-         err == cudaErrorInvalidAddressSpace || err == cudaErrorLaunchTimeout;
-}
 
 constexpr int kThreads = 128;  // four warps: warp w may access tensor-memory lanes 32w..32w+31
 constexpr uint32_t kColumns = 32;  // the smallest allocation (a power of two >= 32)
@@ -147,17 +104,7 @@ int main() {
   PROBE_CHECK(cudaMemset(d_out, 0, cells * sizeof(uint32_t)));
   PROBE_CHECK(cudaMemset(d_info, 0, kInfoWords * sizeof(int)));
   tmem_roundtrip<<<1, kThreads>>>(d_out, d_info);
-  cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
-  if (build_mismatch(err)) {
-    emit("unsupported_build", "no kernel image for this device: " + cuda_error(err));
-    return 0;
-  }
-  if (kernel_fault(err)) {
-    emit("refuted", "the tensor-memory kernel faulted: " + cuda_error(err));
-    return 0;
-  }
-  if (err != cudaSuccess) die("tensor-memory kernel", err);
+  if (probe::launch_verdict("tensor-memory kernel")) return 0;
 
   std::vector<uint32_t> out(cells);
   int info[kInfoWords] = {};
@@ -166,7 +113,7 @@ int main() {
   PROBE_CHECK(cudaFree(d_out));
   PROBE_CHECK(cudaFree(d_info));
   if (!info[kCompiled]) {
-    emit("unsupported_build",
+    probe::emit("unsupported_build",
          "built without sm_100/sm_103/sm_110 arch- or family-specific code for this device (tcgen05 needs "
          "__CUDA_ARCH_FAMILY_SPECIFIC__ in 1000..1199)");
     return 0;
@@ -174,13 +121,13 @@ int main() {
   size_t wrong = 0;
   for (int t = 0; t < kThreads; ++t)
     for (int c = 0; c < kUsedColumns; ++c) wrong += out[t * kUsedColumns + c] != cell_value(t, c);
-  const std::string fields = field("cuda_arch", info[kCudaArch]) + field("tmem_address", info[kTmemAddress]);
+  const std::string fields = probe::field("cuda_arch", info[kCudaArch]) + probe::field("tmem_address", info[kTmemAddress]);
   if (wrong) {
-    emit("refuted", "tensor memory read back " + std::to_string(wrong) + " of " + std::to_string(cells) +
+    probe::emit("refuted", "tensor memory read back " + std::to_string(wrong) + " of " + std::to_string(cells) +
                         " cells wrong", fields);
     return 0;
   }
-  emit("verified", "tcgen05.alloc of " + std::to_string(kColumns) + " columns, tcgen05.st/ld of 128 lanes x " +
+  probe::emit("verified", "tcgen05.alloc of " + std::to_string(kColumns) + " columns, tcgen05.st/ld of 128 lanes x " +
                        std::to_string(kUsedColumns) + " columns read back exactly, tcgen05.dealloc",
        fields);
   return 0;

@@ -24,69 +24,27 @@
 #include <string>
 #include <vector>
 
+#define PROBE_NAME "tma"
+#include "probe_common.cuh"
+
 namespace {
 
-constexpr const char* kProbe = "tma";
-
-// ---- one JSON line on stdout (repeated in every probe so each file builds alone) ----
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string field(const char* key, long long value) { return std::string(",\"") + key + "\":" + std::to_string(value); }
-void emit(const char* status, const std::string& detail, const std::string& fields = "") {
-  std::printf("{\"probe\":%s,\"status\":%s,\"detail\":%s%s}\n", json_str(kProbe).c_str(), json_str(status).c_str(),
-              json_str(detail).c_str(), fields.c_str());
-  std::fflush(stdout);
-}
-std::string cuda_error(cudaError_t err) { return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err); }
-[[noreturn]] void die(const char* what, cudaError_t err) {
-  emit("error", std::string(what) + " failed: " + cuda_error(err));
-  std::exit(1);
-}
-#define PROBE_CHECK(call)                                  \
-  do {                                                     \
-    cudaError_t probe_err_ = (call);                       \
-    if (probe_err_ != cudaSuccess) die(#call, probe_err_); \
-  } while (0)
-
 // No code in the binary that this device can run.
-bool build_mismatch(cudaError_t err) {
-  return err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
-         err == cudaErrorUnsupportedPtxVersion || err == cudaErrorInvalidPtx || err == cudaErrorJitCompilerNotFound;
-}
 // The kernel ran and the hardware faulted: the instructions under test failed.
-bool kernel_fault(cudaError_t err) {
-  return err == cudaErrorIllegalInstruction || err == cudaErrorIllegalAddress || err == cudaErrorMisalignedAddress ||
-         err == cudaErrorInvalidPc || err == cudaErrorLaunchFailure || err == cudaErrorHardwareStackError ||
-         err == cudaErrorInvalidAddressSpace || err == cudaErrorLaunchTimeout;
-}
 // Launch check shared by both parts: returns only when the kernel ran cleanly.
 void finish_launch(const char* what) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   if (err == cudaSuccess) return;
-  if (build_mismatch(err)) {
-    emit("unsupported_build", std::string(what) + ": no kernel image for this device: " + cuda_error(err));
+  if (probe::build_mismatch(err)) {
+    probe::emit("unsupported_build", std::string(what) + ": no kernel image for this device: " + probe::cuda_error(err));
     std::exit(0);
   }
-  if (kernel_fault(err)) {
-    emit("refuted", std::string(what) + " faulted on the device: " + cuda_error(err));
+  if (probe::kernel_fault(err)) {
+    probe::emit("refuted", std::string(what) + " faulted on the device: " + probe::cuda_error(err));
     std::exit(0);
   }
-  die(what, err);
+  probe::die(what, err);
 }
 
 // Device-side status words written by the kernels.
@@ -228,13 +186,13 @@ int main() {
   bulk_roundtrip<<<1, 256>>>(d_src, d_dst, info);
   finish_launch("bulk copy kernel");
   PROBE_CHECK(cudaMemcpy(host_info, info, sizeof host_info, cudaMemcpyDeviceToHost));
-  const std::string arch = field("cuda_arch", host_info[kCudaArch]);
+  const std::string arch = probe::field("cuda_arch", host_info[kCudaArch]);
   if (host_info[kTimedOut]) {
-    emit("refuted", "cp.async.bulk global->shared never completed its mbarrier", arch);
+    probe::emit("refuted", "cp.async.bulk global->shared never completed its mbarrier", arch);
     return 0;
   }
   if (!host_info[kCompiled]) {
-    emit("unsupported_build", "built without sm_90+ code for this device (cp.async.bulk needs __CUDA_ARCH__ >= 900)");
+    probe::emit("unsupported_build", "built without sm_90+ code for this device (cp.async.bulk needs __CUDA_ARCH__ >= 900)");
     return 0;
   }
   std::vector<uint32_t> dst(src.size());
@@ -242,7 +200,7 @@ int main() {
   size_t bulk_bad = 0;
   for (size_t i = 0; i < src.size(); ++i) bulk_bad += dst[i] != (src[i] ^ kXorMask);
   if (bulk_bad) {
-    emit("refuted", "cp.async.bulk round trip: " + std::to_string(bulk_bad) + " of " + std::to_string(src.size()) +
+    probe::emit("refuted", "cp.async.bulk round trip: " + std::to_string(bulk_bad) + " of " + std::to_string(src.size()) +
                         " words wrong", arch);
     return 0;
   }
@@ -252,7 +210,7 @@ int main() {
   cudaDriverEntryPointQueryResult query{};
   PROBE_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &query));
   if (query != cudaDriverEntryPointSuccess || entry == nullptr) {
-    emit("error", "the driver does not provide cuTensorMapEncodeTiled (query result " +
+    probe::emit("error", "the driver does not provide cuTensorMapEncodeTiled (query result " +
                       std::to_string(static_cast<int>(query)) + ")", arch);
     return 1;
   }
@@ -275,7 +233,7 @@ int main() {
                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                                   CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (encoded != CUDA_SUCCESS) {
-    emit("error", "cuTensorMapEncodeTiled returned CUresult " + std::to_string(static_cast<int>(encoded)), arch);
+    probe::emit("error", "cuTensorMapEncodeTiled returned CUresult " + std::to_string(static_cast<int>(encoded)), arch);
     return 1;
   }
   const int xs[2] = {32, kCols - kBox / 2}, ys[2] = {16, kRows - kBox / 2};
@@ -284,7 +242,7 @@ int main() {
   finish_launch("tensor tile kernel");
   PROBE_CHECK(cudaMemcpy(host_info, info, sizeof host_info, cudaMemcpyDeviceToHost));
   if (host_info[kTimedOut]) {
-    emit("refuted", "cp.async.bulk.tensor.2d never completed its mbarrier", arch);
+    probe::emit("refuted", "cp.async.bulk.tensor.2d never completed its mbarrier", arch);
     return 0;
   }
   std::vector<uint32_t> tiles(2 * kBox * kBox);
@@ -305,12 +263,12 @@ int main() {
   PROBE_CHECK(cudaFree(d_tiles));
   PROBE_CHECK(cudaFree(info));
   if (in_bad || edge_bad) {
-    emit("refuted", "cp.async.bulk.tensor.2d: " + std::to_string(in_bad) + " wrong words in the inner tile, " +
+    probe::emit("refuted", "cp.async.bulk.tensor.2d: " + std::to_string(in_bad) + " wrong words in the inner tile, " +
                         std::to_string(edge_bad) + " in the tile over the corner (which must be zero-filled outside)",
          arch);
     return 0;
   }
-  emit("verified",
+  probe::emit("verified",
        "cp.async.bulk moved " + std::to_string(kBulkBytes) +
            " bytes global->shared->global through an mbarrier and a bulk group; cp.async.bulk.tensor.2d loaded a "
            "32x32 tile and a corner tile with zero fill, all exact",

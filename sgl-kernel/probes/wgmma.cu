@@ -22,66 +22,24 @@
 #include <string>
 #include <vector>
 
+#define PROBE_NAME "wgmma"
+#include "probe_common.cuh"
+
 namespace {
 
-constexpr const char* kProbe = "wgmma";
-
-// ---- one JSON line on stdout (repeated in every probe so each file builds alone) ----
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string field(const char* key, long long value) { return std::string(",\"") + key + "\":" + std::to_string(value); }
-void emit(const char* status, const std::string& detail, const std::string& fields = "") {
-  std::printf("{\"probe\":%s,\"status\":%s,\"detail\":%s%s}\n", json_str(kProbe).c_str(), json_str(status).c_str(),
-              json_str(detail).c_str(), fields.c_str());
-  std::fflush(stdout);
-}
-std::string cuda_error(cudaError_t err) { return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err); }
-[[noreturn]] void die(const char* what, cudaError_t err) {
-  emit("error", std::string(what) + " failed: " + cuda_error(err));
-  std::exit(1);
-}
-#define PROBE_CHECK(call)                                  \
-  do {                                                     \
-    cudaError_t probe_err_ = (call);                       \
-    if (probe_err_ != cudaSuccess) die(#call, probe_err_); \
-  } while (0)
-
-bool build_mismatch(cudaError_t err) {
-  return err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
-         err == cudaErrorUnsupportedPtxVersion || err == cudaErrorInvalidPtx || err == cudaErrorJitCompilerNotFound;
-}
-bool kernel_fault(cudaError_t err) {
-  return err == cudaErrorIllegalInstruction || err == cudaErrorIllegalAddress || err == cudaErrorMisalignedAddress ||
-         err == cudaErrorInvalidPc || err == cudaErrorLaunchFailure || err == cudaErrorHardwareStackError ||
-         err == cudaErrorInvalidAddressSpace || err == cudaErrorLaunchTimeout;
-}
 void finish_launch(const char* what) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   if (err == cudaSuccess) return;
-  if (build_mismatch(err)) {
-    emit("unsupported_build", std::string(what) + ": no kernel image for this device: " + cuda_error(err));
+  if (probe::build_mismatch(err)) {
+    probe::emit("unsupported_build", std::string(what) + ": no kernel image for this device: " + probe::cuda_error(err));
     std::exit(0);
   }
-  if (kernel_fault(err)) {
-    emit("refuted", std::string(what) + " faulted on the device: " + cuda_error(err));
+  if (probe::kernel_fault(err)) {
+    probe::emit("refuted", std::string(what) + " faulted on the device: " + probe::cuda_error(err));
     std::exit(0);
   }
-  die(what, err);
+  probe::die(what, err);
 }
 
 constexpr int kM = 64, kN = 8, kK = 16;
@@ -259,20 +217,20 @@ int main() {
   PROBE_CHECK(cudaSetDevice(0));
   const Outcome f16 = run_case<false>();
   if (!f16.compiled) {
-    emit("unsupported_build", "built without sm_90a code for this device (wgmma needs __CUDA_ARCH_FEAT_SM90_ALL)");
+    probe::emit("unsupported_build", "built without sm_90a code for this device (wgmma needs __CUDA_ARCH_FEAT_SM90_ALL)");
     return 0;
   }
   const Outcome bf16 = run_case<true>();
-  const std::string fields = field("cuda_arch", f16.cuda_arch);
+  const std::string fields = probe::field("cuda_arch", f16.cuda_arch);
   if (f16.wrong || bf16.wrong) {
     std::string detail = "wgmma.mma_async m64n8k16 gave wrong results:";
     const std::string of = "/" + std::to_string(kM * kN);
     if (f16.wrong) detail += " f16 " + std::to_string(f16.wrong) + of + " (" + f16.first_wrong + ")";
     if (bf16.wrong) detail += " bf16 " + std::to_string(bf16.wrong) + of + " (" + bf16.first_wrong + ")";
-    emit("refuted", detail, fields);
+    probe::emit("refuted", detail, fields);
     return 0;
   }
-  emit("verified", "wgmma.mma_async m64n8k16 f32+=f16*f16 and f32+=bf16*bf16 from shared-memory descriptors matched "
+  probe::emit("verified", "wgmma.mma_async m64n8k16 f32+=f16*f16 and f32+=bf16*bf16 from shared-memory descriptors matched "
                    "the host reference exactly (64x8 outputs each)", fields);
   return 0;
 }
