@@ -13,8 +13,9 @@ Modes:
   ``sglang.srt.arch.runtime`` for a patched tree).
 
 The distributed runtime torch symmetric memory needs (a CUDA device, a process group,
-symmetric buffers) does not exist on a CPU machine; ``_symm_mem_runtime`` stands in for
-those torch pieces only, so SGLang's own communicator code runs.
+symmetric buffers) does not exist on a CPU machine; ``symm_mem_outcome`` (shared with
+``sglang-arch plan``) stands in for those torch pieces only, so SGLang's own communicator
+code runs.
 """
 
 from __future__ import annotations
@@ -30,14 +31,22 @@ import sys
 from types import SimpleNamespace
 from typing import Any, Dict, Iterator, List, Tuple
 
+from sglang_arch.arch import parse_capability
+from sglang_arch.integrations.sglang.plan import (
+    SIMULATED_MACHINE,
+    custom_ar_table,
+    symm_mem_outcome,
+    upstream_platform_facts,
+)
+
 CAPABILITIES = ["7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1",
                 "9.5", "10.5", "11.5", "12.5", "13.0", "6.1"]
 KNOWN_TO_UPSTREAM_DOMAIN = ["7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]
 TOPOLOGIES = ["nvswitch", "nvlink", "pcie-p2p", "pcie"]
 WORLD_SIZES = [2, 4, 8]
 CUDA = "13.0"
+CUDA_VERSION = (13, 0)
 FUSION_REQUESTS = ["auto", "trtllm", "mnnvl", "cutedsl"]
-SIMULATED_NUM_SM = 132
 
 # (name, use_mla, server-args fields, model-config fields)
 MODELS: List[Tuple[str, bool, Dict[str, Any], Dict[str, Any]]] = [
@@ -63,75 +72,6 @@ def _model_config(fields: Dict[str, Any]) -> SimpleNamespace:
                            has_attention_sinks=fields.get("has_attention_sinks", False))
 
 
-@contextlib.contextmanager
-def _torch_device(cap: Tuple[int, int]) -> Iterator[None]:
-    import torch
-
-    saved = (torch.cuda.get_device_capability, torch.cuda.get_device_properties, torch.cuda.set_device)
-    torch.cuda.get_device_capability = lambda *a, **k: cap
-    torch.cuda.get_device_properties = lambda *a, **k: SimpleNamespace(multi_processor_count=SIMULATED_NUM_SM)
-    torch.cuda.set_device = lambda *a, **k: None
-    try:
-        yield
-    finally:
-        torch.cuda.get_device_capability, torch.cuda.get_device_properties, torch.cuda.set_device = saved
-
-
-@contextlib.contextmanager
-def _symm_mem_runtime(world_size: int, multicast: bool) -> Iterator[None]:
-    """torch's symmetric-memory runtime for one rank of a simulated group, on the CPU."""
-    import torch
-
-    module = importlib.import_module("sglang.srt.distributed.device_communicators.torch_symm_mem")
-
-    class FakeSymmMem:
-        @staticmethod
-        def empty(numel, device=None, dtype=None):
-            return torch.empty(0, dtype=dtype)  # size is reported through max_size
-
-        @staticmethod
-        def rendezvous(buffer, group_name):
-            return SimpleNamespace(multicast_ptr=1 if multicast else 0)
-
-    saved = {name: getattr(module, name) for name in ("torch_symm_mem", "dist", "torch_symm_mem_available")
-             if hasattr(module, name)}
-    module.torch_symm_mem = FakeSymmMem
-    module.dist = SimpleNamespace(get_world_size=lambda group=None: world_size)
-    module.torch_symm_mem_available = True
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(module, name, value)
-
-
-def _symm_mem(cap: Tuple[int, int], world_size: int, multicast: bool) -> Dict[str, Any]:
-    module = importlib.import_module("sglang.srt.distributed.device_communicators.torch_symm_mem")
-    with _torch_device(cap), _symm_mem_runtime(world_size, multicast):
-        comm = module.TorchSymmMemCommunicator(SimpleNamespace(group_name="suite"), 0)
-    if comm.disabled:
-        return {"enabled": False}
-    multimem = world_size in comm._WORLD_SIZES_MULTIMEM.get(comm.device_capability, ())
-    return {"enabled": True, "max_bytes": comm.max_size, "algorithm": "multimem" if multimem else "two_shot"}
-
-
-def _custom_ar_table(cap: Tuple[int, int]) -> str:
-    car = importlib.import_module("sglang.srt.distributed.device_communicators.configs.custom_all_reduce_v2")
-    fn = car._get_all_reduce_configs
-    while fn is not None:  # upstream caches the first device's answer; each machine is new here
-        if hasattr(fn, "cache_clear"):
-            fn.cache_clear()
-        fn = getattr(fn, "__wrapped__", None)
-    with _torch_device(cap):
-        configs = car._get_all_reduce_configs()
-        for name in ("sm90", "sm100", "sm107"):
-            if configs is getattr(car, f"_{name}_configs")(SIMULATED_NUM_SM):
-                return name
-        sizes = sorted(configs)
-        one = configs[sizes[0]]
-        return f"default:{sizes[0]}-{sizes[-1]}:{one.graph.one_shot_push_threshold}:{one.graph.two_shot_pull_threshold}"
-
-
 def _call(fn, *args) -> Any:
     try:
         return fn(*args)
@@ -139,22 +79,7 @@ def _call(fn, *args) -> Any:
         return "ValueError"
 
 
-def upstream_facts(cap: Tuple[int, int]) -> Dict[str, Any]:
-    from sglang.srt.runtime_context import _PLATFORM_PROBES
-    from sglang.srt.utils import common
-
-    cuda = tuple(int(x) for x in CUDA.split("."))
-    facts: Dict[str, Any] = {}
-    for fact, helper in _PLATFORM_PROBES.items():
-        keywords = getattr(getattr(getattr(common, helper, None), "__wrapped__", None), "keywords", None) or {}
-        if "device_capability_majors" in keywords:
-            facts[fact] = cap[0] in keywords["device_capability_majors"] and cuda >= tuple(keywords["cuda_version"])
-    facts.update(device_capability=cap, device_sm=cap[0] * 10 + cap[1])
-    return facts
-
-
-MACHINE = {"is_cuda": True, "is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False, "is_mps": False,
-           "has_flashinfer": True}
+MACHINE = SIMULATED_MACHINE
 
 
 def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
@@ -180,7 +105,7 @@ def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
         cap = tuple(int(x) for x in cap_text.split("."))
         facts = dict(MACHINE)
         if mode == "upstream":
-            facts.update(upstream_facts(cap))
+            facts.update(upstream_platform_facts(parse_capability(cap_text), CUDA_VERSION))
         else:
             os.environ.update(SGLANG_ARCH_CAPABILITY=cap_text, SGLANG_ARCH_GPU_COUNT=str(ws),
                               SGLANG_ARCH_TOPOLOGY=topo, SGLANG_ARCH_CUDA=CUDA)
@@ -194,8 +119,8 @@ def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
                                             _model_config(mc)) for name, mla, sa, mc in MODELS}
             row["fusion_auto_enable"] = _call(overrides._flashinfer_allreduce_fusion_auto_enable,
                                               _auto_enable_view(ws))
-            row["symm_mem"] = _symm_mem(cap, ws, multicast=topo == "nvswitch")
-            row["custom_ar_v2"] = _custom_ar_table(cap)
+            row["symm_mem"] = symm_mem_outcome(parse_capability(cap_text), ws, multicast=topo == "nvswitch")
+            row["custom_ar_v2"] = custom_ar_table(parse_capability(cap_text))
         out[f"{cap_text}|{topo}|{ws}"] = row
     return out
 

@@ -52,46 +52,88 @@ SIMULATED_MACHINE = {"is_cuda": True, "is_hip": False, "is_npu": False, "is_xpu"
 
 @contextlib.contextmanager
 def simulated_torch_device(cap: Capability, num_sm: int = SIMULATED_NUM_SM) -> Iterator[None]:
-    """torch's device queries answer for the simulated GPU (for upstream's v2 config choice)."""
+    """torch's device queries answer for the simulated GPU, and selecting it is a no-op.
+
+    Only torch is stood in for (a CPU machine has no device to ask); SGLang's own code
+    runs unchanged on top.
+    """
     import torch
 
-    saved = torch.cuda.get_device_capability, torch.cuda.get_device_properties
+    saved = torch.cuda.get_device_capability, torch.cuda.get_device_properties, torch.cuda.set_device
     torch.cuda.get_device_capability = lambda *a, **k: cap.as_tuple()
     torch.cuda.get_device_properties = lambda *a, **k: SimpleNamespace(multi_processor_count=num_sm)
+    torch.cuda.set_device = lambda *a, **k: None
     try:
         yield
     finally:
-        torch.cuda.get_device_capability, torch.cuda.get_device_properties = saved
+        torch.cuda.get_device_capability, torch.cuda.get_device_properties, torch.cuda.set_device = saved
 
 
-def _custom_ar_table(cap: Capability) -> str:
+def custom_ar_table(cap: Capability, original: bool = False) -> str:
+    """Which v2 custom all-reduce table SGLang picks for ``cap``: a tuned table's name, or
+    ``default:<world sizes>:<one-shot bytes>:<two-shot bytes>``.  ``original``: bypass the
+    plugin's hook and ask upstream's own function."""
     from sglang.srt.distributed.device_communicators.configs import custom_all_reduce_v2 as car
 
     fn = car._get_all_reduce_configs
+    link = fn
+    while link is not None:  # upstream caches the first device's answer; each call here is a new device
+        if hasattr(link, "cache_clear"):
+            link.cache_clear()
+        link = getattr(link, "__wrapped__", None)
     with simulated_torch_device(cap):
-        configs = getattr(fn, "__wrapped__", fn)()
+        configs = (getattr(fn, "__wrapped__", fn) if original else fn)()
         for name in ("sm90", "sm100", "sm107"):
             if configs is getattr(car, f"_{name}_configs")(SIMULATED_NUM_SM):
                 return name
-    return "default"
+    sizes = sorted(configs)
+    first = configs[sizes[0]]
+    return f"default:{sizes[0]}-{sizes[-1]}:{first.graph.one_shot_push_threshold}:{first.graph.two_shot_pull_threshold}"
 
 
-def _upstream_symm_mem(cap: Capability, world_size: int, multicast: bool) -> Dict[str, Any]:
-    """SGLang 0.5.23's TorchSymmMemCommunicator rules, read from its own tables."""
+@contextlib.contextmanager
+def _symm_mem_runtime(world_size: int, multicast: bool) -> Iterator[None]:
+    """torch's symmetric-memory runtime for one rank of a simulated group, on the CPU:
+    buffers, a process group of ``world_size`` and a rendezvous handle that has a
+    multicast pointer only when the topology has multicast."""
+    import importlib
+
+    import torch
+
+    module = importlib.import_module("sglang.srt.distributed.device_communicators.torch_symm_mem")
+
+    class SimulatedSymmMem:
+        @staticmethod
+        def empty(numel, device=None, dtype=None):
+            return torch.empty(0, dtype=dtype)  # the size is read back from max_size
+
+        @staticmethod
+        def rendezvous(buffer, group_name):
+            return SimpleNamespace(multicast_ptr=1 if multicast else 0)
+
+    saved = {name: getattr(module, name) for name in ("torch_symm_mem", "dist", "torch_symm_mem_available")
+             if hasattr(module, name)}
+    module.torch_symm_mem = SimulatedSymmMem
+    module.dist = SimpleNamespace(get_world_size=lambda group=None: world_size)
+    module.torch_symm_mem_available = True
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+def symm_mem_outcome(cap: Capability, world_size: int, multicast: bool) -> Dict[str, Any]:
+    """What SGLang's own ``TorchSymmMemCommunicator`` ends up with on the simulated machine
+    (with the plugin's hook when it is applied)."""
     from sglang.srt.distributed.device_communicators import torch_symm_mem as tsm
 
-    sizes = tsm.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES.get(cap.major)
-    if sizes is None:
-        return {"enabled": False, "max_bytes": 0, "algorithm": None,
-                "reason": f"no entry for capability major {cap.major}"}
-    if world_size not in sizes:
-        return {"enabled": False, "max_bytes": 0, "algorithm": None, "reason": f"world size {world_size} not listed"}
-    if not multicast:
-        return {"enabled": False, "max_bytes": 0, "algorithm": None,
-                "reason": "no multicast: 0.5.23 disables the communicator"}
-    multimem = world_size in tsm.TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM.get(cap.major, ())
-    return {"enabled": True, "max_bytes": sizes[world_size], "algorithm": "multimem" if multimem else "two_shot",
-            "reason": "upstream table"}
+    with simulated_torch_device(cap), _symm_mem_runtime(world_size, multicast):
+        comm = tsm.TorchSymmMemCommunicator(SimpleNamespace(group_name="plan"), 0)
+    if comm.disabled:
+        return {"enabled": False}
+    multimem = world_size in comm._WORLD_SIZES_MULTIMEM.get(comm.device_capability, ())
+    return {"enabled": True, "max_bytes": comm.max_size, "algorithm": "multimem" if multimem else "two_shot"}
 
 
 def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda: Tuple[int, int],
@@ -110,18 +152,23 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
         register()
         HookRegistry.apply_hooks()
         ctx = current()
-        symm = ctx.symm_mem(tp)
-        symm_out = {"enabled": symm.enabled, "max_bytes": symm.max_bytes, "algorithm": symm.algorithm,
-                    "reason": symm.reason, "table": {str(k): v for k, v in ctx.symm_mem_table().items()}}
+        reason = ctx.symm_mem(tp).reason
+        table = {str(k): v for k, v in ctx.symm_mem_table().items()}
         routed = routed_concerns()
-        car_table = ctx.custom_ar_table() or "default"
         tier = {"resolved": str(ctx.resolution.resolved), "match": ctx.resolution.match}
     else:
         facts.update(upstream_platform_facts(cap, cuda))
-        symm_out = _upstream_symm_mem(cap, tp, topo.multicast)
+        from sglang.srt.distributed.device_communicators.all_reduce_utils import TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+
+        reason = "SGLang's own communicator" + ("" if topo.multicast else " (needs multicast in 0.5.23)")
+        table = {str(k): v for k, v in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES.items()}
         routed = []
-        car_table = _custom_ar_table(cap)
         tier = None
+    # SGLang's "inkling" floor raises every max size to >= 256 MiB; the tables are what differ.
+    os.environ.setdefault("SGLANG_OPT_USE_INKLING_CUSTOM_AR", "0")
+    symm_out = dict(symm_mem_outcome(cap, tp, topo.multicast) if tp > 1 else {"enabled": False},
+                    reason=reason, table=table)
+    car_table = custom_ar_table(cap)
 
     from sglang.srt.arg_groups.overrides import resolving_view
     from sglang.srt.layers import flashinfer_comm_fusion

@@ -50,8 +50,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _symm(d: Dict[str, Any]) -> str:
     if not d["enabled"]:
-        return f"off ({d['reason']})"
+        return "off"
     return f"{d['max_bytes'] >> 20} MiB {d['algorithm']}"
+
+
+def _table(name: str) -> str:
+    if name.startswith("default:"):
+        _, sizes, one_shot, two_shot = name.split(":")
+        return f"default ({int(one_shot) >> 20}/{int(two_shot) >> 20} MiB)"
+    return name
 
 
 def render(result: Dict[str, Any]) -> str:
@@ -61,7 +68,7 @@ def render(result: Dict[str, Any]) -> str:
         ("attention decode", r["attention"]["decode"], u["attention"]["decode"]),
         ("all-reduce fusion", r["allreduce_fusion"]["backend"] or "off", u["allreduce_fusion"]["backend"] or "off"),
         ("torch symm mem", _symm(r["torch_symm_mem"]), _symm(u["torch_symm_mem"])),
-        ("custom AR v2 table", r["custom_allreduce"]["v2_table"], u["custom_allreduce"]["v2_table"]),
+        ("custom AR v2 table", _table(r["custom_allreduce"]["v2_table"]), _table(u["custom_allreduce"]["v2_table"])),
     ]
     head = (f"{m['gpus']}x sm_{m['capability'].replace('.', '')} on {m['topology']}, {m['nnodes']} node(s), "
             f"CUDA {m['cuda']}; registry tier {r['tier']['resolved']} [{r['tier']['match']}]")
