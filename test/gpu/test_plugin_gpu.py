@@ -41,8 +41,9 @@ ROUTED_VS_UPSTREAM = textwrap.dedent("""
     for kind, mla in (("mha", False), ("mla", True)):
         out["routed"]["attention_" + kind] = base.get_default_attn_backend(sa, mla, mc)
         out["upstream"]["attention_" + kind] = orig(base.get_default_attn_backend)(sa, mla, mc)
-    out["routed"]["fusion_auto"] = fusion._resolve_backend("auto", False)
-    out["upstream"]["fusion_auto"] = orig(fusion._resolve_backend)("auto", False)
+    if torch.cuda.device_count() > 1:  # fusion only exists for TP > 1
+        out["routed"]["fusion_auto"] = fusion._resolve_backend("auto", False)
+        out["upstream"]["fusion_auto"] = orig(fusion._resolve_backend)("auto", False)
     num_sm = torch.cuda.get_device_properties().multi_processor_count
     out["routed"]["car_is_sm90_table"] = car._get_all_reduce_configs() is car._sm90_configs(num_sm)
     out["upstream"]["car_is_sm90_table"] = orig(car._get_all_reduce_configs)() is car._sm90_configs(num_sm)
@@ -70,7 +71,7 @@ def test_routed_equals_upstream_on_this_gpu(report):
 
     if torch.cuda.get_device_capability(0) == (9, 0):
         assert d["routed"]["attention_mha"] == d["routed"]["attention_mla"] == "fa3"
-        assert d["routed"]["fusion_auto"] == "trtllm"
+        assert d["routed"].get("fusion_auto", "trtllm") == "trtllm"
         assert d["routed"]["is_sm90"] is True and d["routed"]["car_is_sm90_table"] is True
 
 
