@@ -1,0 +1,556 @@
+"""Rewrite SGLang call sites so they ask the registry first, with libcst.
+
+The rewrite is additive and keeps the file's own formatting and comments: a routed
+function gets one guard statement at the top of its body (after the docstring), marked
+by ``MARKER``, that asks a glue function in ``sglang.srt.arch.glue`` and returns its
+answer unless the answer is ``None``; upstream's body stays below it, untouched, as the
+fallback.  A probe assignment (``x = lru_cache(...)(partial(...))``) gets its value
+wrapped in ``routed_probe("fact", ...)``.  Each rewritten module gains one import of its
+glue module.
+
+Every site is checked against the shape it was written for (present once, the expected
+parameters, the module names the glue reads) before anything is rewritten; when one
+site of a module does not match, the module comes back unchanged, never half-rewritten.
+Running the rewrite on its own output changes nothing.
+
+This module knows nothing about SGLang's paths or the registry's policies: the sites
+are data (``sites.py``), and the inserted code only calls the glue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union, cast
+
+import libcst as cst
+
+# A planned rewrite: the original node, what replaces it (None: nothing), and the status.
+Replacement = Union[cst.CSTNode, cst.FlattenSentinel[Any]]
+Planned = Tuple[cst.CSTNode, Optional[Replacement], str]
+
+MARKER = "# sglang-arch: routed through sglang.srt.arch"
+GLUE_PACKAGE = "sglang.srt.arch.glue"
+ANSWER = "arch_answer"  # the local the guard binds; must not clash with the function's own names
+
+REWRITTEN = "rewritten"
+UPDATED = "updated"
+ALREADY = "already routed"
+UNTOUCHED = "left untouched"
+GUARD_FORMS = ("answer", "done", "check")
+LINE_LENGTH = 88  # SGLang formats with black's default
+
+
+@dataclass(frozen=True)
+class FunctionSite:
+    """A function (``name``) or method (``Class.name``) that asks the glue first.
+
+    The guard inserted at the top of its body calls ``<glue alias>.<call>(<args>)``;
+    ``form`` says what it does with the answer: ``answer`` returns it unless it is None,
+    ``done`` returns when it is true (the glue did the work), ``check`` only calls (the
+    glue raises or does nothing).  ``uses`` are module-level names the glue reads from
+    the module at run time (checked to still exist).
+    """
+
+    qualname: str
+    params: Tuple[str, ...]
+    call: str
+    args: Tuple[str, ...] = ()
+    form: str = "answer"
+    uses: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.form not in GUARD_FORMS:
+            raise ValueError(f"invalid guard form {self.form!r}; accepted: {', '.join(GUARD_FORMS)}")
+
+    @property
+    def label(self) -> str:
+        return self.qualname
+
+
+@dataclass(frozen=True)
+class ProbeSite:
+    """A module-level ``a = b = lru_cache(...)(partial(wrapped, **keywords))`` probe."""
+
+    names: Tuple[str, ...]
+    fact: str
+    wrapped: str = "_check_cuda_device_version"
+    keywords: Tuple[str, ...] = ("device_capability_majors", "cuda_version")
+    router: str = "routed_probe"
+
+    @property
+    def label(self) -> str:
+        return " = ".join(self.names)
+
+
+Site = Union[FunctionSite, ProbeSite]
+
+
+@dataclass(frozen=True)
+class ModulePlan:
+    """The sites of one source file and the glue module they call."""
+
+    path: str  # relative to the sglang package directory, e.g. "srt/layers/flashinfer_comm_fusion.py"
+    glue: str  # glue module name in GLUE_PACKAGE, e.g. "fusion"
+    sites: Tuple[Site, ...]
+
+    @property
+    def alias(self) -> str:
+        return f"arch_{self.glue}"
+
+
+@dataclass(frozen=True)
+class SiteOutcome:
+    path: str
+    site: str
+    status: str  # REWRITTEN | UPDATED | ALREADY | UNTOUCHED
+    reason: str = ""
+
+    def describe(self) -> str:
+        return f"{self.status}: {self.reason}" if self.reason else self.status
+
+
+@dataclass
+class ModuleResult:
+    path: str
+    original: str
+    new: str
+    outcomes: List[SiteOutcome] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(o.status != UNTOUCHED for o in self.outcomes)
+
+    @property
+    def changed(self) -> bool:
+        return self.new != self.original
+
+
+class _Mismatch(Exception):
+    """A site does not have the shape it was written for (the message says how)."""
+
+
+def rewrite_source(source: str, plan: ModulePlan) -> ModuleResult:
+    """Route every site of ``plan`` in ``source``; unchanged source when any site does not match."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        reason = f"{plan.path} does not parse ({str(exc).splitlines()[0]})"
+        return ModuleResult(plan.path, source, source, [SiteOutcome(plan.path, s.label, UNTOUCHED, reason)
+                                                        for s in plan.sites])
+    bound = module_bindings(module)
+    import_node = _find_glue_import(module, plan)
+    problems: Dict[str, str] = {}
+    if import_node is None and plan.alias in bound:
+        problems = {s.label: f"the module already defines {plan.alias}" for s in plan.sites}
+    replacements: Dict[int, Replacement] = {}
+    statuses: Dict[str, str] = {}
+    for site in plan.sites:
+        if site.label in problems:
+            continue
+        try:
+            if isinstance(site, FunctionSite):
+                missing = [name for name in site.uses if name not in bound]
+                if missing:
+                    raise _Mismatch(f"the module no longer defines {', '.join(missing)} (the routed code reads it)")
+                original, new, status = _route_function(module, site, plan.alias)
+            else:
+                original, new, status = _route_probe(module, site, plan.alias)
+        except _Mismatch as exc:
+            problems[site.label] = str(exc)
+            continue
+        statuses[site.label] = status
+        if new is not None:
+            replacements[id(original)] = new
+    if problems:
+        outcomes = [SiteOutcome(plan.path, s.label, UNTOUCHED, problems.get(s.label)
+                                or "not rewritten: another site of this module does not match")
+                    for s in plan.sites]
+        return ModuleResult(plan.path, source, source, outcomes)
+    updated = module.visit(_Replace(replacements))
+    if import_node is None:
+        updated = _insert_glue_import(module, updated, plan)
+    outcomes = [SiteOutcome(plan.path, s.label, statuses[s.label]) for s in plan.sites]
+    return ModuleResult(plan.path, source, updated.code, outcomes)
+
+
+# --- function sites -------------------------------------------------------------------
+
+def _route_function(module: cst.Module, site: FunctionSite, alias: str) -> Planned:
+    fn = find_function(module, site.qualname)
+    params = param_names(fn)
+    if params != site.params:
+        raise _Mismatch(f"parameters are ({', '.join(params)}), expected ({', '.join(site.params)})")
+    if not isinstance(fn.body, cst.IndentedBlock):
+        raise _Mismatch("its body is on the def line")
+    depth = site.qualname.count(".") + 1
+    guard = _guard_statement(site, alias, depth * len(module.default_indent.expandtabs()))
+    body = list(fn.body.body)
+    marked = [i for i, stmt in enumerate(body) if _has_marker(stmt)]
+    if len(marked) > 1:
+        raise _Mismatch(f"the sglang-arch marker appears {len(marked)} times in it")
+    rest = [stmt for i, stmt in enumerate(body) if i not in marked]
+    clash = _names_in(rest) & {ANSWER, alias}
+    if clash:
+        raise _Mismatch(f"it already uses the name {', '.join(sorted(clash))}")
+    if marked:
+        i = marked[0]
+        if _code(body[i].with_changes(leading_lines=())) == _code(guard.with_changes(leading_lines=())):
+            return fn, None, ALREADY
+        body[i] = guard.with_changes(leading_lines=cast(cst.SimpleStatementLine, body[i]).leading_lines)
+        return fn, fn.with_changes(body=fn.body.with_changes(body=body)), UPDATED
+    at = 1 if body and _is_docstring(body[0]) else 0
+    body.insert(at, guard)
+    return fn, fn.with_changes(body=fn.body.with_changes(body=body)), REWRITTEN
+
+
+def _guard_statement(site: FunctionSite, alias: str, indent: int) -> cst.BaseStatement:
+    stmt = cst.parse_statement(guard_code(site, alias, indent))
+    return stmt.with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(MARKER))])
+
+
+def guard_code(site: FunctionSite, alias: str, indent: int) -> str:
+    """The guard's source at column 0, laid out as black lays it out at ``indent``."""
+    call = f"{alias}.{site.call}"
+    one = f"{call}({', '.join(site.args)})"
+    if site.form == "check":
+        return _call_lines("", call, site.args, indent) + "\n"
+    if site.form == "done":
+        head = f"if {one}:"
+        if indent + len(head) > LINE_LENGTH:
+            head = "if " + _call_lines("", call, site.args, indent) + ":"
+        return head + "\n    return\n"
+    head = f"if ({ANSWER} := {one}) is not None:"
+    if indent + len(head) > LINE_LENGTH:
+        inner = _call_lines(f"{ANSWER} := ", call, site.args, indent + 4)
+        head = "if (\n" + _indent(inner) + "\n) is not None:"
+    return head + f"\n    return {ANSWER}\n"
+
+
+def _call_lines(prefix: str, call: str, args: Sequence[str], indent: int) -> str:
+    """``prefix + call(args)``: on one line when it fits, else black's exploded forms."""
+    one = f"{prefix}{call}({', '.join(args)})"
+    if indent + len(one) <= LINE_LENGTH or not args:
+        return one
+    joined = ", ".join(args)
+    if indent + 4 + len(joined) <= LINE_LENGTH:
+        return f"{prefix}{call}(\n    {joined}\n)"
+    return f"{prefix}{call}(\n" + "".join(f"    {a},\n" for a in args) + ")"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line if line else line for line in text.splitlines())
+
+
+def find_function(module: cst.Module, qualname: str) -> cst.FunctionDef:
+    """The top-level function or direct method ``qualname``; exactly one definition."""
+    owner_body: Sequence[cst.CSTNode] = module.body
+    parts = qualname.split(".")
+    for part in parts[:-1]:
+        classes = [n for n in owner_body if isinstance(n, cst.ClassDef) and n.name.value == part]
+        if len(classes) != 1:
+            raise _Mismatch(f"class {part} is {'missing' if not classes else f'defined {len(classes)} times'}")
+        body = classes[0].body
+        if not isinstance(body, cst.IndentedBlock):
+            raise _Mismatch(f"class {part} has no block body")
+        owner_body = body.body
+    fns = [n for n in owner_body if isinstance(n, cst.FunctionDef) and n.name.value == parts[-1]]
+    if len(fns) != 1:
+        raise _Mismatch(f"{qualname} is {'missing' if not fns else f'defined {len(fns)} times'}")
+    return fns[0]
+
+
+def param_names(fn: cst.FunctionDef) -> Tuple[str, ...]:
+    """Parameter names in order; ``*args``/``**kwargs`` keep their stars."""
+    p = fn.params
+    names = [x.name.value for x in (*p.posonly_params, *p.params)]
+    if isinstance(p.star_arg, cst.Param):
+        names.append("*" + p.star_arg.name.value)
+    names += [x.name.value for x in p.kwonly_params]
+    if p.star_kwarg is not None:
+        names.append("**" + p.star_kwarg.name.value)
+    return tuple(names)
+
+
+def _is_docstring(stmt: cst.CSTNode) -> bool:
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
+def _has_marker(stmt: cst.CSTNode) -> bool:
+    lines = getattr(stmt, "leading_lines", ())
+    return any(line.comment is not None and line.comment.value.strip() == MARKER for line in lines)
+
+
+class _NameCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: Set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _names_in(nodes: Sequence[cst.CSTNode]) -> Set[str]:
+    collector = _NameCollector()
+    for node in nodes:
+        node.visit(collector)
+    return collector.names
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+# --- probe sites ----------------------------------------------------------------------
+
+def _route_probe(module: cst.Module, site: ProbeSite, alias: str) -> Planned:
+    """Keep upstream's assignment as it is and rebind its names to the routed probe below it."""
+    assigned = [(i, cast(cst.SimpleStatementLine, stmt)) for i, stmt in enumerate(module.body)
+                if _assigns(stmt) == site.names]
+    rebinds = [(i, stmt) for i, stmt in assigned if _is_router_call(_assign_value(stmt), site, alias)]
+    originals = [(i, stmt) for i, stmt in assigned if (i, stmt) not in rebinds]
+    if not originals:
+        others = [stmt for stmt in module.body if set(_assigns(stmt) or ()) & set(site.names)]
+        if others:
+            raise _Mismatch(f"assigned as {' = '.join(_assigns(others[0]) or ())}, expected {site.label} = ...")
+        raise _Mismatch(f"{site.label} is missing")
+    if len(originals) > 1 or len(rebinds) > 1:
+        raise _Mismatch(f"{site.label} is assigned {len(originals) + len(rebinds)} times")
+    index, original = originals[0]
+    _check_probe_value(_assign_value(original), site)
+    if rebinds:
+        at, rebind = rebinds[0]
+        if at < index:
+            raise _Mismatch("the routed rebinding comes before upstream's assignment")
+        expected = _probe_rebind(site, alias)
+        if _code(rebind.with_changes(leading_lines=())) != _code(expected.with_changes(leading_lines=())):
+            raise _Mismatch("routed with other arguments than expected")
+        if _has_marker(rebind):
+            return original, None, ALREADY
+        return rebind, rebind.with_changes(leading_lines=[*rebind.leading_lines, _marker_line()]), UPDATED
+    return original, cst.FlattenSentinel([original, _probe_rebind(site, alias)]), REWRITTEN
+
+
+def _probe_rebind(site: ProbeSite, alias: str) -> cst.SimpleStatementLine:
+    """``a = b = alias.routed_probe("fact", a)``, laid out as black would, with the marker above."""
+    targets = " = ".join(site.names) + " = "
+    code = _call_lines(targets, f"{alias}.{site.router}", (f'"{site.fact}"', site.names[0]), 0)
+    stmt = cast(cst.SimpleStatementLine, cst.parse_statement(code + "\n"))
+    return stmt.with_changes(leading_lines=[_marker_line()])
+
+
+def _assign_value(stmt: cst.SimpleStatementLine) -> cst.BaseExpression:
+    return cast(cst.Assign, stmt.body[0]).value
+
+
+def _is_router_call(value: cst.BaseExpression, site: ProbeSite, alias: str) -> bool:
+    return isinstance(value, cst.Call) and _callee(value.func) == f"{alias}.{site.router}"
+
+
+def _assigns(stmt: cst.CSTNode) -> Optional[Tuple[str, ...]]:
+    """The target names of a plain ``a = b = value`` statement, else None."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)):
+        return None
+    names = [t.target.value for t in stmt.body[0].targets if isinstance(t.target, cst.Name)]
+    return tuple(names) if len(names) == len(stmt.body[0].targets) else None
+
+
+def _callee(node: cst.BaseExpression) -> Optional[str]:
+    """The dotted name a call's function is spelled with (``lru_cache``, ``functools.lru_cache``)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = _callee(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def _check_probe_value(value: cst.BaseExpression, site: ProbeSite) -> None:
+    expected = f"lru_cache(...)(partial({site.wrapped}, {', '.join(k + '=...' for k in site.keywords)}))"
+    ok = (isinstance(value, cst.Call) and isinstance(value.func, cst.Call)
+          and (_callee(value.func.func) or "").split(".")[-1] == "lru_cache"
+          and len(value.args) == 1 and value.args[0].keyword is None and value.args[0].star == "")
+    if ok:
+        part = cast(cst.Call, value).args[0].value
+        keywords = [a.keyword.value for a in part.args[1:] if a.keyword is not None] if isinstance(part, cst.Call) else []
+        ok = (isinstance(part, cst.Call) and (_callee(part.func) or "").split(".")[-1] == "partial"
+              and len(part.args) >= 1 and part.args[0].keyword is None
+              and _callee(part.args[0].value) == site.wrapped
+              and len(keywords) == len(part.args) - 1 and sorted(keywords) == sorted(site.keywords))
+    if not ok:
+        raise _Mismatch(f"its value is not {expected}")
+
+
+def _marker_line() -> cst.EmptyLine:
+    return cst.EmptyLine(comment=cst.Comment(MARKER))
+
+
+# --- the glue import ------------------------------------------------------------------
+
+def _find_glue_import(module: cst.Module, plan: ModulePlan) -> Optional[cst.SimpleStatementLine]:
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if (isinstance(small, cst.ImportFrom) and small.relative == () and small.module is not None
+                    and _callee(small.module) == GLUE_PACKAGE and not isinstance(small.names, cst.ImportStar)):
+                for alias in small.names:
+                    if (_callee(alias.name) == plan.glue and alias.asname is not None
+                            and isinstance(alias.asname.name, cst.Name) and alias.asname.name.value == plan.alias):
+                        return stmt
+    return None
+
+
+def _import_key(stmt: cst.CSTNode) -> Optional[Tuple[str, str]]:
+    """(module, first imported name) of a top-level absolute import line, as isort orders them."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+        first = "*" if isinstance(small.names, cst.ImportStar) else (_callee(small.names[0].name) or "")
+        return _callee(small.module) or "", first
+    if isinstance(small, cst.Import):
+        return _callee(small.names[0].name) or "", ""
+    return None
+
+
+def _insert_glue_import(original: cst.Module, updated: cst.Module, plan: ModulePlan) -> cst.Module:
+    """Insert ``from sglang.srt.arch.glue import <glue> as arch_<glue>`` where isort would.
+
+    Among the module's leading ``sglang.*`` imports, in isort's order; with none, as a
+    new section after the last leading import.  Only the leading import block counts
+    (the statements before the first def or class).  The marker comment goes above the
+    first glue import of the module only.
+    """
+    new = cst.parse_statement(f"from {GLUE_PACKAGE} import {plan.glue} as {plan.alias}\n")
+    leading: List[Tuple[int, Tuple[str, str]]] = []
+    for i, stmt in enumerate(original.body):
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            break
+        key = _import_key(stmt)
+        if key is not None:
+            leading.append((i, key))
+    body = list(updated.body)
+    ours = (GLUE_PACKAGE, plan.glue)
+    sglang = [(i, key) for i, key in leading if key[0] == "sglang" or key[0].startswith("sglang.")]
+    after = [i for i, key in sglang if key > ours]
+    if after:
+        at = after[0]
+        anchor = cast(cst.SimpleStatementLine, body[at])
+        anchor_key = _import_key(anchor)
+        if anchor_key is not None and anchor_key[0] == GLUE_PACKAGE:
+            # Another glue import: this one goes first and takes over its marker.
+            body[at] = anchor.with_changes(leading_lines=())
+            body.insert(at, new.with_changes(leading_lines=anchor.leading_lines))
+        else:
+            blank, rest = _split_leading(anchor.leading_lines)
+            body[at] = anchor.with_changes(leading_lines=rest)
+            body.insert(at, new.with_changes(leading_lines=[*blank, _marker_line()]))
+    elif sglang or leading:
+        last, key = (sglang or leading)[-1]
+        if key[0] == GLUE_PACKAGE:
+            lines: List[cst.EmptyLine] = []
+        else:
+            lines = [_marker_line()] if sglang else [cst.EmptyLine(), _marker_line()]
+        body.insert(last + 1, new.with_changes(leading_lines=lines))
+    else:
+        at = 1 if body and _is_docstring(body[0]) else 0
+        body.insert(at, new.with_changes(leading_lines=[cst.EmptyLine(), _marker_line()] if at else [_marker_line()]))
+    return updated.with_changes(body=body)
+
+
+def _split_leading(lines: Sequence[cst.EmptyLine]) -> Tuple[List[cst.EmptyLine], List[cst.EmptyLine]]:
+    """(the blank lines before the first comment, the rest): comments stay with their statement."""
+    blank: List[cst.EmptyLine] = []
+    for i, line in enumerate(lines):
+        if line.comment is not None:
+            return blank, list(lines[i:])
+        blank.append(line)
+    return blank, []
+
+
+# --- module bindings ------------------------------------------------------------------
+
+def module_bindings(module: cst.Module) -> Set[str]:
+    """Names bound at module level (also inside top-level if/try/with blocks)."""
+    names: Set[str] = set()
+
+    def targets(node: cst.BaseExpression) -> None:
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                targets(element.value)
+        elif isinstance(node, cst.StarredElement):
+            targets(node.value)
+
+    def walk(stmts: Sequence[cst.CSTNode]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                names.add(stmt.name.value)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        for t in small.targets:
+                            targets(t.target)
+                    elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+                        targets(small.target)
+                    elif isinstance(small, cst.Import):
+                        for alias in small.names:
+                            names.add(_bound_name(alias, dotted_first=True))
+                    elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                        for alias in small.names:
+                            names.add(_bound_name(alias, dotted_first=False))
+            elif isinstance(stmt, cst.If):
+                walk(_block(stmt.body))
+                orelse = stmt.orelse
+                while orelse is not None:
+                    walk(_block(orelse.body))
+                    orelse = getattr(orelse, "orelse", None)
+            elif isinstance(stmt, cst.Try):
+                walk(_block(stmt.body))
+                for handler in stmt.handlers:
+                    walk(_block(handler.body))
+                for extra in (stmt.orelse, stmt.finalbody):
+                    if extra is not None:
+                        walk(_block(extra.body))
+            elif isinstance(stmt, cst.With):
+                walk(_block(stmt.body))
+
+    walk(module.body)
+    return names
+
+
+def _bound_name(alias: cst.ImportAlias, dotted_first: bool) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    full = _callee(alias.name) or ""
+    return full.split(".")[0] if dotted_first else full
+
+
+def _block(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    return body.body if isinstance(body, cst.IndentedBlock) else ()
+
+
+class _Replace(cst.CSTTransformer):
+    """Swap nodes of the original tree (by identity) for their rewritten versions."""
+
+    def __init__(self, replacements: Dict[int, Replacement]) -> None:
+        super().__init__()
+        self.replacements = replacements
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        return self.replacements.get(id(original_node), updated_node)
+
+
+def count_changes(old: str, new: str) -> Tuple[int, int]:
+    """(lines added, lines removed) between two texts, as a line diff counts them."""
+    import difflib
+
+    added = removed = 0
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return added, removed

@@ -1,0 +1,423 @@
+"""Plan and apply the upstream patch series on an SGLang source tree.
+
+Planning reads the tree and computes every step's file changes in memory, each step on
+top of the previous ones (steps 3 and 4 both touch ``arg_groups/overrides.py``); a step
+whose call sites do not all match is dropped whole, so no concern is ever half routed.
+Applying writes the planned files step by step and, with ``into_git``, commits each
+step on its own with the PR text of ``templates/pr/`` as the message.  Nothing is
+written before every step has been planned, and nothing at all with ``check``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .. import __version__
+from . import texts
+from .rewriter import ALREADY, UNTOUCHED, UPDATED, SiteOutcome, count_changes, rewrite_source
+from .sites import SGLANG_TESTED, STEPS, Step, glue_files
+
+ARCH_DIR = "srt/arch"
+WRITTEN = "written"
+UP_TO_DATE = "up to date"
+# Absolute imports the registry may make besides the standard library: optional
+# detection back-ends it imports inside functions, both already SGLang dependencies.
+REGISTRY_THIRD_PARTY = frozenset({"torch", "pynvml"})
+GIT_IDENTITY = ("-c", "user.name=sglang-arch", "-c", "user.email=sglang-arch@localhost")
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Where the ``sglang`` package of SRC lives, and which layout SRC has."""
+
+    src: Path
+    package: Path
+    layout: str  # "git clone" | "installed package"
+
+    def describe(self) -> str:
+        if self.layout == "git clone":
+            return f"SGLang git clone {self.src} (package {self.package.relative_to(self.src)})"
+        return f"installed sglang package {self.package}"
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str  # relative to the package directory
+    old: Optional[str]  # None: the file is new
+    new: Optional[str]  # None: the file is removed
+
+    @property
+    def counts(self) -> Tuple[int, int]:
+        return count_changes(self.old or "", self.new or "")
+
+
+@dataclass
+class StepResult:
+    step: Step
+    outcomes: List[SiteOutcome] = field(default_factory=list)
+    changes: List[FileChange] = field(default_factory=list)
+    skipped: Optional[str] = None  # why nothing of this step is written
+    commit: Optional[str] = None
+
+    @property
+    def counts(self) -> Tuple[int, int]:
+        added = removed = 0
+        for change in self.changes:
+            a, r = change.counts
+            added, removed = added + a, removed + r
+        return added, removed
+
+    @property
+    def is_update(self) -> bool:
+        """Only refreshes what an earlier run wrote (no new site, no new registry)."""
+        return all(o.status in (ALREADY, UPDATED, UP_TO_DATE) for o in self.outcomes)
+
+
+@dataclass
+class SeriesResult:
+    tree: Tree
+    steps: List[StepResult]
+    check: bool
+    into_git: bool
+
+    @property
+    def changed(self) -> bool:
+        return any(s.changes for s in self.steps)
+
+    @property
+    def untouched(self) -> bool:
+        return any(s.skipped for s in self.steps)
+
+
+def locate(src: str) -> Tree:
+    """SRC as a git clone (``python/sglang/srt/``) or an installed package (``srt/``)."""
+    expected = ("expected an SGLang git clone (with python/sglang/srt/) or an installed sglang package "
+                "directory (with __init__.py and srt/)")
+    path = Path(src).expanduser()
+    if not path.is_dir():
+        raise ValueError(f"{src}: not a directory; {expected}")
+    path = path.resolve()
+    if (path / "python" / "sglang" / "srt").is_dir():
+        return Tree(path, path / "python" / "sglang", "git clone")
+    if (path / "srt").is_dir() and (path / "__init__.py").is_file():
+        return Tree(path, path, "installed package")
+    raise ValueError(f"{src}: {expected}")
+
+
+# --- the registry (step 1) ------------------------------------------------------------
+
+def registry_source_dir() -> Path:
+    from .. import arch
+
+    return Path(arch.__file__).resolve().parent
+
+
+def registry_files(source: Optional[Path] = None) -> Dict[str, str]:
+    """``srt/arch/...`` -> content: the registry byte for byte, its README, the shared glue.
+
+    Refuses (ValueError) a registry that imports anything but itself, the standard
+    library and the optional detection back-ends: inside SGLang it must work unchanged.
+    """
+    source = source or registry_source_dir()
+    files: Dict[str, str] = {}
+    problems: List[str] = []
+    for path in sorted(source.rglob("*.py")):
+        rel = path.relative_to(source)
+        if "__pycache__" in rel.parts:
+            continue
+        if rel.parts[0] == "glue":
+            problems.append(f"{rel.as_posix()}: glue/ is reserved for the generated glue modules")
+        text = path.read_text(encoding="utf-8")
+        problems += [f"{rel.as_posix()}: {p}" for p in portability_problems(text, len(rel.parts) - 1)]
+        files[f"{ARCH_DIR}/{rel.as_posix()}"] = text
+    if problems:
+        raise ValueError("the registry cannot move into SGLang unchanged: " + "; ".join(problems))
+    files[f"{ARCH_DIR}/README.md"] = texts.template("registry-README.md")
+    files[f"{ARCH_DIR}/glue/__init__.py"] = texts.glue_template("__init__")
+    return files
+
+
+def portability_problems(text: str, depth: int) -> List[str]:
+    """Imports that would break once the file lives in ``sglang/srt/arch`` (``depth``: sub-package level)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        return [f"does not parse ({exc.msg}, line {exc.lineno})"]
+    allowed = set(sys.stdlib_module_names) | REGISTRY_THIRD_PARTY
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level > depth + 1:
+                problems.append(f"line {node.lineno}: relative import leaves the package ({'.' * node.level}"
+                                f"{node.module or ''})")
+            continue
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] not in allowed:
+                problems.append(f"line {node.lineno}: imports {name} (only relative imports, the standard "
+                                f"library and {', '.join(sorted(REGISTRY_THIRD_PARTY))} are allowed)")
+    return problems
+
+
+def _plan_registry(step: Step, tree: Tree, files: Dict[str, str], overlay: "_Overlay") -> StepResult:
+    result = StepResult(step)
+    arch_dir = tree.package / ARCH_DIR
+    label = f"sglang.srt.arch ({len(files)} files)"
+    readme = overlay.read(f"{ARCH_DIR}/README.md")
+    present = arch_dir.is_dir() and any(p.is_file() and "__pycache__" not in p.parts for p in arch_dir.rglob("*"))
+    if present and (readme is None or not readme.startswith(texts.README_FIRST_LINE)):
+        why = f"{ARCH_DIR}/ exists and was not written by sglang-arch (no README.md of ours); left as it is"
+        result.outcomes.append(SiteOutcome(f"{ARCH_DIR}/", label, UNTOUCHED, why))
+        result.skipped = why
+        return result
+    known = set(files) | {f"{ARCH_DIR}/{rel}" for rel in glue_files()}
+    for rel, text in files.items():
+        old = overlay.read(rel)
+        if old != text:
+            result.changes.append(FileChange(rel, old, text))
+    if arch_dir.is_dir():
+        for path in sorted(arch_dir.rglob("*.py")):
+            rel = path.relative_to(tree.package).as_posix()
+            if "__pycache__" not in rel and rel not in known:
+                result.changes.append(FileChange(rel, overlay.read(rel), None))  # gone from the registry
+    status = WRITTEN if not present else (UPDATED if result.changes else UP_TO_DATE)
+    result.outcomes.append(SiteOutcome(f"{ARCH_DIR}/", label, status))
+    return result
+
+
+# --- the call sites (steps 2-5) -------------------------------------------------------
+
+def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResult:
+    result = StepResult(step)
+    local: Dict[str, str] = {}
+    for plan in step.modules:
+        source = local.get(plan.path, overlay.read(plan.path))
+        if source is None:
+            result.outcomes += [SiteOutcome(plan.path, s.label, UNTOUCHED, f"{plan.path} is missing")
+                                for s in plan.sites]
+            continue
+        module = rewrite_source(source, plan)
+        result.outcomes += module.outcomes
+        local[plan.path] = module.new
+    bad = [o for o in result.outcomes if o.status == UNTOUCHED]
+    if not registry_ok:
+        result.skipped = "needs the registry (step 1), which is not written"
+    elif bad:
+        result.skipped = f"{bad[0].path}: {bad[0].site} {bad[0].reason}"
+    if result.skipped:
+        result.outcomes = [o if o.status == UNTOUCHED else
+                           SiteOutcome(o.path, o.site, UNTOUCHED, f"step skipped: {result.skipped}")
+                           for o in result.outcomes]
+        return result
+    for path, text in local.items():
+        old = overlay.read(path)
+        if old != text:
+            result.changes.append(FileChange(path, old, text))
+    assert step.glue is not None  # only the registry step has no glue
+    glue_path = f"{ARCH_DIR}/glue/{step.glue}.py"
+    glue = texts.glue_template(step.glue)
+    old = overlay.read(glue_path)
+    if old != glue:
+        result.changes.append(FileChange(glue_path, old, glue))
+    result.outcomes.append(SiteOutcome(glue_path, "glue module", WRITTEN if old is None else
+                                       (UPDATED if old != glue else UP_TO_DATE)))
+    return result
+
+
+class _Overlay:
+    """The tree's files as the steps planned so far leave them."""
+
+    def __init__(self, package: Path) -> None:
+        self.package = package
+        self.planned: Dict[str, Optional[str]] = {}
+
+    def read(self, rel: str) -> Optional[str]:
+        if rel in self.planned:
+            return self.planned[rel]
+        path = self.package / rel
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    def apply(self, changes: Sequence[FileChange]) -> None:
+        for change in changes:
+            self.planned[change.path] = change.new
+
+
+def plan_series(tree: Tree, registry_source: Optional[Path] = None) -> List[StepResult]:
+    """Every step's outcome and file changes, computed without writing anything."""
+    files = registry_files(registry_source)
+    overlay = _Overlay(tree.package)
+    results: List[StepResult] = []
+    registry_ok = True
+    for step in STEPS:
+        if step.glue is None:
+            result = _plan_registry(step, tree, files, overlay)
+            registry_ok = result.skipped is None
+        else:
+            result = _plan_sites(step, overlay, registry_ok)
+        if not result.skipped:
+            overlay.apply(result.changes)
+        results.append(result)
+    return results
+
+
+# --- applying -------------------------------------------------------------------------
+
+def run_series(src: str, into_git: bool = False, check: bool = False,
+               registry_source: Optional[Path] = None) -> SeriesResult:
+    """Plan the series on SRC, then (unless ``check``) write it, one commit per step with ``into_git``."""
+    if into_git and check:
+        raise ValueError("--into-git and --check exclude each other")
+    tree = locate(src)
+    git_root = _git_root(tree) if into_git else None
+    steps = plan_series(tree, registry_source)
+    series = SeriesResult(tree, steps, check, into_git)
+    if check:
+        return series
+    if git_root is not None:
+        _refuse_local_changes(git_root, tree, steps)
+    for result in steps:
+        if result.skipped or not result.changes:
+            continue
+        for change in result.changes:
+            _write(tree.package / change.path, change.new)
+        if git_root is not None:
+            result.commit = _commit(git_root, tree, result)
+    return series
+
+
+def _write(path: Path, text: Optional[str]) -> None:
+    """Replace the file in one step (a reader never sees half a file); None removes it."""
+    if text is None:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _git(root: Path, *args: str, stdin: Optional[str] = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, input=stdin)
+
+
+def _git_root(tree: Tree) -> Path:
+    out = _git(tree.package, "rev-parse", "--show-toplevel")
+    if out.returncode != 0:
+        raise ValueError(f"--into-git: {tree.src} is not inside a git work tree (git init it, or drop --into-git)")
+    return Path(out.stdout.strip())
+
+
+def _refuse_local_changes(root: Path, tree: Tree, steps: Sequence[StepResult]) -> None:
+    """Refuse to commit over uncommitted edits of a file the series writes."""
+    paths = sorted({str(tree.package / c.path) for s in steps if not s.skipped for c in s.changes})
+    if not paths:
+        return
+    out = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *paths)
+    if out.returncode != 0:
+        raise ValueError(f"--into-git: git status failed: {out.stderr.strip()}")
+    dirty = [line[3:] for line in out.stdout.splitlines() if line.strip()]
+    if dirty:
+        shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
+        raise ValueError(f"--into-git: uncommitted changes in files the series writes ({shown}); "
+                         "commit or stash them first")
+
+
+def _identity(root: Path) -> Tuple[str, ...]:
+    configured = all(_git(root, "config", key).stdout.strip() for key in ("user.name", "user.email"))
+    return () if configured else GIT_IDENTITY
+
+
+def commit_message(result: StepResult) -> str:
+    """The step's PR text; a refresh of an earlier run says so first."""
+    subject, body = texts.pr_text(result.step)
+    if result.is_update:
+        step = result.step
+        subject = f"[arch] Refresh step {step.number} ({step.key}) from sglang-arch {__version__}"
+        body = (f"Regenerated by `sglang-arch upstream`: brings what an earlier run wrote for this step up to "
+                f"date with sglang-arch {__version__}. The step, as first committed:\n\n{body}")
+    return f"{subject}\n\n{body}\n\nGenerated-by: sglang-arch {__version__} (sglang-arch upstream)\n"
+
+
+def _commit(root: Path, tree: Tree, result: StepResult) -> str:
+    paths = [str(tree.package / c.path) for c in result.changes]
+    out = _git(root, "add", "--", *paths)
+    if out.returncode != 0:
+        raise ValueError(f"--into-git: git add failed: {out.stderr.strip()}")
+    out = _git(root, *_identity(root), "commit", "--quiet", "-F", "-", "--", *paths, stdin=commit_message(result))
+    if out.returncode != 0:
+        raise ValueError(f"--into-git: git commit of step {result.step.number} failed: "
+                         f"{(out.stderr or out.stdout).strip()}")
+    return _git(root, "rev-parse", "--short", "HEAD").stdout.strip()
+
+
+# --- the report -----------------------------------------------------------------------
+
+_WOULD = {"rewritten": "would be rewritten", WRITTEN: "would be written", UPDATED: "would be updated"}
+
+
+def render(series: SeriesResult) -> str:
+    """The human report: per step, each call site and what happened to it, and the diff size."""
+    mode = " (--check: nothing written)" if series.check else ""
+    lines = [f"sglang-arch upstream: {series.tree.describe()}{mode}; call sites as of sglang "
+             f"{', '.join(SGLANG_TESTED)}"]
+    total = len(series.steps)
+    for result in series.steps:
+        added, removed = result.counts
+        if result.skipped:
+            state = "skipped, nothing written"
+        elif not result.changes:
+            state = "no change"
+        elif series.check:
+            state = f"would change {len(result.changes)} file(s), +{added} -{removed}"
+        else:
+            state = f"{len(result.changes)} file(s), +{added} -{removed}"
+            if result.commit:
+                state += f", commit {result.commit}"
+        lines.append(f"[{result.step.number}/{total}] {result.step.title}: {state}")
+        path = None
+        for outcome in result.outcomes:
+            if outcome.path != path:
+                path = outcome.path
+                lines.append(f"    {path}")
+            status = _WOULD.get(outcome.status, outcome.status) if series.check else outcome.status
+            text = f"{status}: {outcome.reason}" if outcome.reason else status
+            lines.append(f"        {outcome.site:<45} {text}")
+    commits = sum(1 for s in series.steps if s.commit)
+    if series.untouched:
+        tail = ("some call sites do not have the shape this sglang-arch was written for; their steps were "
+                "left out (see docs/upstreaming.md, 'When a site is left untouched')")
+    elif series.changed:
+        tail = "the tree is not routed yet" if series.check else (
+            f"{commits} commit(s) made" if series.into_git else "files written (no commits: --into-git not given)")
+    else:
+        tail = "nothing to do: every step is routed and up to date"
+    lines.append(tail)
+    return "\n".join(lines)
+
+
+def exit_status(series: SeriesResult) -> int:
+    """0: routed and up to date (or just made so); 1: --check found work, or a step was left out."""
+    if series.untouched:
+        return 1
+    return 1 if series.check and series.changed else 0

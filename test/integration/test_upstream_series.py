@@ -1,0 +1,265 @@
+"""``sglang-arch upstream`` on a copy of the installed SGLang: the patch series, end to end.
+
+The installed ``sglang`` package is copied into a temporary git clone layout
+(``tmp/python/sglang``), the series is committed into it, and the patched tree must
+decide exactly what the plugin decides: the decision suite run against it
+(``--runtime sglang.srt.arch.runtime``, plugin excluded) equals ``suites["routed"]``,
+which test_equivalence.py compares with SGLang alone and the documented differences.
+"""
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
+pytest.importorskip("libcst", reason="the upstream rewriter needs libcst: pip install -e 'python[upstream]'")
+
+from helpers import clean_env, run_suite  # noqa: E402
+
+from sglang_arch.upstream import texts  # noqa: E402
+from sglang_arch.upstream.sites import STEPS  # noqa: E402
+
+INSTALLED = Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
+IGNORE = shutil.ignore_patterns("__pycache__", "multimodal_gen", "test")
+SUBJECTS = [
+    "[arch] Add sglang.srt.arch, one GPU architecture registry",
+    "[arch] Route torch symmetric memory and custom all-reduce v2 through the registry",
+    "[arch] Route FlashInfer all-reduce fusion through the registry",
+    "[arch] Route the default attention backend and explicit-backend checks through the registry",
+    "[arch] Answer the get_platform() probes from the registry",
+]
+TARGET_FILES = sorted({plan.path for step in STEPS for plan in step.modules})
+
+
+def _copy(src: str, dst: str) -> None:
+    """Hard-link what the series never writes (compiled extensions, data); copy the rest."""
+    if not src.endswith(".py"):
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copy2(src, dst)
+
+
+def _copy_sglang(dest: Path) -> Path:
+    shutil.copytree(INSTALLED, dest, ignore=IGNORE, copy_function=_copy)
+    return dest
+
+
+def _env(tmp: Path, **extra: str) -> dict:
+    """No user or system git config: the series must fall back to its own identity."""
+    (tmp / "gitconfig").touch()
+    return clean_env(GIT_CONFIG_GLOBAL=str(tmp / "gitconfig"), GIT_CONFIG_NOSYSTEM="1", **extra)
+
+
+def _upstream(src: Path, *flags: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sglang_arch", "upstream", str(src), *flags],
+                          capture_output=True, text=True, env=env)
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _patched_env(python_dir: Path, **extra: str) -> dict:
+    return clean_env(PYTHONPATH=str(python_dir), SGLANG_PLUGINS="none", SGLANG_ARCH_DISABLE="1", **extra)
+
+
+PROBE_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    from types import SimpleNamespace
+
+    import sglang
+    import sglang.srt.arch.runtime as runtime
+    from sglang.srt.arg_groups import overrides
+    from sglang.srt.runtime_context import override_platform
+
+    overrides.use_mla_backend = lambda view: False  # a plain MHA model
+    checks = {}
+    for capability in ("12.0", "9.0", None):
+        if capability:
+            os.environ["SGLANG_ARCH_CAPABILITY"] = capability
+        else:  # no NVIDIA GPU, even on a machine that has one
+            os.environ.pop("SGLANG_ARCH_CAPABILITY", None)
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        runtime.reset()
+        results = checks[capability or "none"] = {}
+        for backend in ("fa3", "triton"):
+            view = SimpleNamespace(attention_backend=backend, prefill_attention_backend=None,
+                                   decode_attention_backend=None)
+            with override_platform(is_cuda=True, is_hip=False):
+                try:
+                    results[backend] = overrides._attention_backend_default(view)
+                except ValueError as exc:
+                    results[backend] = str(exc)
+    print(json.dumps({"sglang": sglang.__file__, "runtime": runtime.__file__,
+                      "plugin_loaded": "sglang_arch" in sys.modules, "checks": checks}))
+""")
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """A git clone layout holding the installed SGLang, with the series committed by the CLI.
+
+    The two slow runs of the patched tree (the decision suite, the probe script; SGLang
+    takes seconds to import) start in the background at once, next to the plugin's.
+    """
+    root = tmp_path_factory.mktemp("sglang-clone")
+    _copy_sglang(root / "python" / "sglang")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "-c", "user.name=base", "-c", "user.email=base@localhost", "commit", "-qm", "SGLang as installed")
+    base = _git(root, "rev-parse", "HEAD").strip()
+    env = _env(tmp_path_factory.mktemp("home"))
+    run = _upstream(root, "--into-git", env=env)
+    python = root / "python"
+    with ThreadPoolExecutor(2) as pool:
+        suite = pool.submit(run_suite, "routed", "sglang.srt.arch.runtime", _patched_env(python))
+        probe = pool.submit(subprocess.run, [sys.executable, "-c", PROBE_SCRIPT], capture_output=True, text=True,
+                            env=_patched_env(python), cwd=root)
+        yield SimpleNamespace(root=root, python=python, base=base, run=run, env=env, suite=suite, probe=probe)
+
+
+@pytest.fixture(scope="module")
+def probed(clone):
+    out = clone.probe.result()
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_one_commit_per_concern_with_the_pr_texts(clone):
+    assert clone.run.returncode == 0, clone.run.stdout + clone.run.stderr
+    log = _git(clone.root, "log", "--reverse", "--format=%H|%an|%s", f"{clone.base}..HEAD").splitlines()
+    commits = [line.split("|", 2) for line in log]
+    assert [c[2] for c in commits] == SUBJECTS == [texts.pr_text(step)[0] for step in STEPS]
+    assert {c[1] for c in commits} == {"sglang-arch"}  # no identity configured: the series' own
+    for (sha, _, _), step in zip(commits, STEPS):
+        body = _git(clone.root, "log", "-1", "--format=%b", sha)
+        assert texts.pr_text(step)[1] in body
+        files = set(_git(clone.root, "show", "--name-only", "--format=", sha).split())
+        if step.glue is None:
+            assert files and all(f.startswith("python/sglang/srt/arch/") for f in files)
+            assert "python/sglang/srt/arch/glue/__init__.py" in files
+        else:
+            expected = {f"python/sglang/{plan.path}" for plan in step.modules}
+            assert files == expected | {f"python/sglang/srt/arch/glue/{step.glue}.py"}
+    assert _git(clone.root, "status", "--porcelain") == ""
+
+
+def test_the_report_names_every_site_and_each_step_size(clone):
+    out = clone.run.stdout
+    for step in STEPS:
+        for plan in step.modules:
+            for site in plan.sites:
+                assert re.search(rf"{re.escape(site.label)}\s+rewritten", out), site.label
+    sizes = [tuple(map(int, m)) for m in re.findall(r"^\[\d/5\] .*?\+(\d+) -(\d+), commit", out, re.M)]
+    log = _git(clone.root, "log", "--reverse", "--format=%H", f"{clone.base}..HEAD").split()
+    numstat = []
+    for sha in log:
+        rows = [line.split("\t") for line in _git(clone.root, "show", "--numstat", "--format=", sha).splitlines()]
+        numstat.append((sum(int(r[0]) for r in rows), sum(int(r[1]) for r in rows)))
+    assert sizes == numstat
+    assert all(removed == 0 for _, removed in sizes)  # the series only adds
+
+
+def test_the_registry_is_a_byte_for_byte_copy(clone):
+    from sglang_arch.upstream.series import registry_source_dir
+
+    source = registry_source_dir()
+    copied = clone.root / "python/sglang/srt/arch"
+    for path in source.rglob("*.py"):
+        if "__pycache__" not in path.parts:
+            assert (copied / path.relative_to(source)).read_bytes() == path.read_bytes()
+
+
+def test_the_patched_tree_imports_its_own_registry(clone, probed):
+    assert Path(probed["sglang"]).is_relative_to(clone.root)
+    assert Path(probed["runtime"]).is_relative_to(clone.root)
+    assert probed["plugin_loaded"] is False
+
+
+def test_the_patched_tree_decides_exactly_as_the_plugin(clone, suites):
+    patched = clone.suite.result()
+    assert patched.keys() == suites["routed"].keys()
+    diff = [k for k in patched if patched[k] != suites["routed"][k]]
+    assert not diff, f"{len(diff)} machines differ, e.g. {diff[0]}: {patched[diff[0]]} vs {suites['routed'][diff[0]]}"
+    assert patched != suites["upstream"]  # it is routed, not SGLang alone
+
+
+def test_the_patched_tree_refuses_an_explicit_backend_that_cannot_run(probed):
+    checks = probed["checks"]
+    assert checks["12.0"]["fa3"].startswith("--attention-backend fa3: ") and "Valid here: " in checks["12.0"]["fa3"]
+    assert checks["9.0"]["fa3"] == {}  # fa3 runs on Hopper
+    assert checks["none"]["fa3"] == {}  # no GPU: SGLang decides alone, nothing is checked
+    assert all(checks[machine]["triton"] == {} for machine in checks)
+
+
+def test_a_second_run_changes_nothing(clone):
+    head = _git(clone.root, "rev-parse", "HEAD")
+    again = _upstream(clone.root, "--into-git", env=clone.env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "nothing to do" in again.stdout and " rewritten" not in again.stdout
+    assert _git(clone.root, "rev-parse", "HEAD") == head and _git(clone.root, "status", "--porcelain") == ""
+    check = _upstream(clone.root, "--check", env=clone.env)
+    assert check.returncode == 0 and "nothing to do" in check.stdout
+
+
+def test_the_installed_package_layout(clone, tmp_path):
+    package = _copy_sglang(tmp_path / "sglang")
+    env = _env(tmp_path)
+    check = _upstream(package, "--check", env=env)
+    assert check.returncode == 1 and "installed sglang package" in check.stdout
+    assert "would be rewritten" in check.stdout and not (package / "srt/arch").exists()
+    done = _upstream(package, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no commits: --into-git not given" in done.stdout
+    assert _upstream(package, "--check", env=env).returncode == 0
+    patched = clone.root / "python" / "sglang"
+    for rel in TARGET_FILES:
+        assert (package / rel).read_bytes() == (patched / rel).read_bytes(), rel
+    arch = sorted(p.relative_to(package).as_posix() for p in (package / "srt/arch").rglob("*") if p.is_file())
+    assert arch == sorted(p.relative_to(patched).as_posix() for p in (patched / "srt/arch").rglob("*")
+                          if p.is_file() and "__pycache__" not in p.parts)
+
+
+def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_path):
+    package = tmp_path / "sglang"
+    (package / "srt").mkdir(parents=True)
+    shutil.copy2(INSTALLED / "__init__.py", package / "__init__.py")
+    for rel in TARGET_FILES:
+        (package / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(INSTALLED / rel, package / rel)
+    fusion = package / "srt/layers/flashinfer_comm_fusion.py"
+    text = fusion.read_text()
+    old = "def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:"
+    assert old in text
+    fusion.write_text(text.replace(old, old.replace("False)", "False, world_size: int = 1)")))
+    before = fusion.read_bytes()
+    overrides_before = (package / "srt/arg_groups/overrides.py").read_text()
+
+    run = _upstream(package, env=_env(tmp_path))
+    assert run.returncode == 1, run.stdout + run.stderr
+    line = next(line for line in run.stdout.splitlines() if line.strip().startswith("_resolve_backend "))
+    assert "left untouched: parameters are (backend, is_multi_node, world_size)" in line
+    assert "[3/5] fusion: FlashInfer all-reduce fusion: skipped, nothing written" in run.stdout
+    assert fusion.read_bytes() == before
+    assert not (package / "srt/arch/glue/fusion.py").exists()
+    overrides = (package / "srt/arg_groups/overrides.py").read_text()
+    assert "arch_fusion" not in overrides and "arch_attention.check_explicit_backends(view)" in overrides
+    assert overrides.replace("    # sglang-arch: routed through sglang.srt.arch\n"
+                             "    arch_attention.check_explicit_backends(view)\n", "").replace(
+        "# sglang-arch: routed through sglang.srt.arch\n"
+        "from sglang.srt.arch.glue import attention as arch_attention\n", "") == overrides_before
+    for step in ("[2/5]", "[4/5]", "[5/5]"):
+        assert re.search(rf"^{re.escape(step)} .*commit|^{re.escape(step)} .*file\(s\)", run.stdout, re.M), step

@@ -1,0 +1,581 @@
+"""The upstream rewriter on small synthetic sources, and the series on a synthetic tree.
+
+No sglang needed: every source here is written by the test.  The real SGLang tree is
+covered by test/integration/test_upstream_series.py.
+"""
+
+import ast
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("libcst", reason="the upstream rewriter needs libcst: pip install -e 'python[test]'")
+
+from sglang_arch import __version__  # noqa: E402
+from sglang_arch.cli import main  # noqa: E402
+from sglang_arch.integrations.sglang.targets import FACT_HELPERS, all_targets  # noqa: E402
+from sglang_arch.upstream import series, texts  # noqa: E402
+from sglang_arch.upstream.rewriter import (  # noqa: E402
+    ALREADY,
+    MARKER,
+    REWRITTEN,
+    UNTOUCHED,
+    UPDATED,
+    FunctionSite,
+    ModulePlan,
+    ProbeSite,
+    count_changes,
+    guard_code,
+    rewrite_source,
+)
+from sglang_arch.upstream.sites import STEPS, glue_files  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FUSION = ModulePlan("srt/layers/fusion.py", "fusion", (
+    FunctionSite("_resolve_backend", ("backend", "is_multi_node"), "resolve_backend", ("backend", "is_multi_node")),
+))
+
+FUSION_SOURCE = '''\
+"""Fusion helpers."""
+
+import logging
+
+import torch
+
+from sglang.srt.runtime_context import get_platform
+from sglang.srt.utils import is_flashinfer_available
+
+logger = logging.getLogger(__name__)
+
+
+def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:
+    """Resolve the requested backend."""
+    if not (get_platform().is_sm90 or get_platform().is_sm100):  # keep this comment
+        raise ValueError(
+            "needs SM90 or SM10X"
+        )
+    return   backend    # odd spacing stays
+'''
+
+
+def _dedent(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def _only_additions(old: str, new: str) -> bool:
+    return count_changes(old, new)[1] == 0
+
+
+# --- function sites -------------------------------------------------------------------
+
+def test_a_matching_function_gets_the_guard_after_its_docstring():
+    result = rewrite_source(FUSION_SOURCE, FUSION)
+    assert [o.status for o in result.outcomes] == [REWRITTEN]
+    assert result.changed and _only_additions(FUSION_SOURCE, result.new)
+    body = result.new.split('"""Resolve the requested backend."""\n', 1)[1]
+    assert body.startswith(
+        f"    {MARKER}\n"
+        "    if (arch_answer := arch_fusion.resolve_backend(backend, is_multi_node)) is not None:\n"
+        "        return arch_answer\n"
+        "    if not (get_platform()")
+    compile(result.new, "fusion.py", "exec")
+
+
+def test_formatting_and_comments_survive():
+    new = rewrite_source(FUSION_SOURCE, FUSION).new
+    for line in FUSION_SOURCE.splitlines():
+        assert line in new.splitlines()
+    assert "# keep this comment" in new and "return   backend    # odd spacing stays" in new
+    assert count_changes(FUSION_SOURCE, new) == (5, 0)  # guard (3) + marker and import (2)
+
+
+def test_the_glue_import_goes_where_isort_puts_it():
+    new = rewrite_source(FUSION_SOURCE, FUSION).new
+    assert (
+        "import torch\n\n"
+        f"{MARKER}\n"
+        "from sglang.srt.arch.glue import fusion as arch_fusion\n"
+        "from sglang.srt.runtime_context import get_platform\n"
+    ) in new
+
+
+def test_a_second_glue_import_joins_the_first_under_one_marker():
+    attention = ModulePlan("srt/layers/fusion.py", "attention", (
+        FunctionSite("_resolve_backend", ("backend", "is_multi_node"), "check_explicit_backends", ("backend",),
+                     form="check"),
+    ))
+    other = ModulePlan(FUSION.path, "fusion", (FunctionSite("helper", (), "auto_enable"),))
+    source = FUSION_SOURCE + "\n\ndef helper():\n    return {}\n"
+    first = rewrite_source(source, other).new
+    both = rewrite_source(first, attention).new
+    assert both.count(MARKER) == 3  # one import marker, two guards
+    assert ("from sglang.srt.arch.glue import attention as arch_attention\n"
+            "from sglang.srt.arch.glue import fusion as arch_fusion\n") in both
+    assert f"{MARKER}\nfrom sglang.srt.arch.glue import attention" in both
+
+
+def test_a_module_without_sglang_imports_gets_a_new_section():
+    plan = ModulePlan("srt/x.py", "collectives", (FunctionSite("_get_all_reduce_configs", (), "all_reduce_configs"),))
+    source = _dedent('''
+        """Configs."""
+
+        from functools import cache
+
+        import torch
+
+        KB = 1024
+
+
+        @cache
+        def _get_all_reduce_configs() -> dict:
+            return {}
+    ''')
+    new = rewrite_source(source, plan).new
+    assert ("import torch\n\n" + MARKER + "\nfrom sglang.srt.arch.glue import collectives as arch_collectives\n\n"
+            "KB = 1024") in new
+    assert "@cache\ndef _get_all_reduce_configs() -> dict:\n    " + MARKER in new
+
+
+def test_a_method_is_found_in_its_class_and_the_done_form_returns():
+    plan = ModulePlan("srt/symm.py", "collectives", (
+        FunctionSite("Comm.__init__", ("self", "group", "device"), "init_torch_symm_mem", ("self", "group", "device"),
+                     form="done", uses=("torch_symm_mem",)),
+    ))
+    source = _dedent('''
+        try:
+            import torch.distributed._symmetric_memory as torch_symm_mem
+        except ImportError:
+            pass
+
+
+        class Comm:
+            def __init__(self, group, device):
+                self.disabled = True
+    ''')
+    new = rewrite_source(source, plan).new
+    assert (f"    def __init__(self, group, device):\n        {MARKER}\n"
+            "        if arch_collectives.init_torch_symm_mem(self, group, device):\n            return\n"
+            "        self.disabled = True") in new
+
+
+def test_a_long_guard_is_laid_out_as_black_does():
+    site = FunctionSite("get_default_attn_backend", ("server_args", "use_mla_backend", "model_config"),
+                        "default_backend", ("server_args", "use_mla_backend", "model_config"))
+    assert guard_code(site, "arch_attention", 4) == (
+        "if (\n"
+        "    arch_answer := arch_attention.default_backend(\n"
+        "        server_args, use_mla_backend, model_config\n"
+        "    )\n"
+        ") is not None:\n"
+        "    return arch_answer\n")
+    short = FunctionSite("f", ("a",), "resolve", ("a",))
+    assert guard_code(short, "arch_fusion", 4) == (
+        "if (arch_answer := arch_fusion.resolve(a)) is not None:\n    return arch_answer\n")
+
+
+# --- mismatches -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("source, reason", [
+    (FUSION_SOURCE.replace("is_multi_node: bool = False", "is_multi_node: bool = False, world_size: int = 1"),
+     "parameters are (backend, is_multi_node, world_size), expected (backend, is_multi_node)"),
+    (FUSION_SOURCE.replace("def _resolve_backend", "def _resolve_fusion_backend"), "_resolve_backend is missing"),
+    (FUSION_SOURCE + "\n\ndef _resolve_backend(backend, is_multi_node):\n    return backend\n",
+     "_resolve_backend is defined 2 times"),
+    (FUSION_SOURCE.replace("    return   backend", "    arch_answer = backend\n    return   backend"),
+     "it already uses the name arch_answer"),
+    (FUSION_SOURCE.replace("logger = ", "arch_fusion = None\nlogger = "), "the module already defines arch_fusion"),
+    ("def broken(:\n", "does not parse"),
+])
+def test_a_site_of_another_shape_is_reported_and_the_file_left_alone(source, reason):
+    result = rewrite_source(source, FUSION)
+    assert [o.status for o in result.outcomes] == [UNTOUCHED]
+    assert reason in result.outcomes[0].reason
+    assert result.new == source and not result.changed
+
+
+def test_a_missing_module_name_the_glue_reads_is_a_mismatch():
+    plan = ModulePlan(FUSION.path, "fusion", (
+        FunctionSite("_resolve_backend", ("backend", "is_multi_node"), "resolve_backend", ("backend",),
+                     uses=("get_platform", "_mnnvl_supported")),
+    ))
+    result = rewrite_source(FUSION_SOURCE, plan)
+    assert result.outcomes[0].status == UNTOUCHED
+    assert "no longer defines _mnnvl_supported" in result.outcomes[0].reason
+
+
+def test_one_mismatch_leaves_the_whole_module_unrewritten():
+    plan = ModulePlan(FUSION.path, "fusion", FUSION.sites + (FunctionSite("auto_enable_pass", ("view",), "auto_enable",
+                                                                          ("view",)),))
+    result = rewrite_source(FUSION_SOURCE, plan)
+    assert [o.status for o in result.outcomes] == [UNTOUCHED, UNTOUCHED]
+    assert "another site of this module does not match" in result.outcomes[0].reason
+    assert "auto_enable_pass is missing" in result.outcomes[1].reason
+    assert result.new == FUSION_SOURCE
+
+
+# --- idempotency and updates ----------------------------------------------------------
+
+def test_rewriting_twice_changes_nothing():
+    once = rewrite_source(FUSION_SOURCE, FUSION)
+    twice = rewrite_source(once.new, FUSION)
+    assert [o.status for o in twice.outcomes] == [ALREADY]
+    assert twice.new == once.new and not twice.changed
+
+
+def test_a_guard_from_an_older_version_is_replaced_in_place():
+    once = rewrite_source(FUSION_SOURCE, FUSION).new
+    old = once.replace("arch_fusion.resolve_backend(backend, is_multi_node)", "arch_fusion.resolve(backend)")
+    result = rewrite_source(old, FUSION)
+    assert [o.status for o in result.outcomes] == [UPDATED]
+    assert result.new == once
+
+
+# --- probe sites ----------------------------------------------------------------------
+
+PROBES_SOURCE = _dedent('''
+    from functools import lru_cache, partial
+
+    from sglang.srt.environ import envs
+
+
+    def _check_cuda_device_version(device_capability_majors, cuda_version):
+        return False
+
+
+    is_hopper_with_cuda_12_3 = lru_cache(maxsize=1)(
+        partial(
+            _check_cuda_device_version, device_capability_majors=[9], cuda_version=(12, 3)
+        )
+    )
+    # Blackwell, all of it.
+    is_blackwell_supported = is_blackwell = lru_cache(maxsize=1)(
+        partial(
+            _check_cuda_device_version,
+            device_capability_majors=[10, 11, 12],
+            cuda_version=(12, 8),
+        )
+    )
+    is_sm80_supported = lru_cache(maxsize=1)(
+        partial(_check_cuda_device_version, device_capability_majors=[8], cuda_version=(11, 0))
+    )
+''')
+
+PROBES = ModulePlan("srt/utils/common.py", "platform", (
+    ProbeSite(("is_hopper_with_cuda_12_3",), "is_hopper_with_cuda_12_3"),
+    ProbeSite(("is_blackwell_supported", "is_blackwell"), "is_blackwell"),
+))
+
+
+def test_a_probe_keeps_its_definition_and_is_rebound_below_it():
+    result = rewrite_source(PROBES_SOURCE, PROBES)
+    assert [o.status for o in result.outcomes] == [REWRITTEN, REWRITTEN]
+    assert _only_additions(PROBES_SOURCE, result.new)
+    assert (
+        "    )\n)\n"
+        f"{MARKER}\n"
+        "is_hopper_with_cuda_12_3 = arch_platform.routed_probe(\n"
+        '    "is_hopper_with_cuda_12_3", is_hopper_with_cuda_12_3\n'
+        ")\n"
+        "# Blackwell, all of it.\n"
+        "is_blackwell_supported = is_blackwell = lru_cache(maxsize=1)(\n") in result.new
+    assert (f"{MARKER}\nis_blackwell_supported = is_blackwell = arch_platform.routed_probe(\n"
+            '    "is_blackwell", is_blackwell_supported\n)\nis_sm80_supported') in result.new
+    assert "is_sm80_supported = lru_cache" in result.new and "routed_probe(\n    \"is_sm80" not in result.new
+    again = rewrite_source(result.new, PROBES)
+    assert [o.status for o in again.outcomes] == [ALREADY, ALREADY] and again.new == result.new
+
+
+def test_the_rebinding_routes_and_falls_back(monkeypatch):
+    """Run the rewritten module with a stand-in glue: the registry's answer first, else the probe."""
+    import sys
+    import types
+
+    answers = {}
+    glue = types.ModuleType("sglang.srt.arch.glue.platform")
+
+    def routed_probe(name, probe):
+        return lambda: answers.get(name, probe())
+
+    glue.routed_probe = routed_probe
+    pkg = types.ModuleType("sglang.srt.arch.glue")
+    pkg.platform = glue
+    for name, module in {"sglang": types.ModuleType("sglang"), "sglang.srt": types.ModuleType("sglang.srt"),
+                         "sglang.srt.arch": types.ModuleType("sglang.srt.arch"), "sglang.srt.arch.glue": pkg,
+                         "sglang.srt.arch.glue.platform": glue,
+                         "sglang.srt.environ": types.SimpleNamespace(envs=None)}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    namespace = {}
+    exec(compile(rewrite_source(PROBES_SOURCE, PROBES).new, "common.py", "exec"), namespace)
+    assert namespace["is_blackwell"] is namespace["is_blackwell_supported"]
+    assert namespace["is_blackwell"]() is False
+    answers["is_blackwell"] = True
+    assert namespace["is_blackwell_supported"]() is True
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    ("is_blackwell_supported = is_blackwell = lru_cache", "is_blackwell_supported = lru_cache",
+     "assigned as is_blackwell_supported, expected is_blackwell_supported = is_blackwell"),
+    ("partial(\n        _check_cuda_device_version,\n", "partial(\n        _check_device,\n",
+     "its value is not lru_cache(...)(partial(_check_cuda_device_version"),
+    ("cuda_version=(12, 8),", "min_cuda=(12, 8),", "its value is not"),
+    ("is_hopper_with_cuda_12_3 = lru_cache", "is_hopper = lru_cache", "is_hopper_with_cuda_12_3 is missing"),
+])
+def test_a_probe_of_another_shape_is_reported(old, new, reason):
+    source = PROBES_SOURCE.replace(old, new)
+    assert source != PROBES_SOURCE
+    result = rewrite_source(source, PROBES)
+    assert result.new == source
+    assert any(o.status == UNTOUCHED and reason in o.reason for o in result.outcomes), result.outcomes
+
+
+# --- the site table is the plugin's spec ----------------------------------------------
+
+def _upstream_path(plan, site):
+    module = "sglang." + plan.path[:-3].replace("/", ".")
+    return f"{module}.{site.label}"
+
+
+def test_the_sites_are_the_plugin_targets_with_the_same_parameters():
+    sites = {}
+    for step in STEPS:
+        for plan in step.modules:
+            for site in plan.sites:
+                if isinstance(site, FunctionSite):
+                    sites[_upstream_path(plan, site)] = site
+                else:
+                    for name in site.names:
+                        sites[f"sglang.{plan.path[:-3].replace('/', '.')}.{name}"] = site
+    targets = {t.path: t for t in all_targets()}
+    assert set(sites) == set(targets)
+    for path, target in targets.items():
+        site = sites[path]
+        if isinstance(site, FunctionSite):
+            assert site.params == target.params, path
+            assert set(target.uses) <= set(site.uses), path
+        else:
+            assert site.keywords == target.params, path
+            assert FACT_HELPERS.get(site.fact, path.rsplit(".", 1)[1]) in site.names, path
+
+
+# --- templates and generated docs -----------------------------------------------------
+
+def test_the_pr_docs_are_the_templates():
+    """docs/upstream/*.md are generated: `python -m sglang_arch.upstream.texts` rewrites them."""
+    docs = ROOT / "docs" / "upstream"
+    expected = texts.pr_docs()
+    assert sorted(p.name for p in docs.glob("PR-*.md")) == sorted(expected)
+    for name, text in expected.items():
+        assert (docs / name).read_text(encoding="utf-8") == text, f"docs/upstream/{name} drifted from its template"
+
+
+def test_every_step_has_a_subject_and_the_four_sections():
+    for step in STEPS:
+        subject, body = texts.pr_text(step)
+        assert subject.startswith("[arch] ") and len(subject) <= 100
+        for section in ("## What", "## Why", "## How it falls back", "## How it was tested"):
+            assert section in body, (step.pr_name, section)
+
+
+def test_the_glue_templates_are_portable_python():
+    for name in ["__init__"] + [s.glue for s in STEPS if s.glue]:
+        text = texts.glue_template(name)
+        ast.parse(text)
+        # Only SGLang's own modules, and those only inside functions (checked below).
+        assert all("imports sglang.srt." in p for p in series.portability_problems(text, 1)), name
+        top_level = [n for n in ast.parse(text).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert all(isinstance(n, ast.Import) or n.level > 0 or n.module == "__future__"
+                   or n.module.split(".")[0] in ("typing", "functools", "logging", "sys", "contextvars")
+                   for n in top_level), name  # sglang only inside functions: no import cycle
+    assert set(glue_files()) == {"glue/__init__.py", "glue/collectives.py", "glue/fusion.py", "glue/attention.py",
+                                 "glue/platform.py"}
+
+
+def test_the_registry_is_portable_and_copied_byte_for_byte():
+    files = series.registry_files()
+    source = series.registry_source_dir()
+    for rel, text in files.items():
+        inner = rel[len("srt/arch/"):]
+        if inner == "README.md":
+            assert text.startswith(texts.README_FIRST_LINE)
+        elif not inner.startswith("glue/"):
+            assert (source / inner).read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize("code, depth, problem", [
+    ("import sglang_arch.arch\n", 0, "imports sglang_arch.arch"),
+    ("from sglang_arch.arch import runtime\n", 0, "imports sglang_arch.arch"),
+    ("from ...cli import main\n", 1, "relative import leaves the package"),
+    ("import numpy\n", 0, "imports numpy"),
+])
+def test_a_registry_that_imports_outside_itself_is_refused(code, depth, problem, tmp_path):
+    assert any(problem in p for p in series.portability_problems(code, depth))
+    (tmp_path / "bad.py").write_text(code if depth == 0 else "", encoding="utf-8")
+    if depth == 0:
+        with pytest.raises(ValueError, match="cannot move into SGLang unchanged"):
+            series.registry_files(tmp_path)
+
+
+def test_allowed_imports_are_not_problems():
+    code = "from __future__ import annotations\nimport os\nfrom .registry import resolve\nfrom ..profile import MIB\n" \
+           "def f():\n    import torch\n    import pynvml\n"
+    assert series.portability_problems(code, 1) == []
+
+
+# --- the series on a synthetic tree ---------------------------------------------------
+
+def _synthetic_module(plan: ModulePlan) -> str:
+    """A module with exactly the shapes the plan expects (and the names its glue reads)."""
+    lines = ["from functools import lru_cache, partial", "", "from sglang.srt.environ import envs", ""]
+    for site in plan.sites:
+        for name in getattr(site, "uses", ()):
+            lines.append(f"{name} = None")
+    lines.append("")
+    for site in plan.sites:
+        if isinstance(site, ProbeSite):
+            lines.append(f"{' = '.join(site.names)} = lru_cache(maxsize=1)(partial({site.wrapped}, "
+                         f"{', '.join(k + '=None' for k in site.keywords)}))")
+            continue
+        params = ", ".join(site.params)
+        if "." in site.qualname:
+            cls, name = site.qualname.split(".")
+            lines += ["", f"class {cls}:", f"    def {name}({params}):", "        pass", ""]
+        else:
+            lines += ["", f"def {site.qualname}({params}):", '    """Upstream."""', "    return None", ""]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture()
+def synthetic_tree(tmp_path):
+    """``tmp/python/sglang`` with one module per planned path, committed to git."""
+    package = tmp_path / "clone" / "python" / "sglang"
+    (package / "srt").mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    sources = {}
+    for step in STEPS:
+        for plan in step.modules:
+            sources[plan.path] = sources.get(plan.path, "") + _synthetic_module(plan)
+    for rel, text in sources.items():
+        (package / rel).parent.mkdir(parents=True, exist_ok=True)
+        (package / rel).write_text(text, encoding="utf-8")
+    return tmp_path / "clone"
+
+
+def _git(root, *args, env=None):
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True, env=env).stdout
+
+
+def test_check_reports_and_writes_nothing_then_apply_and_reapply(synthetic_tree, capsys):
+    before = {p: p.read_bytes() for p in synthetic_tree.rglob("*") if p.is_file()}
+    code = main(["upstream", str(synthetic_tree), "--check"])
+    out = capsys.readouterr().out
+    assert code == 1 and "would be rewritten" in out and "nothing written" in out
+    assert {p: p.read_bytes() for p in synthetic_tree.rglob("*") if p.is_file()} == before
+    assert main(["upstream", str(synthetic_tree)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" rewritten") == sum(len(p.sites) for s in STEPS for p in s.modules)
+    assert (synthetic_tree / "python/sglang/srt/arch/glue/fusion.py").is_file()
+    assert main(["upstream", str(synthetic_tree), "--check"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_into_git_commits_each_step_with_its_pr_text(synthetic_tree, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    _git(synthetic_tree, "init", "-q")
+    _git(synthetic_tree, "add", ".")
+    _git(synthetic_tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
+    log = _git(synthetic_tree, "log", "--format=%an|%s", "-6").splitlines()
+    subjects = [texts.pr_text(step)[0] for step in reversed(STEPS)]
+    assert log[:5] == [f"sglang-arch|{s}" for s in subjects] and log[5] == "t|base"
+    body = _git(synthetic_tree, "log", "-1", "--format=%b", "HEAD~4")
+    assert texts.pr_text(STEPS[0])[1].splitlines()[0] in body and "Generated-by: sglang-arch" in body
+    assert _git(synthetic_tree, "status", "--porcelain") == ""
+    capsys.readouterr()
+    assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert len(_git(synthetic_tree, "log", "--format=%h").splitlines()) == 6
+    # A registry file sglang-arch no longer has goes away in a refresh commit of step 1.
+    (synthetic_tree / "python/sglang/srt/arch/old_policy.py").write_text("OLD = 1\n")
+    _git(synthetic_tree, "add", ".")
+    _git(synthetic_tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "stale")
+    assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
+    assert _git(synthetic_tree, "log", "-1", "--format=%s") == f"[arch] Refresh step 1 (registry) from sglang-arch {__version__}\n"
+    assert _git(synthetic_tree, "show", "--name-status", "--format=", "HEAD").split() == [
+        "D", "python/sglang/srt/arch/old_policy.py"]
+
+
+def test_into_git_refuses_uncommitted_edits_of_a_file_it_writes(synthetic_tree, capsys):
+    _git(synthetic_tree, "init", "-q")
+    _git(synthetic_tree, "add", ".")
+    _git(synthetic_tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    target = synthetic_tree / "python/sglang/srt/layers/flashinfer_comm_fusion.py"
+    target.write_text(target.read_text() + "# local edit\n")
+    assert main(["upstream", str(synthetic_tree), "--into-git"]) == 2
+    err = capsys.readouterr().err
+    assert "uncommitted changes" in err and "flashinfer_comm_fusion.py" in err and len(err.splitlines()) == 1
+    assert not (synthetic_tree / "python/sglang/srt/arch").exists()
+
+
+def test_a_foreign_srt_arch_is_left_alone_with_every_step(synthetic_tree, capsys):
+    foreign = synthetic_tree / "python/sglang/srt/arch"
+    foreign.mkdir()
+    (foreign / "__init__.py").write_text("# SGLang's own\n")
+    assert main(["upstream", str(synthetic_tree)]) == 1
+    out = capsys.readouterr().out
+    assert "was not written by sglang-arch" in out and "needs the registry (step 1)" in out
+    assert (foreign / "__init__.py").read_text() == "# SGLang's own\n" and len(list(foreign.iterdir())) == 1
+
+
+def test_stale_registry_files_are_removed_on_refresh(synthetic_tree, capsys):
+    assert main(["upstream", str(synthetic_tree)]) == 0
+    stale = synthetic_tree / "python/sglang/srt/arch/old_policy.py"
+    stale.write_text("OLD = 1\n")
+    readme = synthetic_tree / "python/sglang/srt/arch/README.md"
+    readme.write_text(readme.read_text() + "edited here\n")
+    capsys.readouterr()
+    assert main(["upstream", str(synthetic_tree)]) == 0
+    out = capsys.readouterr().out
+    assert "updated" in out and not stale.exists() and "edited here" not in readme.read_text()
+
+
+def test_into_git_needs_a_work_tree(synthetic_tree, capsys, monkeypatch):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(synthetic_tree.parent))
+    assert main(["upstream", str(synthetic_tree), "--into-git"]) == 2
+    assert "not inside a git work tree" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make", ["missing", "empty", "file"])
+def test_src_of_another_kind_is_one_line_exit_2(tmp_path, capsys, make):
+    src = tmp_path / "src"
+    if make == "empty":
+        src.mkdir()
+    elif make == "file":
+        src.write_text("x")
+    assert main(["upstream", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "expected an SGLang git clone (with python/sglang/srt/) or an installed sglang package" in err
+
+
+def test_check_and_into_git_exclude_each_other(synthetic_tree, capsys):
+    assert main(["upstream", str(synthetic_tree), "--check", "--into-git"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_installed_layout_is_detected(synthetic_tree):
+    tree = series.locate(str(synthetic_tree / "python" / "sglang"))
+    assert tree.layout == "installed package" and tree.package == (synthetic_tree / "python/sglang").resolve()
+    tree = series.locate(str(synthetic_tree))
+    assert tree.layout == "git clone"
+
+
+def test_written_files_keep_their_mode(synthetic_tree):
+    target = synthetic_tree / "python/sglang/srt/utils/common.py"
+    os.chmod(target, 0o640)
+    assert main(["upstream", str(synthetic_tree)]) == 0
+    assert target.stat().st_mode & 0o777 == 0o640
