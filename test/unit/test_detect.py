@@ -64,7 +64,7 @@ class _FakeNvml:
     """Just enough of pynvml for the topology rules."""
 
     NVML_P2P_STATUS_OK = 0
-    NVML_P2P_CAPS_INDEX_READ = 0
+    NVML_P2P_CAPS_INDEX_READ = (0,)  # as nvidia-ml-py 13 defines it (a stray comma)
     NVML_P2P_CAPS_INDEX_NVLINK = 2
     NVML_NVLINK_MAX_LINKS = 4
 
@@ -75,6 +75,7 @@ class _FakeNvml:
         self.p2p, self.nvlink, self.switch = p2p, nvlink, switch
 
     def nvmlDeviceGetP2PStatus(self, a, b, index):
+        assert isinstance(index, int), "ctypes refuses anything but an int here"
         ok = self.nvlink if index == self.NVML_P2P_CAPS_INDEX_NVLINK else self.p2p
         return 0 if ok else 1
 

@@ -35,6 +35,8 @@ def test_tuned_size_when_symm_mem_always_or_never_wins():
     assert tc.tuned_sizes(always) == {4: 8}
     never = synthetic(4, {4096: {"nccl": 1.0, "two_shot": 9.0}})
     assert tc.tuned_sizes(never) == {4: None}
+    unmeasured = synthetic(2, {4096: {"nccl": 1.0}})
+    assert tc.tuned_sizes(unmeasured) == {}  # a path that never ran changes nothing
 
 
 def test_check_compares_the_registry_pick_with_the_fastest_path():

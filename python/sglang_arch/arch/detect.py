@@ -163,11 +163,17 @@ def _nvml_topology(pynvml, handles) -> Topology:
                     return False
         return True
 
-    p2p = all_pairs(pynvml.NVML_P2P_CAPS_INDEX_READ)
-    nvlink = all_pairs(pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+    p2p = all_pairs(_nvml_int(pynvml.NVML_P2P_CAPS_INDEX_READ))
+    nvlink = all_pairs(_nvml_int(pynvml.NVML_P2P_CAPS_INDEX_NVLINK))
     if nvlink:
         return TOPOLOGIES["nvswitch" if _has_nvswitch(pynvml, handles[0]) else "nvlink"]
     return TOPOLOGIES["pcie-p2p" if p2p else "pcie"]
+
+
+def _nvml_int(value) -> int:
+    """nvidia-ml-py 13 defines NVML_P2P_CAPS_INDEX_READ as ``0,`` (a tuple); ctypes
+    refuses that (seen on an H200 node), so constants are normalised here."""
+    return int(value[0]) if isinstance(value, tuple) else int(value)
 
 
 def _has_nvswitch(pynvml, handle) -> bool:

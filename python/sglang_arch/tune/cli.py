@@ -108,7 +108,12 @@ def render(report) -> str:
         for p in paths:
             cells.append(f"{m['times_us'][p]:>10.1f}us" if p in m["times_us"] else f"{'-':>12}")
         r = checks.get((m["world_size"], m["size"]))
-        pick = "" if r is None else f"{r['pick']} ({r['pick_over_fastest']:.2f}x fastest){'' if r['ok'] else '  > 10%!'}"
+        if r is None:
+            pick = ""
+        elif r["pick_over_fastest"] is None:
+            pick = f"{r['pick']} (not measured)"
+        else:
+            pick = f"{r['pick']} ({r['pick_over_fastest']:.2f}x fastest){'' if r['ok'] else '  > 10%!'}"
         lines.append(f"{m['world_size']:>3} {_fmt(m['size']):>10}  " + "  ".join(cells) + f"   {pick}")
         for p, why in m["errors"].items():
             lines.append(f"      {p}: {why}")

@@ -132,18 +132,19 @@ def _run_rank(rank: int, world: int, port: int, sizes: List[int], iters: int, ba
                            .to(torch.float32) for r in range(world))
             if not torch.equal(ref.float().cpu(), expected):
                 cell.errors["nccl"] = "result differs from the exact sum"
-            else:
-                cell.times_us["nccl"] = _time(lambda: dist.all_reduce(x), iters, cuda, group)
             paths = _symm_paths(symm, group, numel) if symm is not None else {}
-            for name, run in paths.items():
+            for name, run in paths.items():  # correctness first, on the untouched input
                 try:
-                    got = run(ref_input=x)
-                    if not torch.equal(got.float(), ref.float()):
+                    if not torch.equal(run(x).float(), ref.float()):
                         cell.errors[name] = "result differs from NCCL's"
-                        continue
-                    cell.times_us[name] = _time(lambda: run(ref_input=x), iters, cuda, group)
                 except Exception as exc:
                     cell.errors[name] = f"{type(exc).__name__}: {exc}"[:200]
+            scratch = x.clone()  # NCCL reduces in place; time it on a copy
+            if "nccl" not in cell.errors:
+                cell.times_us["nccl"] = _time(lambda: dist.all_reduce(scratch), iters, cuda, group)
+            for name, run in paths.items():
+                if name not in cell.errors:
+                    cell.times_us[name] = _time(lambda: run(x), iters, cuda, group)
             if symm is None and cuda:
                 cell.errors["two_shot"] = "torch symmetric memory unavailable"
             out.append(asdict(cell))
@@ -168,13 +169,13 @@ def _symm_paths(buf, group, numel: int):
 
     name = group.group_name
 
-    def two_shot(ref_input):
-        buf[:numel].copy_(ref_input)
+    def two_shot(inp):
+        buf[:numel].copy_(inp)
         torch.ops.symm_mem.two_shot_all_reduce_(buf[:numel], "sum", name)
         return buf[:numel].clone()
 
-    def one_shot(ref_input):
-        buf[:numel].copy_(ref_input)
+    def one_shot(inp):
+        buf[:numel].copy_(inp)
         return torch.ops.symm_mem.one_shot_all_reduce(buf[:numel], "sum", name)
 
     return {"two_shot": two_shot, "one_shot": one_shot}
@@ -240,17 +241,22 @@ def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot") -> Dict[int, O
 
     Walking up the sizes, symmetric memory keeps the message while ``algorithm`` is within
     10% of the fastest path; the first size where it is not becomes the (exclusive)
-    maximum.  ``None``: not even the smallest MiB is worth it (turn the size off).
+    maximum.  ``None``: not even the smallest MiB is worth it (turn the size off).  A
+    world size where ``algorithm`` never ran is left out: nothing was measured.
     """
     by_ws: Dict[int, List[Dict]] = {}
     for m in run["measurements"]:
         by_ws.setdefault(m["world_size"], []).append(m)
     out: Dict[int, Optional[int]] = {}
     for ws, cells in by_ws.items():
+        cells = sorted(cells, key=lambda c: c["size"])
+        if algorithm not in cells[0]["times_us"]:
+            continue
         limit = None
-        for m in sorted(cells, key=lambda c: c["size"]):
+        for m in cells:
             times = m["times_us"]
             if algorithm not in times:
+                limit = m["size"]
                 break
             if times[algorithm] > (1 + TOLERANCE) * min(times.values()):
                 limit = m["size"]
