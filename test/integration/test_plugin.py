@@ -97,15 +97,15 @@ def test_a_missing_or_changed_target_is_one_warning_and_upstream_behaviour():
     code = textwrap.dedent("""
         import logging, sys
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s|%(message)s")
-        from sglang_arch.integrations.sglang import targets
-        from sglang_arch.integrations.sglang import hooks
+        from sglang_arch.integrations.sglang import hooks, targets
+        from sglang_arch.integrations.sglang.glue import attention, fusion
         real = targets.all_targets
         def patched():
             out = real()
             out.append(targets.Target("attention backend", "sglang.srt.arg_groups.overrides._no_such_pass",
-                                      hooks.attention_backend_check, ("view",)))
+                                      hooks.check(attention.check_explicit_backends), ("view",)))
             out.append(targets.Target("attention backend", "sglang.srt.layers.flashinfer_comm_fusion._resolve_backend",
-                                      hooks.fusion_resolve_backend, ("backend", "is_multi_node", "group")))
+                                      hooks.answer(fusion.resolve_backend), ("backend", "is_multi_node", "group")))
             out = [t for t in out if not (t.path.endswith("_resolve_backend") and len(t.params) == 2)]
             return out
         targets.all_targets = patched
@@ -142,3 +142,31 @@ def test_launch_server_help_works_with_the_plugin():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "--enable-torch-symm-mem" in out.stdout
     assert "routed:" in out.stderr
+
+
+def test_symm_mem_through_the_plugin_publishes_the_routed_table_in_both_sglang_modules():
+    """The communicator is initialised by the glue; SGLang's table then reads as the registry's (what plan reports)."""
+    code = textwrap.dedent("""
+        import json, os
+        os.environ["SGLANG_OPT_USE_INKLING_CUSTOM_AR"] = "0"
+        from sglang.srt.plugins import load_plugins
+        from sglang.srt.plugins.hook_registry import HookRegistry
+        load_plugins()
+        HookRegistry.apply_hooks()
+        from sglang.srt.distributed.device_communicators import all_reduce_utils, torch_symm_mem
+        from sglang_arch.arch import parse_capability
+        from sglang_arch.arch.runtime import current
+        from sglang_arch.integrations.sglang.plan import symm_mem_outcome
+        before = all_reduce_utils.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+        outcome = symm_mem_outcome(parse_capability("12.0"), 8, multicast=False)
+        print(json.dumps({"outcome": outcome, "routed": current().symm_mem_table(),
+                          "upstream_had_12": 12 in before,
+                          "utils": all_reduce_utils.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES,
+                          "module": torch_symm_mem.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES}))
+    """)
+    out = python(code, SGLANG_ARCH_CAPABILITY="12.0", SGLANG_ARCH_GPU_COUNT="8", SGLANG_ARCH_TOPOLOGY="pcie-p2p")
+    d = facts(out)
+    assert d["outcome"] == {"enabled": True, "max_bytes": 128 << 20, "algorithm": "two_shot"}
+    assert d["upstream_had_12"] is False
+    assert d["routed"] == d["utils"] == d["module"] == {"12": {"2": 64 << 20, "4": 64 << 20, "6": 128 << 20,
+                                                               "8": 128 << 20}}

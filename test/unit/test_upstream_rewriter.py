@@ -17,7 +17,7 @@ pytest.importorskip("libcst", reason="the upstream rewriter needs libcst: pip in
 from sglang_arch import __version__  # noqa: E402
 from sglang_arch.cli import main  # noqa: E402
 from sglang_arch.integrations.sglang.targets import FACT_HELPERS, all_targets  # noqa: E402
-from sglang_arch.upstream import series, texts  # noqa: E402
+from sglang_arch.upstream import glue, series, texts  # noqa: E402
 from sglang_arch.upstream.rewriter import (  # noqa: E402
     ALREADY,
     MARKER,
@@ -355,10 +355,35 @@ def test_the_sites_are_the_plugin_targets_with_the_same_parameters():
         site = sites[path]
         if isinstance(site, FunctionSite):
             assert site.params == target.params, path
-            assert set(target.uses) <= set(site.uses), path
+            assert set(target.uses) == set(site.uses), path
         else:
             assert site.keywords == target.params, path
             assert FACT_HELPERS.get(site.fact, path.rsplit(".", 1)[1]) in site.names, path
+
+
+def test_each_plugin_hook_is_the_sites_guard_over_the_same_glue_function():
+    """One implementation: the hook calls the glue function the patched tree calls, in the same form."""
+    glue_of = {}
+    for step in STEPS:
+        for plan in step.modules:
+            for site in plan.sites:
+                module = "sglang." + plan.path[:-3].replace("/", ".")
+                for name in (site.names if isinstance(site, ProbeSite) else (site.qualname,)):
+                    glue_of[f"{module}.{name}"] = (plan.glue, site)
+    for target in all_targets():
+        module, site = glue_of[target.path]
+        hook = target.hook
+        if hook.form == "fact":  # the probe rebinding, or a "fact" guard with the fact's name
+            fact = hook.glue.args[0]
+            assert hook.glue.func.__module__.endswith(f".glue.{module}") and hook.glue.func.__name__ == "fact"
+            if isinstance(site, ProbeSite):
+                assert (site.router, site.fact) == ("routed_probe", fact), target.path
+            else:
+                assert (site.call, site.args, site.form) == ("fact", (f'"{fact}"',), "answer"), target.path
+        else:
+            assert hook.glue.__module__.endswith(f".glue.{module}"), target.path
+            assert (hook.glue.__name__, hook.form) == (site.call, site.form), target.path
+            assert site.args == tuple(p for p in site.params), target.path  # passed on as received
 
 
 # --- templates and generated docs -----------------------------------------------------
@@ -380,16 +405,10 @@ def test_every_step_has_a_subject_and_the_four_sections():
             assert section in body, (step.pr_name, section)
 
 
-def test_the_glue_templates_are_portable_python():
-    for name in ["__init__"] + [s.glue for s in STEPS if s.glue]:
-        text = texts.glue_template(name)
-        ast.parse(text)
-        # Only SGLang's own modules, and those only inside functions (checked below).
-        assert all("imports sglang.srt." in p for p in series.portability_problems(text, 1)), name
-        top_level = [n for n in ast.parse(text).body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        assert all(isinstance(n, ast.Import) or n.level > 0 or n.module == "__future__"
-                   or n.module.split(".")[0] in ("typing", "functools", "logging", "sys", "contextvars")
-                   for n in top_level), name  # sglang only inside functions: no import cycle
+def test_the_series_writes_the_plugins_glue():
+    """The glue modules are the plugin's, with only their registry imports translated."""
+    files = series.registry_files()
+    assert files["srt/arch/glue/__init__.py"] == glue.tree_module("__init__")
     assert set(glue_files()) == {"glue/__init__.py", "glue/collectives.py", "glue/fusion.py", "glue/attention.py",
                                  "glue/platform.py"}
 
@@ -401,7 +420,9 @@ def test_the_registry_is_portable_and_copied_byte_for_byte():
         inner = rel[len("srt/arch/"):]
         if inner == "README.md":
             assert text.startswith(texts.README_FIRST_LINE)
-        elif not inner.startswith("glue/"):
+        elif inner.startswith("glue/"):
+            assert text == glue.tree_module(inner[len("glue/"):-len(".py")])
+        else:
             assert (source / inner).read_text(encoding="utf-8") == text
 
 
@@ -477,7 +498,9 @@ def test_check_reports_and_writes_nothing_then_apply_and_reapply(synthetic_tree,
     assert main(["upstream", str(synthetic_tree)]) == 0
     out = capsys.readouterr().out
     assert out.count(" rewritten") == sum(len(p.sites) for s in STEPS for p in s.modules)
-    assert (synthetic_tree / "python/sglang/srt/arch/glue/fusion.py").is_file()
+    for name in ("__init__", "collectives", "fusion", "attention", "platform"):
+        written = (synthetic_tree / f"python/sglang/srt/arch/glue/{name}.py").read_text(encoding="utf-8")
+        assert written == glue.tree_module(name)
     assert main(["upstream", str(synthetic_tree), "--check"]) == 0
     assert "nothing to do" in capsys.readouterr().out
 

@@ -3,7 +3,8 @@
 ``sites.py`` lists the steps and the call sites each routes (the plugin's targets are
 the spec), ``rewriter.py`` rewrites a module with libcst (additive, formatting and
 comments kept, idempotent, all-or-nothing per module), ``series.py`` plans every step
-before writing any and commits one step per concern, ``texts.py`` serves the templates:
-the glue modules written into ``sglang/srt/arch/glue/`` and the PR descriptions used as
-commit messages.  libcst is imported only when the command runs.
+before writing any and commits one step per concern, ``glue.py`` copies the plugin's glue
+modules into ``sglang/srt/arch/glue/`` (translating their registry imports), and
+``texts.py`` serves the templates: the PR descriptions used as commit messages and the
+registry README.  libcst is imported only when the command runs.
 """

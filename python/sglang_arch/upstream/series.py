@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
-from . import texts
+from . import glue, texts
 from .rewriter import ALREADY, UNTOUCHED, UPDATED, SiteOutcome, count_changes, rewrite_source
 from .sites import SGLANG_TESTED, STEPS, Step, glue_files
 
@@ -124,6 +124,8 @@ def registry_files(source: Optional[Path] = None) -> Dict[str, str]:
 
     Refuses (ValueError) a registry that imports anything but itself, the standard
     library and the optional detection back-ends: inside SGLang it must work unchanged.
+    The glue's ``__init__`` (what every step's glue module imports) is copied from the
+    plugin's ``glue`` package with its registry imports translated (``glue.py``).
     """
     source = source or registry_source_dir()
     files: Dict[str, str] = {}
@@ -140,7 +142,7 @@ def registry_files(source: Optional[Path] = None) -> Dict[str, str]:
     if problems:
         raise ValueError("the registry cannot move into SGLang unchanged: " + "; ".join(problems))
     files[f"{ARCH_DIR}/README.md"] = texts.template("registry-README.md")
-    files[f"{ARCH_DIR}/glue/__init__.py"] = texts.glue_template("__init__")
+    files[f"{ARCH_DIR}/glue/__init__.py"] = glue.tree_module("__init__")
     return files
 
 
@@ -227,12 +229,12 @@ def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResul
             result.changes.append(FileChange(path, old, text))
     assert step.glue is not None  # only the registry step has no glue
     glue_path = f"{ARCH_DIR}/glue/{step.glue}.py"
-    glue = texts.glue_template(step.glue)
+    module = glue.tree_module(step.glue)
     old = overlay.read(glue_path)
-    if old != glue:
-        result.changes.append(FileChange(glue_path, old, glue))
+    if old != module:
+        result.changes.append(FileChange(glue_path, old, module))
     result.outcomes.append(SiteOutcome(glue_path, "glue module", WRITTEN if old is None else
-                                       (UPDATED if old != glue else UP_TO_DATE)))
+                                       (UPDATED if old != module else UP_TO_DATE)))
     return result
 
 

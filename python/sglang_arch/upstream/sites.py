@@ -2,9 +2,10 @@
 
 The sites are the plugin's targets (``integrations/sglang/targets.py``), which are the
 spec: the same functions, with the same parameters; ``test_upstream_rewriter.py`` fails
-when the two tables drift apart.  Each guard only calls the glue module of its step
-(``templates/glue/``), which applies the registry's decision exactly as the plugin's
-hook does; no policy is decided here.
+when the two tables drift apart.  Each guard only calls the glue module of its step,
+which is the plugin's own glue (``integrations/sglang/glue/``, copied by ``glue.py``):
+the tree applies the registry's decisions with the code the plugin's hooks call, in the
+same guard forms; no policy is decided here.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Step:
     number: int
     key: str  # short name, used in the report and the PR file name
     title: str  # the report's heading
-    glue: Optional[str]  # glue template this step writes (None: the registry step)
+    glue: Optional[str]  # glue module this step writes (None: the registry step)
     modules: Tuple[ModulePlan, ...] = ()
 
     @property

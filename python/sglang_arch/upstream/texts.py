@@ -1,6 +1,6 @@
-"""The series' texts: PR descriptions (= commit messages), the registry README, the glue.
+"""The series' texts: PR descriptions (= commit messages) and the registry README.
 
-All of them live in ``templates/`` inside the installed package, so the command works
+Both live in ``templates/`` inside the installed package, so the command works
 from a wheel without the repository; ``docs/upstream/*.md`` are generated copies of the
 PR descriptions (``python -m sglang_arch.upstream.texts`` rewrites them, and
 ``test_upstream_rewriter.py`` fails when they drift).
@@ -25,10 +25,6 @@ def template(name: str) -> str:
     for part in name.split("/"):
         node = node.joinpath(part)
     return node.read_text(encoding="utf-8")
-
-
-def glue_template(name: str) -> str:
-    return template(f"glue/{name}.py.tmpl")
 
 
 def pr_text(step: Step) -> Tuple[str, str]:

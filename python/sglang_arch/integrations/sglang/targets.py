@@ -1,8 +1,12 @@
 """The upstream targets the plugin hooks, what shape each must have, and the guard.
 
 A target is patched only when it exists and still looks like the SGLang release it was
-written against (its parameters, and the module attributes its hook uses).  Anything
-else leaves upstream's behaviour in place with one warning naming the target.
+written against (its parameters, and the module attributes its glue function reads).
+Anything else leaves upstream's behaviour in place with one warning naming the target.
+
+Each target's hook is one glue function in one guard form (``hooks.py``): the same
+function and form the upstream patch series calls at the same site (``upstream/sites.py``;
+``test_upstream_rewriter.py`` checks that the two tables agree).
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
-from . import hooks
+from .glue import attention, collectives, fusion
+from .hooks import answer, check, done, fact
 
 logger = logging.getLogger("sglang_arch")
 
@@ -32,9 +37,9 @@ _BASE = "sglang.srt.arg_groups.model_override_base"
 class Target:
     concern: str  # what the hook routes, for the start-up line
     path: str  # "module.attr" or "module.Class.method"
-    hook: Callable
+    hook: Callable  # an AROUND hook over a glue function (hooks.answer, done, check, fact)
     params: Tuple[str, ...]  # the original's parameter names in the tested release
-    uses: Tuple[str, ...] = ()  # attributes of the target's module the hook reads
+    uses: Tuple[str, ...] = ()  # attributes of the target's module the glue reads
 
 
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
@@ -54,26 +59,28 @@ _PROBE_PARAMS = ("device_capability_majors", "cuda_version")
 
 
 def all_targets() -> List[Target]:
-    facts = [Target("platform facts", f"{_COMMON}.{helper}", hooks.fact_hook(fact),
-                     {"device_capability": ("device_id",), "device_sm": ()}.get(fact, _PROBE_PARAMS))
-             for fact, helper in FACT_HELPERS.items()]
+    facts = [Target("platform facts", f"{_COMMON}.{helper}", fact(name),
+                     {"device_capability": ("device_id",), "device_sm": ()}.get(name, _PROBE_PARAMS))
+             for name, helper in FACT_HELPERS.items()]
     # ``is_blackwell`` is the same object under a second name in the same module.
-    facts.append(Target("platform facts", f"{_COMMON}.is_blackwell", hooks.fact_hook("is_blackwell"), _PROBE_PARAMS))
+    facts.append(Target("platform facts", f"{_COMMON}.is_blackwell", fact("is_blackwell"), _PROBE_PARAMS))
     return facts + [
-        Target("torch symm mem", f"{_SYMM}.TorchSymmMemCommunicator.__init__", hooks.symm_mem_init,
-               ("self", "group", "device"), ("torch_symm_mem", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES")),
-        Target("custom all-reduce v2", f"{_CAR}._get_all_reduce_configs", hooks.custom_ar_v2_configs, (),
+        Target("torch symm mem", f"{_SYMM}.TorchSymmMemCommunicator.__init__", done(collectives.init_torch_symm_mem),
+               ("self", "group", "device"),
+               ("torch_symm_mem", "torch_symm_mem_available", "dist", "envs", "get_exec",
+                "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES")),
+        Target("custom all-reduce v2", f"{_CAR}._get_all_reduce_configs", answer(collectives.all_reduce_configs), (),
                ("_sm90_configs", "_sm100_configs", "_sm107_configs", "AllReduceConfig", "Heuristic")),
-        Target("all-reduce fusion", f"{_FUSION}._resolve_backend", hooks.fusion_resolve_backend,
+        Target("all-reduce fusion", f"{_FUSION}._resolve_backend", answer(fusion.resolve_backend),
                ("backend", "is_multi_node")),
-        Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable", hooks.fusion_auto_enable,
-               ("view",)),
-        Target("attention backend", f"{_BASE}.get_default_attn_backend", hooks.default_attention_backend,
+        Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable",
+               answer(fusion.auto_enable), ("view",)),
+        Target("attention backend", f"{_BASE}.get_default_attn_backend", answer(attention.default_backend),
                ("server_args", "use_mla_backend", "model_config"),
                ("current_platform", "resolving_view", "resolved_view", "is_no_spec_infer_or_topk_one",
                 "_forces_eagle_topk_one")),
-        Target("attention backend", f"{_OVERRIDES}._attention_backend_default", hooks.attention_backend_check,
-               ("view",), ("use_mla_backend",)),
+        Target("attention backend", f"{_OVERRIDES}._attention_backend_default",
+               check(attention.check_explicit_backends), ("view",), ("use_mla_backend",)),
     ]
 
 
