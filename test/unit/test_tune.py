@@ -30,6 +30,22 @@ def test_tuned_size_is_the_first_size_where_symm_mem_loses():
     assert tc.tuned_sizes(RUN) == {2: 16}
 
 
+def test_one_slow_small_size_is_not_a_crossover():
+    noisy = synthetic(2, {
+        64 * 1024: {"nccl": 10.0, "two_shot": 12.0},  # 1.2x: launch noise at a small size
+        1 * MIB: {"nccl": 30.0, "two_shot": 10.0},
+        64 * MIB: {"nccl": 400.0, "two_shot": 600.0},
+    })
+    assert tc.tuned_sizes(noisy) == {2: 64}
+
+
+def test_one_shot_is_information_not_a_sglang_path():
+    run = synthetic(2, {MIB: {"nccl": 30.0, "two_shot": 25.0, "one_shot": 10.0}})
+    assert tc.tuned_sizes(run) == {2: 2}
+    (row,) = tc.check(run, resolve("9.0"), TOPOLOGIES["nvlink"])
+    assert row["fastest"] == "two_shot" and row["ok"] and row["fastest_measured"] == "one_shot"
+
+
 def test_tuned_size_when_symm_mem_always_or_never_wins():
     always = synthetic(4, {MIB: {"nccl": 9.0, "two_shot": 1.0}, 4 * MIB: {"nccl": 9.0, "two_shot": 1.0}})
     assert tc.tuned_sizes(always) == {4: 8}

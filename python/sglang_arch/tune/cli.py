@@ -50,16 +50,25 @@ def add_command(sub) -> None:
     c.add_argument("--topology", default=None, help="override the detected topology for the check")
     c.add_argument("--out", metavar="FILE", help="write the override file (.toml or .json)")
     c.add_argument("--results", metavar="FILE", help="write the raw measurements and the check as JSON")
+    c.add_argument("--from-results", metavar="FILE",
+                   help="analyse measurements saved by --results instead of measuring (no GPU needed)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     c.set_defaults(func=cmd_tune_collectives)
 
 
 def cmd_tune_collectives(args: argparse.Namespace) -> int:
-    from ..arch import detect, node_resolution, parse_topology, resolve
     from . import collectives as tc
 
     if args.iters < 1:
         raise ValueError(f"invalid --iters {args.iters}; accepted: an integer >= 1")
+    if args.from_results:
+        try:
+            with open(args.from_results) as fh:
+                saved = json.load(fh)
+            run = saved["run"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise ValueError(f"--from-results {args.from_results}: not a results file ({exc})") from None
+        return _report(args, run, run["world_sizes"], topology_name=args.topology or saved.get("topology"))
     world_sizes = args.world_sizes
     if world_sizes is None:
         if args.backend == "gloo":
@@ -72,11 +81,18 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
             if not world_sizes:
                 raise ValueError(f"tune collectives needs at least 2 GPUs; {n} visible (or --backend gloo)")
     run = tc.measure(world_sizes, args.sizes or tc.DEFAULT_SIZES, args.iters, args.backend).to_dict()
+    return _report(args, run, world_sizes, topology_name=args.topology)
+
+
+def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
+    from ..arch import detect, node_resolution, parse_topology, resolve
+    from . import collectives as tc
+
     report = {"run": run}
-    if args.backend == "nccl":
-        node = detect()
-        res = node_resolution(node.capabilities) if node.gpus else resolve(run["capability"])
-        topology = parse_topology(args.topology) if args.topology else node.topology
+    if run["backend"] == "nccl":
+        node = detect() if not args.from_results else None
+        res = node_resolution(node.capabilities) if node and node.gpus else resolve(run["capability"])
+        topology = parse_topology(topology_name) if topology_name else node.topology
         rows = tc.check(run, res, topology)
         tuned = tc.tuned_sizes(run)
         report.update(tier=str(res.resolved), match=res.match, topology=topology.name, check=rows, tuned_mib=tuned,
@@ -113,7 +129,9 @@ def render(report) -> str:
         elif r["pick_over_fastest"] is None:
             pick = f"{r['pick']} (not measured)"
         else:
-            pick = f"{r['pick']} ({r['pick_over_fastest']:.2f}x fastest){'' if r['ok'] else '  > 10%!'}"
+            pick = f"{r['pick']} ({r['pick_over_fastest']:.2f}x SGLang's fastest){'' if r['ok'] else '  > 10%!'}"
+            if r["fastest_measured"] != r["fastest"]:
+                pick += f"; {r['fastest_measured']} {r['pick_over_fastest_measured']:.2f}x faster"
         lines.append(f"{m['world_size']:>3} {_fmt(m['size']):>10}  " + "  ".join(cells) + f"   {pick}")
         for p, why in m["errors"].items():
             lines.append(f"      {p}: {why}")

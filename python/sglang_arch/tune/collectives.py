@@ -31,6 +31,9 @@ KIB = 1024
 MIB = 1024 * KIB
 DEFAULT_SIZES = tuple(4 * KIB * 4 ** i for i in range(9))  # 4 KiB .. 256 MiB
 TOLERANCE = 0.10  # the registry's pick may be this much slower than the fastest path
+# The paths SGLang's TorchSymmMemCommunicator can take (or fall back to).  one_shot is
+# measured too, as information: the communicator has no one-shot kernel call.
+SGLANG_PATHS = ("nccl", "two_shot", "multimem")
 
 
 @dataclass
@@ -181,26 +184,31 @@ def _symm_paths(buf, group, numel: int):
     return {"two_shot": two_shot, "one_shot": one_shot}
 
 
-def _time(fn, iters: int, cuda: bool, group) -> float:
-    """Median per-call time in microseconds, the slowest rank's."""
+def _time(fn, iters: int, cuda: bool, group, reps: int = 5) -> float:
+    """Per-call time in microseconds: ``iters`` calls back to back between two events (so
+    launch gaps overlap as in a real forward pass), median of ``reps`` repetitions, the
+    slowest rank's."""
     import torch
     import torch.distributed as dist
 
     for _ in range(3):
         fn()
     samples = []
-    for _ in range(iters):
+    for _ in range(reps):
+        dist.barrier(group=group)
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            fn()
+            for _ in range(iters):
+                fn()
             end.record()
             end.synchronize()
-            samples.append(start.elapsed_time(end) * 1000.0)
+            samples.append(start.elapsed_time(end) * 1000.0 / iters)
         else:
             t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e6)
+            for _ in range(iters):
+                fn()
+            samples.append((time.perf_counter() - t0) * 1e6 / iters)
     samples.sort()
     median = torch.tensor([samples[len(samples) // 2]], dtype=torch.float64,
                           device="cuda" if cuda else "cpu")
@@ -218,20 +226,25 @@ def registry_pick(decision, size: int) -> str:
 
 
 def check(run: Dict[str, Any], res, topology) -> List[Dict[str, Any]]:
-    """Per cell: the registry's pick, the fastest path, and whether the pick is within 10%."""
+    """Per cell: the registry's pick, the fastest path SGLang can take, and whether the pick
+    is within 10% of it; also how much faster any measured path (one-shot) would be."""
     from ..arch.policies.collectives import torch_symm_mem
 
     rows = []
     for m in run["measurements"]:
         times = m["times_us"]
-        if not times:
+        usable = {p: t for p, t in times.items() if p in SGLANG_PATHS}
+        if not usable:
             continue
         decision = torch_symm_mem(res, topology, m["world_size"])
         pick = registry_pick(decision, m["size"])
-        fastest = min(times, key=times.get)
-        ratio = times[pick] / times[fastest] if pick in times else None
+        fastest = min(usable, key=usable.get)
+        fastest_any = min(times, key=times.get)
+        ratio = times[pick] / usable[fastest] if pick in times else None
         rows.append({"world_size": m["world_size"], "size": m["size"], "pick": pick, "fastest": fastest,
                      "pick_over_fastest": ratio, "ok": ratio is not None and ratio <= 1 + TOLERANCE,
+                     "fastest_measured": fastest_any,
+                     "pick_over_fastest_measured": times[pick] / times[fastest_any] if pick in times else None,
                      "times_us": times})
     return rows
 
@@ -239,10 +252,11 @@ def check(run: Dict[str, Any], res, topology) -> List[Dict[str, Any]]:
 def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot") -> Dict[int, Optional[int]]:
     """Per world size, the symm-mem max size (MiB) the measurements support.
 
-    Walking up the sizes, symmetric memory keeps the message while ``algorithm`` is within
-    10% of the fastest path; the first size where it is not becomes the (exclusive)
-    maximum.  ``None``: not even the smallest MiB is worth it (turn the size off).  A
-    world size where ``algorithm`` never ran is left out: nothing was measured.
+    The maximum (exclusive) is the smallest measured size from which ``algorithm`` stays
+    more than 10% slower than the fastest path SGLang can take (``SGLANG_PATHS``) at every
+    larger size: one slow small size among fast ones is launch noise, not a crossover.
+    ``None``: it loses from the smallest size on (turn the size off).  A world size where
+    ``algorithm`` never ran is left out: nothing was measured.
     """
     by_ws: Dict[int, List[Dict]] = {}
     for m in run["measurements"]:
@@ -252,18 +266,19 @@ def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot") -> Dict[int, O
         cells = sorted(cells, key=lambda c: c["size"])
         if algorithm not in cells[0]["times_us"]:
             continue
-        limit = None
-        for m in cells:
+
+        def loses(m: Dict) -> bool:
             times = m["times_us"]
             if algorithm not in times:
-                limit = m["size"]
+                return True
+            return times[algorithm] > (1 + TOLERANCE) * min(t for p, t in times.items() if p in SGLANG_PATHS)
+
+        limit = 2 * cells[-1]["size"]
+        for i in range(len(cells) - 1, -1, -1):
+            if not loses(cells[i]):
                 break
-            if times[algorithm] > (1 + TOLERANCE) * min(times.values()):
-                limit = m["size"]
-                break
-        else:
-            limit = 2 * max(c["size"] for c in cells)
-        mib = (limit or 0) // MIB
+            limit = cells[i]["size"]
+        mib = limit // MIB
         out[ws] = mib if mib >= 1 else None
     return out
 
