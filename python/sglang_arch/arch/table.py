@@ -123,7 +123,10 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "allreduce_fusion_min_cuda": "12.3",  # sglang gates SM90 paths at CUDA 12.3
         "attention_mha": ["fa3"],
         "attention_mla": ["fa3"],
-        "sources": [_CUDA_GUIDE, _SGLANG, _SGLANG_CAR, _SGLANG_FUSION, _SGLANG_ATTN],
+        "sources": [_CUDA_GUIDE, _SGLANG, _SGLANG_CAR, _SGLANG_FUSION, _SGLANG_ATTN,
+                    "measured 2026-11-29 on 2x H200 (NVLink, multicast off): two-shot within 10% of NCCL "
+                    "through 16 MiB, NCCL faster from 64 MiB, so the 64 MiB maximum for 2 GPUs holds "
+                    "(benchmark/results/h200x2-collectives.json)"],
     },
     "10.0": {
         "name": "Blackwell (datacenter)",

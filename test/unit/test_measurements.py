@@ -1,0 +1,22 @@
+"""The committed measurements still support the table values they are cited for."""
+
+import json
+from pathlib import Path
+
+from sglang_arch.arch import TOPOLOGIES, resolve
+from sglang_arch.tune import collectives as tc
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmark" / "results"
+
+
+def test_h200x2_crossover_supports_the_9_0_two_gpu_symm_mem_size():
+    saved = json.loads((RESULTS / "h200x2-collectives.json").read_text())
+    run = saved["run"]
+    assert run["capability"] == "9.0" and run["backend"] == "nccl"
+    tuned = tc.tuned_sizes(run)
+    profile = resolve("9.0").profile
+    assert tuned[2] * (1 << 20) == profile.torch_symm_mem[2]
+    assert any("h200x2-collectives.json" in source for source in profile.sources)
+    rows = tc.check(run, resolve("9.0"), TOPOLOGIES[saved["topology"]])
+    # From the crossover on, the registry hands the message to NCCL, the fastest path there.
+    assert all(r["pick"] == "nccl" and r["ok"] for r in rows if r["size"] >= profile.torch_symm_mem[2])
