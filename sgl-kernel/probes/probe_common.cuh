@@ -76,22 +76,22 @@ inline bool kernel_fault(cudaError_t err) {
          err == cudaErrorInvalidAddressSpace || err == cudaErrorLaunchTimeout;
 }
 
-// After a launch of the kernel under test: true when it already reported a verdict
-// (no kernel image: unsupported_build; a fault: refuted), so main returns 0; any other
-// CUDA error is unexpected (status "error", exit 1).
-inline bool launch_verdict(const char* kernel) {
+// After a launch of the kernel under test: returns only when it ran cleanly.  No kernel
+// image for this device ends the probe with "unsupported_build", a fault on the device
+// with "refuted" (both exit 0); any other CUDA error is unexpected ("error", exit 1).
+inline void finish_launch(const char* what) {
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) return;
   if (build_mismatch(err)) {
-    emit("unsupported_build", "no kernel image for this device: " + cuda_error(err));
-    return true;
+    emit("unsupported_build", std::string(what) + ": no kernel image for this device: " + cuda_error(err));
+    std::exit(0);
   }
   if (kernel_fault(err)) {
-    emit("refuted", std::string("the ") + kernel + " faulted: " + cuda_error(err));
-    return true;
+    emit("refuted", std::string(what) + " faulted on the device: " + cuda_error(err));
+    std::exit(0);
   }
-  if (err != cudaSuccess) die(kernel, err);
-  return false;
+  die(what, err);
 }
 
 }  // namespace probe

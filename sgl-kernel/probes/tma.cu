@@ -29,24 +29,6 @@
 
 namespace {
 
-// No code in the binary that this device can run.
-// The kernel ran and the hardware faulted: the instructions under test failed.
-// Launch check shared by both parts: returns only when the kernel ran cleanly.
-void finish_launch(const char* what) {
-  cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
-  if (err == cudaSuccess) return;
-  if (probe::build_mismatch(err)) {
-    probe::emit("unsupported_build", std::string(what) + ": no kernel image for this device: " + probe::cuda_error(err));
-    std::exit(0);
-  }
-  if (probe::kernel_fault(err)) {
-    probe::emit("refuted", std::string(what) + " faulted on the device: " + probe::cuda_error(err));
-    std::exit(0);
-  }
-  probe::die(what, err);
-}
-
 // Device-side status words written by the kernels.
 enum Info : int { kCompiled = 0, kCudaArch = 1, kTimedOut = 2, kInfoWords = 4 };
 
@@ -184,7 +166,7 @@ int main() {
   PROBE_CHECK(cudaMemset(d_dst, 0, kBulkBytes));
   PROBE_CHECK(cudaMemset(info, 0, kInfoWords * sizeof(int)));
   bulk_roundtrip<<<1, 256>>>(d_src, d_dst, info);
-  finish_launch("bulk copy kernel");
+  probe::finish_launch("bulk copy kernel");
   PROBE_CHECK(cudaMemcpy(host_info, info, sizeof host_info, cudaMemcpyDeviceToHost));
   const std::string arch = probe::field("cuda_arch", host_info[kCudaArch]);
   if (host_info[kTimedOut]) {
@@ -239,7 +221,7 @@ int main() {
   const int xs[2] = {32, kCols - kBox / 2}, ys[2] = {16, kRows - kBox / 2};
   PROBE_CHECK(cudaMemset(info, 0, kInfoWords * sizeof(int)));
   tensor_tiles<<<1, 256>>>(map, xs[0], ys[0], xs[1], ys[1], d_tiles, info);
-  finish_launch("tensor tile kernel");
+  probe::finish_launch("tensor tile kernel");
   PROBE_CHECK(cudaMemcpy(host_info, info, sizeof host_info, cudaMemcpyDeviceToHost));
   if (host_info[kTimedOut]) {
     probe::emit("refuted", "cp.async.bulk.tensor.2d never completed its mbarrier", arch);

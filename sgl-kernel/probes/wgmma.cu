@@ -27,21 +27,6 @@
 
 namespace {
 
-void finish_launch(const char* what) {
-  cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaDeviceSynchronize();
-  if (err == cudaSuccess) return;
-  if (probe::build_mismatch(err)) {
-    probe::emit("unsupported_build", std::string(what) + ": no kernel image for this device: " + probe::cuda_error(err));
-    std::exit(0);
-  }
-  if (probe::kernel_fault(err)) {
-    probe::emit("refuted", std::string(what) + " faulted on the device: " + probe::cuda_error(err));
-    std::exit(0);
-  }
-  probe::die(what, err);
-}
-
 constexpr int kM = 64, kN = 8, kK = 16;
 constexpr int kThreads = 128;  // one warpgroup
 enum Info : int { kCompiled = 0, kCudaArch = 1, kInfoWords = 2 };
@@ -183,7 +168,7 @@ Outcome run_case() {
   PROBE_CHECK(cudaMemset(dd, 0xFF, c.size() * sizeof(float)));  // NaNs until written
   PROBE_CHECK(cudaMemset(info, 0, kInfoWords * sizeof(int)));
   wgmma_m64n8k16<kBf16><<<1, kThreads>>>(da, db, dc, dd, info);
-  finish_launch(kBf16 ? "bf16 wgmma kernel" : "f16 wgmma kernel");
+  probe::finish_launch(kBf16 ? "bf16 wgmma kernel" : "f16 wgmma kernel");
 
   Outcome out;
   int host_info[kInfoWords] = {};
