@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -21,11 +20,19 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import emit  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from sglang_arch.arch import Capability, decide, default_registry, resolve  # noqa: E402
-from sglang_arch.arch import runtime  # noqa: E402
+from sglang_arch.arch import (  # noqa: E402
+    Capability,
+    decide,
+    default_registry,
+    resolve,
+    runtime,  # noqa: E402
+)
 
 CAPS = [Capability(m, n) for m in range(0, 21) for n in range(10)]
 
@@ -107,11 +114,7 @@ def main() -> int:
     }
     calls = result["ns_per_call"]
     result["ratios"] = {"uncached / cached resolve": calls["resolve (uncached rule)"] / calls["resolve (cached)"]}
-    text = json.dumps(result, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
-    return 0
+    return emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import emit  # noqa: E402
+
 HELP = [sys.executable, "-m", "sglang.launch_server", "--help"]
 LOAD = [sys.executable, "-c", (
     "import time, sglang.launch_server, sglang.srt.plugins as p;"
@@ -68,11 +71,7 @@ def main() -> int:
         "note": "apply_hooks is SGLang's HookRegistry: it re-points stale imports by scanning every loaded module "
                 "once per target",
     }
-    text = json.dumps(result, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
-    return 0
+    return emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 import os
 
 import pytest
-
 from sglang_arch.arch import reset_default_registry
 
 _ARCH_ENV = ("SGLANG_ARCH_CONFIG", "SGLANG_ARCH_RESOLVE_AS", "SGLANG_ARCH_STRICT", "SGLANG_ARCH_CAPABILITY",

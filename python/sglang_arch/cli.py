@@ -39,18 +39,23 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{self.prog}: {message}")
 
 
-def _capability(text: str):
-    try:
-        return parse_capability(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def _argument(parse):
+    """An argparse ``type`` from one of the registry's parsers: its ValueError, which names
+    the input and the accepted forms, becomes argparse's one-line error."""
+
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
 
 
-def _topology(text: str):
-    try:
-        return parse_topology(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+_capability = _argument(parse_capability)
+_topology = _argument(parse_topology)
+_cuda = _argument(parse_version)
 
 
 def _positive(text: str) -> int:
@@ -61,13 +66,6 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}; accepted: an integer >= 1")
     return value
-
-
-def _cuda(text: str):
-    try:
-        return parse_version(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _yn(flag: bool) -> str:

@@ -1,7 +1,6 @@
 """GPU tests run only where torch sees a CUDA GPU; elsewhere they skip with the reason."""
 
 import pytest
-
 from gpu_env import GPUS
 
 

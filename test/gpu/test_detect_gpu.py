@@ -1,7 +1,6 @@
 """Detection on the real GPU: NVML, torch and the registry agree; the table's numbers hold."""
 
 import pytest
-
 from gpu_env import GPUS
 from sglang_arch.arch import detect, node_resolution, resolve
 from sglang_arch.arch.detect import _nvml_node, _torch_node

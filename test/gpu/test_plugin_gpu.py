@@ -7,8 +7,7 @@ import sys
 import textwrap
 
 import pytest
-
-from gpu_env import GPUS, ROOT
+from gpu_env import GPUS
 
 pytest.importorskip("sglang", reason="sglang is not installed on this GPU machine (scripts/gpu-test carries it)")
 

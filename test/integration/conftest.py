@@ -1,7 +1,6 @@
 """Fixtures of the integration tests (each module skips itself when sglang is missing)."""
 
 import pytest
-
 from helpers import clean_env, run_suite
 
 

@@ -21,7 +21,6 @@ code runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import itertools
 import json
@@ -29,7 +28,7 @@ import logging
 import os
 import sys
 from types import SimpleNamespace
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from sglang_arch.arch import parse_capability
 from sglang_arch.integrations.sglang.plan import (
@@ -75,7 +74,7 @@ def _model_config(fields: Dict[str, Any]) -> SimpleNamespace:
 def _call(fn, *args) -> Any:
     try:
         return fn(*args)
-    except ValueError as exc:
+    except ValueError:
         return "ValueError"
 
 
@@ -91,7 +90,6 @@ def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
 
     if mode == "routed" and runtime == "sglang_arch.arch.runtime":
         from sglang.srt.plugins.hook_registry import HookRegistry
-
         from sglang_arch.integrations.sglang import register
 
         os.environ["SGLANG_ARCH_CAPABILITY"] = "9.0"
@@ -102,10 +100,10 @@ def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
                    "is_hopper_with_cuda_12_3", "device_capability", "device_sm"]
     out: Dict[str, Any] = {}
     for cap_text, topo, ws in itertools.product(CAPABILITIES, TOPOLOGIES, WORLD_SIZES):
-        cap = tuple(int(x) for x in cap_text.split("."))
+        cap = parse_capability(cap_text)
         facts = dict(MACHINE)
         if mode == "upstream":
-            facts.update(upstream_platform_facts(parse_capability(cap_text), CUDA_VERSION))
+            facts.update(upstream_platform_facts(cap, CUDA_VERSION))
         else:
             os.environ.update(SGLANG_ARCH_CAPABILITY=cap_text, SGLANG_ARCH_GPU_COUNT=str(ws),
                               SGLANG_ARCH_TOPOLOGY=topo, SGLANG_ARCH_CUDA=CUDA)
@@ -119,8 +117,8 @@ def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
                                             _model_config(mc)) for name, mla, sa, mc in MODELS}
             row["fusion_auto_enable"] = _call(overrides._flashinfer_allreduce_fusion_auto_enable,
                                               _auto_enable_view(ws))
-            row["symm_mem"] = symm_mem_outcome(parse_capability(cap_text), ws, multicast=topo == "nvswitch")
-            row["custom_ar_v2"] = custom_ar_table(parse_capability(cap_text))
+            row["symm_mem"] = symm_mem_outcome(cap, ws, multicast=topo == "nvswitch")
+            row["custom_ar_v2"] = custom_ar_table(cap)
         out[f"{cap_text}|{topo}|{ws}"] = row
     return out
 

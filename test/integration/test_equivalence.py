@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
 
-from helpers import ROOT  # noqa: E402
 from decision_suite import KNOWN_TO_UPSTREAM_DOMAIN  # noqa: E402
+from helpers import ROOT  # noqa: E402
 
 NO_MULTICAST = ("nvlink", "pcie-p2p", "pcie")
 

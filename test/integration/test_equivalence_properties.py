@@ -14,10 +14,9 @@ import pytest
 
 pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
 
+from decision_suite import MACHINE, _model_config, _server_args  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-from decision_suite import MACHINE, _model_config, _server_args  # noqa: E402
 from sglang_arch.arch import default_registry  # noqa: E402
 from sglang_arch.arch.profile import format_version  # noqa: E402
 
@@ -31,7 +30,6 @@ def sglang_routed():
     from sglang.srt.arg_groups import model_override_base
     from sglang.srt.layers import flashinfer_comm_fusion
     from sglang.srt.plugins.hook_registry import HookRegistry
-
     from sglang_arch.arch import runtime
     from sglang_arch.integrations.sglang import register
 
@@ -45,10 +43,8 @@ def sglang_routed():
 @contextlib.contextmanager
 def machine(cap, cuda, world_size=8, topology="nvswitch", upstream=False):
     from sglang.srt.runtime_context import override_platform
-
-    from sglang_arch.arch import runtime
+    from sglang_arch.arch import parse_capability, runtime
     from sglang_arch.integrations.sglang.plan import upstream_platform_facts
-    from sglang_arch.arch import parse_capability
 
     facts = dict(MACHINE)
     if upstream:

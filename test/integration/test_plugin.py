@@ -36,7 +36,7 @@ def facts(out):
 def test_loads_through_the_entry_point_in_a_fresh_interpreter():
     out = python(PROBE, SGLANG_ARCH_CAPABILITY="12.0", SGLANG_ARCH_GPU_COUNT="8")
     assert facts(out) == {"is_sm120": True, "capability": [12, 0]}
-    line = [l for l in out.stderr.splitlines() if l.startswith("sglang_arch|") and "routed:" in l]
+    line = [line for line in out.stderr.splitlines() if line.startswith("sglang_arch|") and "routed:" in line]
     assert len(line) == 1, out.stderr[-2000:]
     assert "8x simulated sm_120" in line[0] and "tier 12.0 [exact]" in line[0]
     for concern in ("platform facts", "torch symm mem", "custom all-reduce v2", "all-reduce fusion", "attention backend"):
@@ -89,7 +89,7 @@ def test_opting_out_leaves_sglang_alone(env):
 def test_bad_registry_environment_warns_and_leaves_upstream_behaviour():
     out = python(PROBE, SGLANG_ARCH_CAPABILITY="banana")
     assert facts(out)["is_sm120"] is False
-    warnings = [l for l in out.stderr.splitlines() if "plugin not active" in l]
+    warnings = [line for line in out.stderr.splitlines() if "plugin not active" in line]
     assert len(warnings) == 1 and "invalid compute capability 'banana'" in warnings[0]
 
 
@@ -122,10 +122,10 @@ def test_a_missing_or_changed_target_is_one_warning_and_upstream_behaviour():
     """)
     out = python(code, SGLANG_ARCH_CAPABILITY="12.0")
     assert out.stdout.strip().splitlines()[-1] == "upstream"  # SM120 without the hook: upstream raises
-    left = [l for l in out.stderr.splitlines() if "left to SGLang" in l]
+    left = [line for line in out.stderr.splitlines() if "left to SGLang" in line]
     assert len(left) == 2
-    assert any("_no_such_pass is missing" in l for l in left)
-    assert any("_resolve_backend changed: parameters ('backend', 'is_multi_node')" in l for l in left)
+    assert any("_no_such_pass is missing" in line for line in left)
+    assert any("_resolve_backend changed: parameters ('backend', 'is_multi_node')" in line for line in left)
     assert "Traceback" not in out.stderr
 
 

@@ -1,7 +1,6 @@
 """Hypothesis strategies shared by the property tests."""
 
 from hypothesis import strategies as st
-
 from sglang_arch.arch import TOPOLOGIES, Capability
 from sglang_arch.arch.policies.attention import ModelTraits
 

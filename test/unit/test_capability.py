@@ -1,7 +1,6 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from sglang_arch.arch import Capability, parse_capability
 
 from unit.strategies import capabilities

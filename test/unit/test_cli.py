@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from sglang_arch.cli import main, matrix_rows, render_matrix_markdown
 
 ROOT = Path(__file__).resolve().parents[2]

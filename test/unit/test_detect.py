@@ -1,5 +1,4 @@
 import pytest
-
 from sglang_arch.arch import Capability, detect, node_resolution
 from sglang_arch.arch.detect import Gpu, Node, _apply_topology_env
 from sglang_arch.arch.topology import TOPOLOGIES
@@ -51,7 +50,7 @@ def test_mixed_node_demotes_the_match():
     same = node_resolution([Capability(12, 0), Capability(12, 0)])
     assert same.match == "exact"
     family = node_resolution([Capability(10, 0), Capability(10, 3)])
-    assert family.match == "family" and str(family.resolved) == "10.0" and not family.has("tcgen05") is False
+    assert family.match == "family" and str(family.resolved) == "10.0" and family.has("tcgen05") is not False
     mixed = node_resolution([Capability(9, 0), Capability(12, 0)])
     assert mixed.match == "generation" and str(mixed.resolved) == "9.0"
     assert not mixed.has("wgmma")  # 12.0 cannot run sm_90a code

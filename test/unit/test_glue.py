@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from sglang_arch.integrations.sglang import hooks
 from sglang_arch.integrations.sglang.glue import ArchDecisionError
 from sglang_arch.upstream import glue as copier

@@ -1,10 +1,13 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from sglang_arch.arch import TOPOLOGIES, decide, explain, resolve
 from sglang_arch.arch.policies import attention, collectives
-from sglang_arch.arch.policies.attention import ModelTraits, check_backend, default_backend
+from sglang_arch.arch.policies.attention import (
+    ModelTraits,
+    check_backend,
+    default_backend,
+)
 
 from unit.strategies import capabilities, topologies, traits, world_sizes
 

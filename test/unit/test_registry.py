@@ -2,7 +2,6 @@ import json
 
 import pytest
 from hypothesis import given
-
 from sglang_arch.arch import (
     FEATURES,
     Capability,

@@ -4,7 +4,6 @@ and the real harness on CPUs (gloo, correctness only)."""
 import json
 
 import pytest
-
 from sglang_arch.arch import TOPOLOGIES, build_registry, reset_default_registry, resolve
 from sglang_arch.arch.registry import load_override_file
 from sglang_arch.cli import main

@@ -4,7 +4,6 @@ No sglang needed: every source here is written by the test.  The real SGLang tre
 covered by test/integration/test_upstream_series.py.
 """
 
-import ast
 import os
 import subprocess
 import textwrap

@@ -21,7 +21,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from . import glue, texts
-from .rewriter import ALREADY, UNTOUCHED, UPDATED, SiteOutcome, count_changes, rewrite_source
+from .rewriter import (
+    ALREADY,
+    UNTOUCHED,
+    UPDATED,
+    SiteOutcome,
+    count_changes,
+    rewrite_source,
+)
 from .sites import SGLANG_TESTED, STEPS, Step, glue_files
 
 ARCH_DIR = "srt/arch"

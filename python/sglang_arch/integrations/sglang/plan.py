@@ -73,7 +73,9 @@ def custom_ar_table(cap: Capability, original: bool = False) -> str:
     """Which v2 custom all-reduce table SGLang picks for ``cap``: a tuned table's name, or
     ``default:<world sizes>:<one-shot bytes>:<two-shot bytes>``.  ``original``: bypass the
     plugin's hook and ask upstream's own function."""
-    from sglang.srt.distributed.device_communicators.configs import custom_all_reduce_v2 as car
+    from sglang.srt.distributed.device_communicators.configs import (
+        custom_all_reduce_v2 as car,
+    )
 
     fn = car._get_all_reduce_configs
     link = fn
@@ -146,8 +148,8 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
     if mode == "routed":
         from sglang.srt.plugins.hook_registry import HookRegistry
 
-        from . import register, routed_concerns
         from ...arch.runtime import current
+        from . import register, routed_concerns
 
         register()
         HookRegistry.apply_hooks()
@@ -158,7 +160,9 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
         tier = {"resolved": str(ctx.resolution.resolved), "match": ctx.resolution.match}
     else:
         facts.update(upstream_platform_facts(cap, cuda))
-        from sglang.srt.distributed.device_communicators.all_reduce_utils import TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+        from sglang.srt.distributed.device_communicators.all_reduce_utils import (
+            TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES,
+        )
 
         reason = "SGLang's own communicator" + ("" if topo.multicast else " (needs multicast in 0.5.23)")
         table = {str(k): v for k, v in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES.items()}
