@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .capability import Capability, parse_capability
-from .registry import Resolution, resolve
+from .registry import MATCH_KINDS, Resolution, resolve
 from .topology import TOPOLOGIES, Topology, parse_topology
 
 logger = logging.getLogger("sglang_arch")
@@ -204,8 +204,6 @@ def _torch_node() -> Optional[Node]:
     return Node(gpus, topo, "torch", ("torch cannot see NVLink; topology is P2P-only at best",))
 
 
-# Strongest first; MATCH_KINDS lists the same names.
-_MATCH_ORDER = {kind: i for i, kind in enumerate(("exact", "override", "family", "generation", "portable"))}
 
 
 def node_resolution(capabilities: Sequence[Capability]) -> Resolution:
@@ -222,7 +220,7 @@ def node_resolution(capabilities: Sequence[Capability]) -> Resolution:
     if len(caps) == 1:
         return res
     demoted = "family" if caps[0].major == caps[-1].major else "generation"
-    if _MATCH_ORDER[res.match] >= _MATCH_ORDER[demoted]:
+    if MATCH_KINDS.index(res.match) >= MATCH_KINDS.index(demoted):
         return res
     listed = ", ".join(str(c) for c in caps)
     return replace(res, match=demoted,

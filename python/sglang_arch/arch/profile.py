@@ -46,10 +46,6 @@ class ArchProfile:
     lead: Tuple[str, ...] = ()
     sources: Tuple[str, ...] = ()
 
-    @property
-    def family(self) -> int:
-        return self.capability.major
-
 
 _KNOWN_FIELDS = {
     "inherits", "name", "examples", "smem_per_sm_kib", "smem_per_block_kib", "features",

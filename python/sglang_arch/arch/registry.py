@@ -28,7 +28,8 @@ from .table import ARCHITECTURES
 
 logger = logging.getLogger("sglang_arch")
 
-MATCH_KINDS = ("exact", "family", "generation", "portable", "override")
+# Strongest first: how much of a tier's code a device keeps under each kind of match.
+MATCH_KINDS = ("exact", "override", "family", "generation", "portable")
 
 # Which feature scopes survive each kind of match.
 _SURVIVING_SCOPES = {
@@ -104,6 +105,13 @@ class Registry:
         self._resolve_as = resolve_as
         self.strict = strict
         self._resolve_cached = functools.lru_cache(maxsize=256)(self._resolve)
+
+    def with_strict(self, strict: bool) -> "Registry":
+        """The same tiers and overrides with strict mode set as asked."""
+        if strict == self.strict:
+            return self
+        return Registry(self._profiles, overridden=tuple(self._overridden), override_source=self._override_source,
+                        resolve_as=self._resolve_as, strict=strict)
 
     @property
     def known(self) -> Tuple[Capability, ...]:
@@ -250,8 +258,4 @@ def reset_default_registry() -> None:
 def resolve(cap: CapabilityLike, *, strict: Optional[bool] = None) -> Resolution:
     """Resolve with the process registry; ``strict`` overrides the environment's choice."""
     registry = default_registry()
-    if strict is None or strict == registry.strict:
-        return registry.resolve(cap)
-    return Registry(registry._profiles, overridden=tuple(registry._overridden),
-                    override_source=registry._override_source, resolve_as=registry._resolve_as,
-                    strict=strict).resolve(cap)
+    return (registry if strict is None else registry.with_strict(strict)).resolve(cap)

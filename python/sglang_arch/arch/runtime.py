@@ -14,7 +14,6 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
 from .policies import attention, collectives, platform
 from .profile import parse_version
@@ -73,9 +72,6 @@ class MachineContext:
 
     def check_backend(self, name: str, kind: str, phase: str) -> attention.Validity:
         return attention.check_backend(self._res(), name, kind, phase, self.cuda)
-
-    def decisions(self) -> Decisions:
-        return decide(self._res(), self.topology, len(self.node.gpus), 1, attention.ModelTraits(cuda=self.cuda))
 
     def _res(self) -> Resolution:
         if self.resolution is None:

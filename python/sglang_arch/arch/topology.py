@@ -39,8 +39,3 @@ def parse_topology(value: object) -> Topology:
         return TOPOLOGIES[value.strip().lower()]
     raise ValueError(f"invalid topology {value!r}; accepted: {', '.join(TOPOLOGIES)}")
 
-
-def weakest(a: Topology, b: Topology) -> Topology:
-    """The topology both of two descriptions can honour (used for mixed reports)."""
-    order = ["nvswitch", "nvlink", "pcie-p2p", "pcie", "single"]
-    return a if order.index(a.name) >= order.index(b.name) else b
