@@ -62,6 +62,12 @@ STEPS: Tuple[Step, ...] = (
             FunctionSite("_resolve_backend", ("backend", "is_multi_node"), "resolve_backend",
                          ("backend", "is_multi_node")),
         )),
+        ModulePlan("srt/layers/layer_boundary/residual/add_norm.py", "fusion", (
+            FunctionSite("flashinfer_ar_fusion_applies", ("batch_size",), "applies", ("batch_size",),
+                         uses=("_is_cuda", "_is_flashinfer_available", "is_dp_attention_enabled", "get_exec",
+                               "get_parallel", "uses_cutedsl_ar_fusion", "is_flashinfer_allreduce_unavailable",
+                               "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
+        )),
         ModulePlan("srt/arg_groups/overrides.py", "fusion", (
             FunctionSite("_flashinfer_allreduce_fusion_auto_enable", ("view",), "auto_enable", ("view",)),
         )),

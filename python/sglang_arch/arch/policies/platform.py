@@ -1,9 +1,20 @@
-"""The yes/no platform facts SGLang reads (``get_platform().is_sm90`` and friends).
+"""The platform facts SGLang reads (``get_platform().is_sm90`` and friends).
 
-Upstream answers each from the device's major and torch's CUDA version; here the
-major is the resolved tier's, so an unknown GPU takes its nearest tier's paths
-instead of none.  The (majors, minimum CUDA) pairs are SGLang 0.5.23's own
-(``srt/utils/common.py``), so on every known capability the answers are equal.
+These are *identity*, not decisions: SGLang reads them to pick, build and load
+compiled kernels (sm_90a wgmma paths, sm_100a tcgen05 paths, JIT arch lists,
+``CapabilityRequirement`` windows), as well as to decide.  The safe fallback rule
+(docs/fallback.md):
+
+- identity facts always describe the device itself: its own capability, and the
+  ``is_sm*`` answers of its own major, with SGLang 0.5.23's (majors, minimum CUDA) rule
+  (``srt/utils/common.py``), so they equal upstream's probes on every capability, known
+  or not, and agree with every site that reads torch directly;
+- decisions (sizes, backends, enablement) come from the resolved tier, through the
+  routed decision sites (collectives, fusion, attention), never by claiming another
+  architecture's identity.
+
+So a fallback can change what SGLang decides, never make it build or load code for an
+architecture the GPU is not.
 """
 
 from __future__ import annotations
@@ -27,13 +38,17 @@ Fact = Union[bool, int, Tuple[int, int]]
 
 
 def platform_facts(res: Optional[Resolution], cuda: Optional[Tuple[int, int]]) -> Dict[str, Fact]:
-    """Every routed fact for a device (``res=None``: no NVIDIA GPU)."""
-    if res is None or res.match == "portable" or cuda is None:
+    """Every routed fact for a device (``res=None``: no NVIDIA GPU).
+
+    Computed from ``res.requested`` (the device; the lowest GPU of a mixed node), never
+    from the tier it resolved to.
+    """
+    if res is None or cuda is None:
         facts: Dict[str, Fact] = {name: False for name in FACT_RULES}
     else:
-        major = res.resolved.major
+        major = res.requested.major
         facts = {name: major in majors and cuda >= min_cuda for name, (majors, min_cuda) in FACT_RULES.items()}
     if res is not None:
-        facts["device_capability"] = res.resolved.as_tuple()
-        facts["device_sm"] = res.resolved.sm
+        facts["device_capability"] = res.requested.as_tuple()
+        facts["device_sm"] = res.requested.sm
     return facts

@@ -42,8 +42,10 @@ def _register() -> None:
 
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+    from ... import _early
     from ...arch.runtime import current
-    from .targets import TESTED_SGLANG_VERSIONS, all_targets, check_target
+    from . import routing
+    from .targets import TESTED_SGLANG_VERSIONS, check_target
 
     ctx = current()  # validates SGLANG_ARCH_* before anything is patched
     sglang_version = version("sglang")
@@ -52,19 +54,26 @@ def _register() -> None:
                        ", ".join(TESTED_SGLANG_VERSIONS), sglang_version)
     routed: List[str] = []
     skipped: List[str] = []
-    for target in all_targets():
-        problem = check_target(target)
+    late = 0
+    for target in routing.all_routed_targets():
+        problem = check_target(target)  # imports the module: the early finder routes it then
         if problem:
+            routing.unroute(target)
             skipped.append(problem)
             continue
-        HookRegistry.register(target.path, target.hook, HookType.AROUND)
+        if not routing.is_routed(target):
+            HookRegistry.register(target.path, target.hook, HookType.AROUND)
+            late += 1
         if target.concern not in routed:
             routed.append(target.concern)
     _state["registered"] = True
     _state["routed"] = routed
     for problem in skipped:
         logger.warning("sglang-arch: left to SGLang: %s", problem)
-    logger.info("sglang-arch: %s; routed: %s", _describe(ctx), ", ".join(routed) or "nothing")
+    if _early.error():
+        logger.warning("sglang-arch: early routing failed (%s); hooks applied when plugins load", _early.error())
+    how = "early" if late == 0 else (f"{late} late" if not _early.installed() else f"early, {late} late")
+    logger.info("sglang-arch: %s; routed (%s): %s", _describe(ctx), how, ", ".join(routed) or "nothing")
 
 
 def _describe(ctx) -> str:

@@ -31,6 +31,7 @@ _CAR = "sglang.srt.distributed.device_communicators.configs.custom_all_reduce_v2
 _FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _BASE = "sglang.srt.arg_groups.model_override_base"
+_ADD_NORM = "sglang.srt.layers.layer_boundary.residual.add_norm"
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,20 @@ class Target:
     hook: Callable  # an AROUND hook over a glue function (hooks.answer, done, check, fact)
     params: Tuple[str, ...]  # the original's parameter names in the tested release
     uses: Tuple[str, ...] = ()  # attributes of the target's module the glue reads
+
+    @property
+    def module(self) -> str:
+        """The module that defines the target (SGLang's modules are lower case, classes not)."""
+        parts = self.path.split(".")
+        for i, part in enumerate(parts[:-1]):
+            if part[:1].isupper():
+                return ".".join(parts[:i])
+        return ".".join(parts[:-1])
+
+    @property
+    def attr(self) -> str:
+        """The target's name inside its module (``Class.method`` for a method)."""
+        return self.path[len(self.module) + 1:]
 
 
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
@@ -73,6 +88,11 @@ def all_targets() -> List[Target]:
                ("_sm90_configs", "_sm100_configs", "_sm107_configs", "AllReduceConfig", "Heuristic")),
         Target("all-reduce fusion", f"{_FUSION}._resolve_backend", answer(fusion.resolve_backend),
                ("backend", "is_multi_node")),
+        Target("all-reduce fusion", f"{_ADD_NORM}.flashinfer_ar_fusion_applies", answer(fusion.applies),
+               ("batch_size",),
+               ("_is_cuda", "_is_flashinfer_available", "is_dp_attention_enabled", "get_exec", "get_parallel",
+                "uses_cutedsl_ar_fusion",
+                "is_flashinfer_allreduce_unavailable", "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
         Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable",
                answer(fusion.auto_enable), ("view",)),
         Target("attention backend", f"{_BASE}.get_default_attn_backend", answer(attention.default_backend),
@@ -84,8 +104,12 @@ def all_targets() -> List[Target]:
     ]
 
 
-def check_target(target: Target) -> Optional[str]:
-    """None when the target matches its expected shape, else why not (one line)."""
+def check_target(target: Target, early: bool = False) -> Optional[str]:
+    """None when the target matches its expected shape, else why not (one line).
+
+    ``early``: called while SGLang is still importing (the early finder), so nothing is
+    imported here; the probe-mapping check then waits for the entry point.
+    """
     owner_path, attr = target.path.rsplit(".", 1)
     try:
         owner = pkgutil.resolve_name(owner_path)
@@ -104,6 +128,8 @@ def check_target(target: Target) -> Optional[str]:
     missing = [name for name in target.uses if not hasattr(module, name)]
     if missing:
         return f"{target.path}: its module no longer has {', '.join(missing)}"
+    if early and "sglang.srt.runtime_context" not in sys.modules:
+        return None
     if target.concern == "platform facts" and not _probe_mapping_ok(target):
         return f"{target.path} is no longer the probe SGLang's get_platform() reads"
     return None

@@ -3,7 +3,9 @@
 The registry's fusion policy knows which backends a tier's FlashInfer build has and
 what each needs from the interconnect (trtllm: peer-to-peer access; mnnvl across nodes).
 ``resolve_backend`` keeps ``_resolve_backend``'s contract (a backend name, or
-``ValueError`` with the reason).  ``auto_enable`` keeps SGLang's own model and
+``ValueError`` with the reason).  ``applies`` is the runtime gate every layer asks
+before it calls the fused kernel: SGLang's own conditions, with its platform condition
+(SM90 or SM100, cached at import) replaced by the registry's decision.  ``auto_enable`` keeps SGLang's own model and
 parallelism rules: where SGLang's platform gate already admits the tier it lets SGLang's
 pass run unchanged, and for a tier the gate does not know yet it runs the same pass
 under the gate of the backend the registry chose.
@@ -14,13 +16,15 @@ from __future__ import annotations
 import contextvars
 import logging
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
+from ....arch.policies.collectives import FUSION_REQUESTS
 from . import ArchDecisionError, fail_open, routed_context
 
 logger = logging.getLogger(__name__)
 
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
+_ADD_NORM = "sglang.srt.layers.layer_boundary.residual.add_norm"
 
 # The platform gate SGLang's auto-enable pass checks for a backend, by the backend the
 # registry chose: SGLang enables trtllm fusion behind its SM90 gate.
@@ -81,3 +85,43 @@ def auto_enable(view: Any) -> Optional[dict]:
             return upstream_pass(view)
     finally:
         _in_upstream_pass.reset(token)
+
+
+# (machine, backend, nodes) -> whether the registry runs fusion there; the gate is asked
+# once per layer per forward pass, so its platform part is decided once.
+_platform_ok: Dict[Tuple[int, str, int], bool] = {}
+
+
+@fail_open
+def applies(batch_size: int) -> Optional[bool]:
+    """Whether a layer of ``batch_size`` tokens runs the fused all-reduce + RMSNorm.
+
+    None: no NVIDIA GPU; SGLang's own gate answers.  The order of the checks is
+    SGLang's: the size checks stay last (under Dynamo tracing they guard on the token
+    dimension, so statically-off configurations short-circuit before them).
+    """
+    ctx = routed_context()
+    if ctx is None:
+        return None
+    gate = sys.modules[_ADD_NORM]
+    backend = gate.get_exec().comm.flashinfer_allreduce_fusion_backend
+    return (
+        bool(gate._is_cuda)
+        and backend is not None
+        and _fusion_runs_here(ctx, backend)
+        and bool(gate._is_flashinfer_available)
+        and not gate.is_dp_attention_enabled()
+        and not gate.uses_cutedsl_ar_fusion()
+        and not gate.is_flashinfer_allreduce_unavailable()
+        and batch_size > 0
+        and batch_size <= gate.FUSE_ALLREDUCE_MAX_BATCH_SIZE
+    )
+
+
+def _fusion_runs_here(ctx: Any, backend: str) -> bool:
+    nnodes = sys.modules[_ADD_NORM].get_parallel().nnodes
+    key = (id(ctx), backend, nnodes)
+    if key not in _platform_ok:
+        requested = backend if backend in FUSION_REQUESTS else "auto"
+        _platform_ok[key] = ctx.fusion(nnodes=nnodes, requested=requested).enabled
+    return _platform_ok[key]

@@ -1,0 +1,136 @@
+"""Early routing: the plugin's hooks in place before SGLang computes anything from them.
+
+SGLang loads general plugins with ``load_plugins()``, but its spawned scheduler imports
+``sglang.srt.managers.scheduler`` (thousands of modules) before it calls it, and many of
+those modules compute values at import (``_is_sm90_supported = ...``) or bind the
+functions they import.  A hook applied afterwards cannot reach any of that.
+
+So the installed wheel ships ``sglang_arch_early.pth``, which Python's ``site`` runs at
+every interpreter start (the launcher and every process SGLang spawns): it calls
+:func:`install`, which only puts a small finder at the front of ``sys.meta_path``.  The
+finder watches one name, ``sglang``; when SGLang is first imported it learns the modules
+that hold the plugin's targets, and each of those is routed the moment its own code has
+run, before any other module can import from it.  ``load_plugins()`` later calls the
+entry point as before, which finds the targets already routed (and routes, late, any
+that were not, e.g. where the ``.pth`` file is missing).
+
+Cost outside SGLang: one dictionary look-up per first import of a module.  Cost in an
+SGLang process: importing the plugin's glue once, and one wrap per target.  Opting out is
+honoured here as in the entry point: ``SGLANG_ARCH_DISABLE=1``, or ``SGLANG_PLUGINS``
+set without ``sglang_arch``.  Nothing here may raise: a failure leaves SGLang as it is
+(the entry point then logs why).
+
+This module imports only ``os`` and ``sys`` at module level: it runs at every start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+PLUGIN_NAME = "sglang_arch"  # the entry point's name in ``sglang.srt.plugins``
+KILL_SWITCH = "SGLANG_ARCH_DISABLE"
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+_state = {"installed": False, "error": None}
+
+
+def opted_out(environ=os.environ) -> bool:
+    """Whether the user keeps the plugin out of this process (as SGLang's loader does)."""
+    if environ.get(KILL_SWITCH, "").strip().lower() in TRUE_WORDS:
+        return True
+    allowed = environ.get("SGLANG_PLUGINS", "")
+    if allowed.strip():
+        return PLUGIN_NAME not in {name.strip() for name in allowed.split(",")}
+    return False
+
+
+class _RoutingLoader:
+    """Runs a module with its own loader, then routes the targets it defines."""
+
+    def __init__(self, inner, router: "_Router") -> None:
+        self._inner = inner
+        self._router = router
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        # The module keeps its real loader (inspect, importlib.resources, reloads).
+        module.__loader__ = self._inner
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._inner
+        self._inner.exec_module(module)
+        self._router.loaded(module)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class _Router:
+    """A meta-path finder that only wraps the loaders of watched modules."""
+
+    def __init__(self) -> None:
+        self.watched = {"sglang"}
+        self._on_loaded = None  # routing.module_loaded, imported with SGLang
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.watched:
+            return None
+        if self._on_loaded is None and not self._learn_targets():
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _RoutingLoader(spec.loader, self)
+        return spec
+
+    def _learn_targets(self) -> bool:
+        """On the first import of SGLang: which modules hold the plugin's targets."""
+        try:
+            from .integrations.sglang import routing
+
+            self.watched.update(routing.target_modules())
+            self._on_loaded = routing.module_loaded
+            return True
+        except Exception as exc:  # never break an import; the entry point reports it
+            _state["error"] = f"{type(exc).__name__}: {exc}"
+            self.watched.clear()
+            return False
+
+    def loaded(self, module) -> None:
+        try:
+            self._on_loaded(module)
+        except Exception as exc:  # never break an import; the entry point reports it
+            _state["error"] = f"{type(exc).__name__}: {exc}"
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def install() -> None:
+    """Put the router in front of ``sys.meta_path`` unless the user opted out."""
+    try:
+        if _state["installed"] or opted_out():
+            return
+        if "sglang" in sys.modules:  # too late to be early; the entry point routes
+            return
+        sys.meta_path.insert(0, _Router())
+        _state["installed"] = True
+    except Exception as exc:
+        _state["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def installed() -> bool:
+    return bool(_state["installed"])
+
+
+def error():
+    return _state["error"]

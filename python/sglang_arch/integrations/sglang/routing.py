@@ -1,0 +1,114 @@
+"""Applying the plugin's targets: early (as each module loads) or late (SGLang's hooks).
+
+Early: ``sglang_arch._early``'s finder calls :func:`module_loaded` right after a module
+that holds targets has run its own code, before any other module imports from it, so a
+routed function is the only version anybody sees, and module-level values computed
+later from it see the registry.  Late: the entry point (``register``) hands whatever is
+not routed yet to SGLang's ``HookRegistry`` (its AROUND hooks, which also replace the
+names other modules imported), as without the early finder.
+
+Both apply the same hook with the same guard: a target is routed only when it still has
+the shape it was written against (``targets.check_target``); otherwise SGLang's own
+function stays and the entry point logs one line naming it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from .targets import Target, all_targets, check_target
+
+logger = logging.getLogger("sglang_arch")
+
+ROUTED_MARK = "__sglang_arch_target__"
+
+_problems: Dict[str, str] = {}  # target path -> why it was left to SGLang (early)
+_early_routed: Set[str] = set()
+
+
+@functools.lru_cache(maxsize=1)
+def _targets() -> List[Target]:
+    return all_targets()
+
+
+def all_routed_targets() -> List[Target]:
+    """Every target, built once per process (the hooks are the same objects everywhere)."""
+    return list(_targets())
+
+
+def target_modules() -> Set[str]:
+    """The modules that hold targets (what the early finder watches)."""
+    return {t.module for t in _targets()}
+
+
+def module_loaded(module: Any) -> None:
+    """Route every target of ``module``; called once its own code has run."""
+    name = getattr(module, "__name__", None)
+    for target in _targets():
+        if target.module != name:
+            continue
+        problem = check_target(target, early=True)
+        if problem:
+            _problems[target.path] = problem
+            continue
+        if route(target):
+            _early_routed.add(target.path)
+
+
+def _owner_and_attr(target: Target) -> tuple:
+    owner: Any = sys.modules[target.module]
+    parts = target.attr.split(".")
+    for part in parts[:-1]:
+        owner = getattr(owner, part)
+    return owner, parts[-1]
+
+
+def current_function(target: Target) -> Optional[Callable]:
+    """The function the target's name holds now (None: module not imported)."""
+    if target.module not in sys.modules:
+        return None
+    try:
+        owner, attr = _owner_and_attr(target)
+    except AttributeError:
+        return None
+    return getattr(owner, attr, None)
+
+
+def is_routed(target: Target) -> bool:
+    return getattr(current_function(target), ROUTED_MARK, None) == target.path
+
+
+def route(target: Target) -> bool:
+    """Replace the target with its AROUND hook over the original (idempotent)."""
+    if is_routed(target):
+        return False
+    owner, attr = _owner_and_attr(target)
+    original = getattr(owner, attr)
+    hook = target.hook
+
+    def routed(*args: Any, **kwargs: Any) -> Any:
+        return hook(original, *args, **kwargs)
+
+    functools.update_wrapper(routed, original)
+    setattr(routed, ROUTED_MARK, target.path)
+    for name in ("cache_clear", "cache_info"):  # SGLang resets its cached probes
+        if hasattr(original, name):
+            setattr(routed, name, getattr(original, name))
+    setattr(owner, attr, routed)
+    return True
+
+
+def unroute(target: Target) -> None:
+    """Put SGLang's own function back (a target the entry point's full check refused)."""
+    if is_routed(target):
+        owner, attr = _owner_and_attr(target)
+        setattr(owner, attr, getattr(owner, attr).__wrapped__)
+        _early_routed.discard(target.path)
+
+
+def early_state() -> Dict[str, Any]:
+    """What the early finder did in this process (for the start-up line and tests)."""
+    return {"routed": sorted(_early_routed), "problems": dict(_problems)}
