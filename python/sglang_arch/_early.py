@@ -60,8 +60,11 @@ class _RoutingLoader:
         module.__loader__ = self._inner
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self._inner
+        before = set(sys.modules)
         self._inner.exec_module(module)
-        self._router.loaded(module)
+        # Modules first imported while this one ran (a circular import) may have bound
+        # its functions already: routing replaces those names too.
+        self._router.loaded(module, set(sys.modules) - before)
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
@@ -73,24 +76,33 @@ class _Router:
     def __init__(self) -> None:
         self.watched = {"sglang"}
         self._on_loaded = None  # routing.module_loaded, imported with SGLang
+        self._finding = set()  # names being looked up: other finders may ask back
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in self.watched:
+        if fullname not in self.watched or fullname in self._finding:
             return None
         if self._on_loaded is None and not self._learn_targets():
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
+        self._finding.add(fullname)
+        try:
+            spec = self._find_elsewhere(fullname, path, target)
+        finally:
+            self._finding.discard(fullname)
+        if spec is None:
             return None
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         spec.loader = _RoutingLoader(spec.loader, self)
         return spec
+
+    def _find_elsewhere(self, fullname, path, target):
+        for finder in list(sys.meta_path):
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
 
     def _learn_targets(self) -> bool:
         """On the first import of SGLang: which modules hold the plugin's targets."""
@@ -105,9 +117,9 @@ class _Router:
             self.watched.clear()
             return False
 
-    def loaded(self, module) -> None:
+    def loaded(self, module, imported_meanwhile) -> None:
         try:
-            self._on_loaded(module)
+            self._on_loaded(module, imported_meanwhile)
         except Exception as exc:  # never break an import; the entry point reports it
             _state["error"] = f"{type(exc).__name__}: {exc}"
 

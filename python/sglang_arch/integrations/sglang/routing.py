@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from .targets import Target, all_targets, check_target
 
@@ -44,8 +44,12 @@ def target_modules() -> Set[str]:
     return {t.module for t in _targets()}
 
 
-def module_loaded(module: Any) -> None:
-    """Route every target of ``module``; called once its own code has run."""
+def module_loaded(module: Any, imported_meanwhile: Iterable[str] = ()) -> None:
+    """Route every target of ``module``; called once its own code has run.
+
+    ``imported_meanwhile``: modules first imported while ``module`` ran (circular
+    imports); a name they bound to a target's original is replaced as well.
+    """
     name = getattr(module, "__name__", None)
     for target in _targets():
         if target.module != name:
@@ -54,8 +58,18 @@ def module_loaded(module: Any) -> None:
         if problem:
             _problems[target.path] = problem
             continue
+        original = current_function(target)
         if route(target):
             _early_routed.add(target.path)
+            _rebind(original, current_function(target), imported_meanwhile)
+
+
+def _rebind(original: Any, routed: Any, module_names: Iterable[str]) -> None:
+    for module_name in module_names:
+        namespace = getattr(sys.modules.get(module_name), "__dict__", None) or {}
+        for attr, value in list(namespace.items()):
+            if value is original:
+                namespace[attr] = routed
 
 
 def _owner_and_attr(target: Target) -> tuple:

@@ -1,0 +1,209 @@
+"""Runtime truth: SGLang's own runtime gates, in the scheduler's import order, against the registry.
+
+Run as a child process (one machine per process, as the plugin decides once per
+process), this imports ``sglang.srt.managers.scheduler`` first and only then calls
+``load_plugins()``, exactly as SGLang's spawned scheduler does, and then asks SGLang's
+own code, at the point where it acts:
+
+- fusion: ``add_norm.flashinfer_ar_fusion_applies(64)``, the gate every layer asks
+  before the fused all-reduce + RMSNorm kernel, with the server arguments SGLang
+  resolved and published (``set_global_server_args_for_scheduler``);
+- torch symmetric memory: SGLang's ``TorchSymmMemCommunicator`` is built and its
+  ``all_reduce`` called on a decode-sized bf16 tensor; which kernel it launches
+  (``torch.ops.symm_mem.*``) and the size it takes are recorded;
+- attention: the backend names the model runner reads from the resolved arguments, and
+  the class SGLang's ``ATTENTION_BACKENDS`` creator builds for each (MHA, MLA, DSA);
+
+and prints them with the registry's decision for the same machine as one JSON line.
+
+``--cpu`` (this machine, no GPU): the GPU is simulated by the registry's override
+(``SGLANG_ARCH_CAPABILITY`` ...), and CUDA is faked only where SGLang checks it: the
+platform's ``is_cuda``/``has_flashinfer`` facts (``override_platform``), the two
+import-time flags of the fusion gate's module, and torch's device queries
+(``plan.simulated_torch_device``).  Without ``--cpu`` nothing is faked (the GPU host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from types import SimpleNamespace
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "models")
+MODELS = {"mha": "llama-tiny", "mla": "deepseek-mla-tiny", "dsa": "deepseek-dsa-tiny"}
+FUSION_MODEL = "qwen3-moe-tiny"  # an architecture SGLang auto-enables fusion for (Llama is not one)
+DECODE_TOKENS, HIDDEN = 64, 4096
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cpu", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("SGLANG_OPT_USE_INKLING_CUSTOM_AR", "0")  # SGLang's JIT-AR floor: not under test
+
+    started = time.time()
+    import sglang.srt.managers.scheduler  # noqa: F401  the scheduler's own import order: first
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()  # what run_scheduler_process does after its imports
+    import_s = time.time() - started
+
+    from sglang.srt.layers.layer_boundary import exit as boundary_exit
+    from sglang.srt.layers.layer_boundary.fusions import allreduce as fusion_stage
+    from sglang.srt.layers.layer_boundary.residual import add_norm
+    from sglang_arch.arch.runtime import current
+    from sglang_arch.integrations.sglang.plan import SIMULATED_MACHINE, simulated_torch_device
+
+    ctx = current()
+    res = ctx.resolution
+    cap = res.requested
+    gpus = len(ctx.node.gpus)
+    out = {"machine": {"capability": str(cap), "gpus": gpus, "topology": ctx.topology.name,
+                       "tier": str(res.resolved), "match": res.match},
+           "import_s": round(import_s, 1),
+           # The gate other modules imported by name is the routed one (early routing).
+           "gate_references_routed": all(
+               getattr(m.flashinfer_ar_fusion_applies, "__sglang_arch_target__", None)
+               for m in (add_norm, boundary_exit, fusion_stage)),
+           "add_norm_import_flags": {"is_sm90": bool(add_norm._is_sm90_supported),
+                                     "is_sm100": bool(add_norm._is_sm100_supported)}}
+
+    import contextlib
+
+    from sglang.srt.runtime_context import override_platform
+
+    if args.cpu:
+        add_norm._is_cuda = True
+        add_norm._is_flashinfer_available = True
+        faked = contextlib.ExitStack()
+        faked.enter_context(override_platform(**SIMULATED_MACHINE))
+        faked.enter_context(simulated_torch_device(cap))
+    else:
+        faked = contextlib.ExitStack()
+    with faked:
+        out["attention"] = {kind: attention(kind, gpus, ctx) for kind in MODELS}
+        out["fusion"] = fusion(gpus, ctx, add_norm)
+        out["symm_mem"] = symm_mem(gpus, ctx, args.cpu)
+    print(json.dumps(out))
+    return 0
+
+
+def resolve_args(model: str, gpus: int):
+    from sglang.srt.server_args import prepare_server_args, set_global_server_args_for_scheduler
+
+    argv = ["--model-path", os.path.join(FIXTURES, model), "--tp-size", str(gpus), "--device", "cuda"]
+    server_args = prepare_server_args(argv)
+    server_args.resolve_once()
+    set_global_server_args_for_scheduler(server_args)
+    return server_args
+
+
+def attention(kind: str, gpus: int, ctx) -> dict:
+    from sglang.srt.arg_groups.overrides import attention_backends_of, resolved_view
+
+    try:
+        server_args = resolve_args(MODELS[kind], gpus)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    prefill, decode = attention_backends_of(resolved_view(server_args))
+    use_mla = kind in ("mla", "dsa")
+    return {"prefill": prefill, "decode": decode,
+            "prefill_class": built_class(prefill, use_mla, server_args),
+            "decode_class": built_class(decode, use_mla, server_args)}
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Runner:
+    """A model runner that answers what SGLang's creators ask, then stops the constructor."""
+
+    def __init__(self, use_mla: bool, server_args) -> None:
+        self.use_mla_backend = use_mla
+        self.server_args = server_args
+        self.init_new_workspace = False
+        self.kv_cache_dtype = None
+        self.model_config = SimpleNamespace(hf_config=SimpleNamespace(architectures=[]), is_encoder_decoder=False)
+
+    def __getattr__(self, name):
+        raise _Stop(name)
+
+
+def built_class(name: str, use_mla: bool, server_args) -> str:
+    """The class SGLang's creator for ``name`` constructs (its ``__init__`` is stopped)."""
+    from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
+    from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
+
+    creator = ATTENTION_BACKENDS.get(name)
+    if creator is None:
+        return f"no creator for {name}"
+    try:
+        creator(_Runner(use_mla, server_args))
+    except BaseException as exc:  # the stopped constructor, or the creator refusing
+        tb = exc.__traceback__
+        built = None
+        while tb is not None:
+            this = tb.tb_frame.f_locals.get("self")
+            if isinstance(this, AttentionBackend):
+                built = type(this).__name__
+                break
+            tb = tb.tb_next
+        return built or f"refused: {type(exc).__name__}: {str(exc)[:160]}"
+    return "built without stopping"
+
+
+def fusion(gpus: int, ctx, add_norm) -> dict:
+    from sglang.srt.runtime_context import get_exec
+
+    try:
+        resolve_args(FUSION_MODEL, gpus)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    decision = ctx.fusion(nnodes=1) if gpus > 1 else None
+    return {"server_args_backend": get_exec().comm.flashinfer_allreduce_fusion_backend,
+            "gate_at_64": bool(add_norm.flashinfer_ar_fusion_applies(DECODE_TOKENS)),
+            "upstream_gate_at_64": bool(add_norm.flashinfer_ar_fusion_applies.__wrapped__(DECODE_TOKENS)),
+            "registry": {"enabled": bool(decision and decision.enabled),
+                         "backend": decision.backend if decision else None}}
+
+
+def symm_mem(gpus: int, ctx, cpu: bool) -> dict:
+    if gpus < 2:
+        return {"registry": {"enabled": False}, "sglang": {"enabled": False}}
+    import torch
+    from sglang.srt.distributed.device_communicators import torch_symm_mem as tsm
+    from sglang_arch.integrations.sglang.plan import _symm_mem_runtime
+
+    decision = ctx.symm_mem(gpus)
+    registry = {"enabled": decision.enabled, "algorithm": decision.algorithm,
+                "max_bytes": decision.max_bytes if decision.enabled else 0}
+    if not cpu:  # one GPU here: SGLang's own communicator needs a real group of `gpus` ranks
+        return {"registry": registry, "sglang": None}
+    with _symm_mem_runtime(gpus, ctx.topology.multicast):
+        comm = tsm.TorchSymmMemCommunicator(SimpleNamespace(group_name="truth"), 0)
+    launched = []
+    inp = torch.ones(DECODE_TOKENS * HIDDEN, dtype=torch.bfloat16)
+    if not comm.disabled:
+        comm.device = inp.device  # the simulated rank's tensors live on the CPU
+        comm.buffer = torch.empty_like(inp)
+    kernels = SimpleNamespace(
+        multimem_all_reduce_=lambda *a: launched.append("multimem"),
+        two_shot_all_reduce_=lambda *a: launched.append("two_shot"))
+    recording = SimpleNamespace(ops=SimpleNamespace(symm_mem=kernels), empty_like=torch.empty_like)
+    saved = tsm.torch
+    tsm.torch = recording
+    try:
+        result = comm.all_reduce(inp)
+    finally:
+        tsm.torch = saved
+    return {"registry": registry,
+            "sglang": {"enabled": not comm.disabled, "max_bytes": comm.max_size if not comm.disabled else 0,
+                       "kernel": launched[0] if launched else None, "took_the_path": result is not None}}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
