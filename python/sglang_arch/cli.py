@@ -247,7 +247,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
         if not getattr(args, "func", None):
             parser.print_help()
-            return 2
+            return _fail("sglang-arch: error: a COMMAND is required (see the list above, or --help)", 2)
         return args.func(args)
     except CliError as exc:
         return _fail(str(exc), 2)
