@@ -203,6 +203,10 @@ def test_plugin_fails_open_in_one_line_on_a_fifo_config(tmp_path, monkeypatch, p
     (["explain", "10.0", "--nnodes", "16", "--topology", "pcie"], "smaller than the node count 16"),
     (["explain", "10.0", "--world-size", "4", "--nnodes", "8"], "smaller than the node count 8"),
     (["explain", "10.0", "--world-size", "8", "--nnodes", "100000"], "invalid value '100000'"),
+    (["plan", "--capability", "12.0", "--tp", "100", "--model-path", "x"], "at most 72 GPUs per node"),
+    (["plan", "--capability", "12.0", "--tp", "2", "--nnodes", "4", "--model-path", "x"], "smaller than the node"),
+    (["tune", "collectives", "--world-sizes", str(10 ** 20)], "invalid world sizes"),
+    (["tune", "collectives", "--sizes", "1000G"], "invalid size '1000G'"),
 ])
 def test_machine_bounds(capsys, argv, message):
     one_line_2(capsys, *argv, expect=message)
