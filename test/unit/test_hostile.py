@@ -295,8 +295,7 @@ def test_unexpected_error_is_still_one_line(monkeypatch, capsys):
 
 @pytest.mark.parametrize("env", [
     {"SGLANG_ARCH_CAPABILITY": "10.0", "SGLANG_ARCH_GPU_COUNT": "8", "SGLANG_ARCH_CUDA": "12.4"},
-    {"SGLANG_ARCH_CAPABILITY": "10.0", "SGLANG_ARCH_GPU_COUNT": "8", "SGLANG_ARCH_TOPOLOGY": "nvswitch",
-     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"},
+    {"SGLANG_ARCH_CAPABILITY": "10.0", "SGLANG_ARCH_GPU_COUNT": "8", "SGLANG_ARCH_TOPOLOGY": "nvswitch"},
     {"SGLANG_ARCH_CAPABILITY": "9.0", "SGLANG_ARCH_GPU_COUNT": "4", "NCCL_NVLS_ENABLE": "0"},
     {"SGLANG_ARCH_CAPABILITY": "12.0", "SGLANG_ARCH_GPU_COUNT": "2", "SGLANG_ARCH_TOPOLOGY": "pcie-p2p"},
 ])
@@ -312,11 +311,26 @@ def test_show_equals_the_plugins_context(monkeypatch, capsys, env):
     assert shown["collectives"]["allreduce_fusion"]["backend"] == ctx.fusion(1).backend
 
 
-def test_show_respects_multicast_off_and_torch_cuda(monkeypatch, capsys):
+def test_forced_topology_on_a_real_node_respects_multicast_off(monkeypatch, capsys):
+    from sglang_arch.arch import TOPOLOGIES, Capability, Gpu, Node
+
+    gpus = tuple(Gpu(i, "B200", Capability(10, 0)) for i in range(8))
+    monkeypatch.setattr(detect_module, "_nvml_node", lambda: Node(gpus, TOPOLOGIES["nvlink"], "nvml"))
+    monkeypatch.setenv("SGLANG_ARCH_TOPOLOGY", "nvswitch")
+    monkeypatch.setenv("SGLANG_ARCH_CUDA", "13.0")
+    code, out, _ = run(capsys, "show", "--json")
+    d = json.loads(out)["node"]
+    assert code == 0 and d["topology"] == "nvswitch" and d["collectives"]["torch_symm_mem"]["algorithm"] == "multimem"
     monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-    code, out, _ = run(capsys, "show", "--capability", "10.0", "--gpus", "8", "--topology", "nvswitch", "--json")
+    runtime.reset()
+    code, out, _ = run(capsys, "show", "--json")
     d = json.loads(out)["node"]
     assert code == 0 and d["topology"] == "nvlink" and d["collectives"]["torch_symm_mem"]["algorithm"] == "two_shot"
+    runtime.reset()
+    assert runtime.current().topology.name == "nvlink"  # the plugin reads the same
+
+
+def test_show_uses_the_runtimes_torch_cuda(monkeypatch, capsys):
     code, out, _ = run(capsys, "show", "--capability", "10.0", "--gpus", "8", "--cuda", "12.4", "--json")
     d = json.loads(out)["node"]
     assert code == 0 and not d["collectives"]["allreduce_fusion"]["enabled"]

@@ -54,7 +54,7 @@ def detect(*, capability: Optional[str] = None, topology: Optional[str] = None,
     """Describe this node.  Arguments (or the environment) simulate a machine."""
     sim = simulated_node(capability, topology, gpu_count)
     if sim is not None:
-        return _apply_multicast_env(sim)
+        return sim
     notes: List[str] = []
     for probe in probes if probes is not None else (_nvml_node, _torch_node):
         try:
@@ -110,8 +110,9 @@ def _apply_topology_env(node: Node) -> Node:
 
 
 def _apply_multicast_env(node: Node) -> Node:
-    """Multicast turned off in the environment wins over any topology, detected, forced or
-    simulated: with it off, symmetric memory must not choose multimem."""
+    """On a real node, multicast turned off in the environment wins over the topology,
+    detected or forced by SGLANG_ARCH_TOPOLOGY: with it off, symmetric memory must not
+    choose multimem.  A simulated machine (SGLANG_ARCH_CAPABILITY) is what was asked for."""
     off = [f"{k}={v}" for k, v in _MULTICAST_OFF if os.environ.get(k, "").strip() == v]
     if node.topology.multicast and off:
         return replace(node, topology=TOPOLOGIES["nvlink"],
