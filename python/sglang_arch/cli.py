@@ -13,6 +13,9 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import __version__
+from . import args as args_mod
+from .args import CliError
+from .args import Parser as _Parser
 from .arch import (
     ACCEPTED_FORMS,
     TOPOLOGIES,
@@ -20,52 +23,14 @@ from .arch import (
     TableError,
     UnknownCapabilityError,
     decide,
-    detect,
-    node_resolution,
-    parse_capability,
-    parse_topology,
     resolve,
 )
+from .arch import runtime
 from .arch.policies import attention
-from .arch.profile import MIB, format_version, parse_version
+from .arch.profile import MIB, format_version
 
 
-class CliError(Exception):
-    """A user error: printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        raise CliError(f"{self.prog}: {message}")
-
-
-def _argument(parse):
-    """An argparse ``type`` from one of the registry's parsers: its ValueError, which names
-    the input and the accepted forms, becomes argparse's one-line error."""
-
-    def convert(text: str):
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = parse.__name__
-    return convert
-
-
-_capability = _argument(parse_capability)
-_topology = _argument(parse_topology)
-_cuda = _argument(parse_version)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}; accepted: an integer >= 1")
-    return value
+_capability, _topology, _cuda = args_mod.capability, args_mod.topology, args_mod.cuda  # former names
 
 
 def _yn(flag: bool) -> str:
@@ -100,6 +65,7 @@ def render_decisions(d: Decisions) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    args_mod.machine(args)
     res = resolve(args.capability, strict=True if args.strict else None)
     traits = attention.ModelTraits(cuda=args.cuda)
     d = decide(res, args.topology, args.world_size, args.nnodes, traits)
@@ -111,7 +77,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    node = detect(capability=args.capability, topology=args.topology_name, gpu_count=args.gpus)
+    if args.capability is None and (args.gpus is not None or args.topology_name is not None):
+        raise CliError("sglang-arch show: error: --gpus and --topology simulate a machine and need --capability CAP")
+    # The plugin's own MachineContext, built by the same code: show prints what it decides.
+    ctx = runtime.machine(capability=args.capability, topology=args.topology_name, gpu_count=args.gpus,
+                          cuda=args.cuda)
+    node = ctx.node
     if not node.gpus:
         if args.json:
             print(json.dumps({"source": node.source, "gpus": [], "notes": list(node.notes)}, indent=2))
@@ -122,18 +93,20 @@ def cmd_show(args: argparse.Namespace) -> int:
             print("To see what the registry decides for a GPU you do not have: sglang-arch explain 12.0 --world-size 8")
         return 0
     per_gpu = [(g, resolve(g.capability)) for g in node.gpus]
-    node_res = node_resolution(node.capabilities)
-    d = decide(node_res, node.topology, len(node.gpus), 1, attention.ModelTraits(cuda=args.cuda))
+    d = ctx.decisions()
     if args.json:
         print(json.dumps({
             "source": node.source,
             "notes": list(node.notes),
+            "cuda": format_version(ctx.cuda),
             "gpus": [{"index": g.index, "name": g.name, "capability": str(g.capability),
                       "resolved": str(r.resolved), "match": r.match} for g, r in per_gpu],
             "node": d.to_dict(),
         }, indent=2))
         return 0
-    print(f"{len(node.gpus)} GPU(s) from {node.source}" + (f" ({'; '.join(node.notes)})" if node.notes else ""))
+    cuda = f"; torch CUDA {format_version(ctx.cuda)}" if ctx.cuda else ""
+    print(f"{len(node.gpus)} GPU(s) from {node.source}" + (f" ({'; '.join(node.notes)})" if node.notes else "")
+          + cuda)
     for g, r in per_gpu:
         print(f"  GPU {g.index}: {g.name}  sm_{g.capability.sm}  -> tier {r.resolved} [{r.match}]")
     print()
@@ -224,26 +197,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_common(p: argparse.ArgumentParser, *, world: bool = True) -> None:
         if world:
-            p.add_argument("--world-size", "--tp", type=_positive, default=1, metavar="N",
-                           help="GPUs taking part in each all-reduce (default 1)")
-            p.add_argument("--nnodes", type=_positive, default=1, metavar="N", help="nodes (default 1)")
-        p.add_argument("--cuda", type=_cuda, default=(13, 0), metavar="X.Y",
+            p.add_argument("--world-size", "--tp", type=args_mod.world_size, default=1, metavar="N",
+                           help=f"GPUs taking part in each all-reduce (default 1; at most "
+                                f"{args_mod.MAX_GPUS_PER_NODE} per node)")
+            p.add_argument("--nnodes", type=args_mod.nnodes, default=1, metavar="N",
+                           help=f"nodes (default 1, at most {args_mod.MAX_NODES}; at most the world size)")
+        p.add_argument("--cuda", type=args_mod.cuda, default=(13, 0), metavar="X.Y",
                        help="torch's CUDA version the decisions assume (default 13.0)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("show", help="the GPUs on this machine, their tiers and the node's decisions",
                        description="Detect the GPUs (NVML, then torch), resolve each, and print the node's decisions. "
                                    "--capability simulates a machine.")
-    p.add_argument("--capability", metavar="CAP", help="simulate GPUs of this capability instead of detecting")
-    p.add_argument("--topology", dest="topology_name", metavar="T", help=f"simulate this topology ({', '.join(TOPOLOGIES)})")
-    p.add_argument("--gpus", type=_positive, metavar="N", help="simulate N GPUs (with --capability)")
+    p.add_argument("--capability", type=args_mod.capability, metavar="CAP",
+                   help="simulate GPUs of this capability instead of detecting")
+    p.add_argument("--topology", dest="topology_name", type=args_mod.topology, metavar="T",
+                   help=f"simulate this topology ({', '.join(TOPOLOGIES)}; with --capability)")
+    p.add_argument("--gpus", type=args_mod.gpus, metavar="N",
+                   help=f"simulate N GPUs (1-{args_mod.MAX_GPUS_PER_NODE}; with --capability)")
     add_common(p, world=False)
+    p.set_defaults(cuda=None)
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("explain", help="every decision for a capability, with its reason",
                        description="Resolve CAP and print every decision with its reason.")
-    p.add_argument("capability", type=_capability, metavar="CAP", help=f"compute capability: {ACCEPTED_FORMS}")
-    p.add_argument("--topology", type=_topology, metavar="T",
+    p.add_argument("capability", type=args_mod.capability, metavar="CAP", help=f"compute capability: {ACCEPTED_FORMS}")
+    p.add_argument("--topology", type=args_mod.topology, metavar="T",
                    help=f"one of {', '.join(TOPOLOGIES)} (default: the tier's typical topology; single for one GPU)")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back for an unknown capability")
     add_common(p)
@@ -261,22 +240,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
+    """Exit 0 on success, 2 with one line on stderr for bad input; never a traceback."""
     try:
+        parser = build_parser()
         args = parser.parse_args(argv)
         logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
         if not getattr(args, "func", None):
             parser.print_help()
-            return 2
+            return _fail("sglang-arch: error: a COMMAND is required (see the list above, or --help)", 2)
         return args.func(args)
     except CliError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
+        return _fail(str(exc), 2)
     except (ValueError, TableError, UnknownCapabilityError) as exc:
-        print(f"sglang-arch: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"sglang-arch: error: {exc}", 2)
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a file named on the command line that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"sglang-arch: error: {where}{exc.strerror or exc}", 2)
+    except KeyboardInterrupt:
+        return _fail("sglang-arch: interrupted", 130)
+    except Exception as exc:  # a bug: still one line, and not the exit status of bad input
+        return _fail(f"sglang-arch: internal error: {type(exc).__name__}: {exc} (please report it)", 1)
+
+
+def _fail(message: str, status: int) -> int:
+    line = " ".join(message.split())
+    print(line if len(line) <= 2000 else line[:1997] + "...", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

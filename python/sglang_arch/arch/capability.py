@@ -12,9 +12,11 @@ import re
 from dataclasses import dataclass
 from typing import Tuple, Union
 
+from .validate import shown
+
 ACCEPTED_FORMS = (
-    "(12, 0), '12.0', '12', 'sm_120', 'sm120a', 'sm_100f', 'compute_90a', '120' or 120 "
-    "(major 0-99, minor 0-9; a bare number up to 29 is a major, from 30 on an sm number)"
+    "(12, 0) or '(12, 0)', '12.0', '12', 'sm_120', 'sm120a', 'sm_100f', 'compute_90a', '120' or 120 "
+    "(ASCII digits; major 0-99, minor 0-9; a bare number up to 29 is a major, from 30 on an sm number)"
 )
 
 MAX_MAJOR = 99
@@ -22,9 +24,12 @@ MAX_MAJOR = 99
 # ("90", "120").  No major above 29 is plausible for decades, and no sm number below 30.
 _LARGEST_BARE_MAJOR = 29
 
-_SM_RE = re.compile(r"^(?:sm|compute)_?(\d{2,3})([af]?)$")
-_DOTTED_RE = re.compile(r"^(\d{1,2})\.(\d)$")
-_DIGITS_RE = re.compile(r"^\d{1,3}$")
+# ASCII digits only: ``\d`` would also take "１２.０" (full-width) or Arabic-Indic digits.
+_SM_RE = re.compile(r"(?:sm|compute)_?([0-9]{2,3})([af]?)")
+_DOTTED_RE = re.compile(r"([0-9]{1,2})\.([0-9])")
+_DIGITS_RE = re.compile(r"[0-9]{1,3}")
+_PAIR_RE = re.compile(r"\(\s*([0-9]{1,2})\s*,\s*([0-9])\s*\)")  # "(12, 0)", as torch prints it
+_MAX_TEXT = 40  # no spelling is longer; longer input is refused before any matching
 
 CapabilityLike = Union["Capability", Tuple[int, int], str, int]
 
@@ -38,9 +43,9 @@ class Capability:
 
     def __post_init__(self) -> None:
         if isinstance(self.major, bool) or isinstance(self.minor, bool):
-            raise ValueError(f"capability parts must be integers, got {self.major!r}.{self.minor!r}")
+            raise ValueError(f"capability parts must be integers, got {shown(self.major)}.{shown(self.minor)}")
         if not isinstance(self.major, int) or not isinstance(self.minor, int):
-            raise ValueError(f"capability parts must be integers, got {self.major!r}.{self.minor!r}")
+            raise ValueError(f"capability parts must be integers, got {shown(self.major)}.{shown(self.minor)}")
         if not 0 <= self.major <= MAX_MAJOR or not 0 <= self.minor <= 9:
             raise ValueError(
                 f"capability {self.major}.{self.minor} is out of range; accepted: {ACCEPTED_FORMS}"
@@ -77,15 +82,15 @@ def parse_capability(value: CapabilityLike) -> Capability:
             return Capability(int(value[0]), int(value[1]))
         except ValueError:
             raise _bad(value) from None
-    if isinstance(value, str):
+    if isinstance(value, str) and len(value) <= _MAX_TEXT:
         text = value.strip().lower()
-        m = _DOTTED_RE.match(text)
+        m = _DOTTED_RE.fullmatch(text) or _PAIR_RE.fullmatch(text)
         if m:
             return _checked(value, int(m.group(1)), int(m.group(2)))
-        m = _SM_RE.match(text)
+        m = _SM_RE.fullmatch(text)
         if m:
             return _checked(value, int(m.group(1)) // 10, int(m.group(1)) % 10)
-        if _DIGITS_RE.match(text):
+        if _DIGITS_RE.fullmatch(text):
             return _from_number(int(text), value)
     raise _bad(value)
 
@@ -106,4 +111,4 @@ def _checked(original: object, major: int, minor: int) -> Capability:
 
 
 def _bad(value: object) -> ValueError:
-    return ValueError(f"invalid compute capability {value!r}; accepted: {ACCEPTED_FORMS}")
+    return ValueError(f"invalid compute capability {shown(value)}; accepted: {ACCEPTED_FORMS}")

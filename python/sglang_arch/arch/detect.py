@@ -16,6 +16,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from .capability import Capability, parse_capability
 from .registry import MATCH_KINDS, Resolution, resolve
 from .topology import TOPOLOGIES, Topology, parse_topology
+from .validate import MAX_GPUS_PER_NODE, parse_int, shown
 
 logger = logging.getLogger("sglang_arch")
 
@@ -85,13 +86,12 @@ def simulated_node(capability: Optional[str] = None, topology: Optional[str] = N
 
 
 def _parse_count(value: object) -> int:
+    """A GPU count of one node: 1 to MAX_GPUS_PER_NODE (NVL72), ASCII digits."""
     try:
-        count = int(str(value))
+        return parse_int(value, "GPU count", 1, MAX_GPUS_PER_NODE)
     except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(f"invalid GPU count {value!r}; accepted: an integer >= 1")
-    return count
+        raise ValueError(f"invalid GPU count {shown(value)}; accepted: an integer >= 1 and <= {MAX_GPUS_PER_NODE} "
+                         f"(GPUs of one node, ASCII digits)") from None
 
 
 def _parse_env(parser: Callable, text: str, name: str):
@@ -104,9 +104,16 @@ def _parse_env(parser: Callable, text: str, name: str):
 def _apply_topology_env(node: Node) -> Node:
     forced = os.environ.get(ENV_TOPOLOGY)
     if forced:
-        return replace(node, topology=_parse_env(parse_topology, forced, ENV_TOPOLOGY),
+        node = replace(node, topology=_parse_env(parse_topology, forced, ENV_TOPOLOGY),
                        notes=node.notes + (f"topology set by {ENV_TOPOLOGY}",))
-    off = [f"{k}={v}" for k, v in _MULTICAST_OFF if os.environ.get(k) == v]
+    return _apply_multicast_env(node)
+
+
+def _apply_multicast_env(node: Node) -> Node:
+    """On a real node, multicast turned off in the environment wins over the topology,
+    detected or forced by SGLANG_ARCH_TOPOLOGY: with it off, symmetric memory must not
+    choose multimem.  A simulated machine (SGLANG_ARCH_CAPABILITY) is what was asked for."""
+    off = [f"{k}={v}" for k, v in _MULTICAST_OFF if os.environ.get(k, "").strip() == v]
     if node.topology.multicast and off:
         return replace(node, topology=TOPOLOGIES["nvlink"],
                        notes=node.notes + (f"multicast turned off by {', '.join(off)}",))

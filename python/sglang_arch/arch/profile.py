@@ -6,17 +6,30 @@ override fails with the file, the entry and the field named.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .capability import Capability, parse_capability
 from .topology import TOPOLOGIES
+from .validate import (
+    CUDA_MAX_MAJOR,
+    CUDA_MAX_MINOR,
+    MAX_GPUS_PER_NODE,
+    MAX_ITEMS,
+    MAX_SHOWN,
+    MAX_TEXT,
+    MIB,
+    SMEM_MAX_KIB,
+    SYMM_MEM_MAX_MIB,
+    parse_int,
+    shown,
+)
 
 FEATURES = ("tma", "wgmma", "tcgen05", "fp8", "fp4")
 SCOPES = ("portable", "family", "arch")
 CUSTOM_AR_V2_TABLES = ("sm90", "sm100", "sm107")
 FUSION_BACKENDS = ("trtllm", "mnnvl", "cutedsl")
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -66,7 +79,9 @@ def flatten_entries(raw: Mapping[str, Mapping[str, Any]], where: str) -> Dict[Ca
     for key, entry in raw.items():
         cap = _parse_key(key, where)
         if not isinstance(entry, Mapping):
-            raise TableError(f"{where}: entry {key!r} must be a table of fields, got {type(entry).__name__}")
+            raise TableError(f"{where}: entry {shown(key)} must be a table of fields, got {type(entry).__name__}")
+        if cap in by_cap:
+            raise TableError(f"{where}: entry {shown(key)}: capability {cap} is listed twice")
         by_cap[cap] = entry
 
     flat: Dict[Capability, Dict[str, Any]] = {}
@@ -75,13 +90,13 @@ def flatten_entries(raw: Mapping[str, Mapping[str, Any]], where: str) -> Dict[Ca
         if cap in flat:
             return flat[cap]
         entry = by_cap[cap]
-        parent_key = entry.get("inherits")
+        parent = inherits_of(entry, f"{where}: entry {cap}")
         merged: Dict[str, Any] = {}
-        if parent_key is not None:
-            parent = _parse_key(parent_key, f"{where}: entry {cap}: field 'inherits'")
+        if parent is not None:
             if parent not in by_cap:
-                raise TableError(f"{where}: entry {cap}: field 'inherits' names {parent_key!r}, which has no entry")
-            if parent in chain:
+                raise TableError(f"{where}: entry {cap}: field 'inherits' names {shown(entry.get('inherits'))}, "
+                                 f"which has no entry")
+            if parent in chain or parent == cap:
                 raise TableError(f"{where}: entry {cap}: 'inherits' forms a cycle through {parent}")
             merged.update(build(parent, chain + (cap,)))
             merged.pop("lead", None)
@@ -95,61 +110,75 @@ def flatten_entries(raw: Mapping[str, Mapping[str, Any]], where: str) -> Dict[Ca
     return flat
 
 
+def inherits_of(entry: Mapping[str, Any], ctx: str) -> Optional[Capability]:
+    """The capability an entry's ``inherits`` names; ``None`` when absent or null."""
+    value = entry.get("inherits")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TableError(f"{ctx}: field 'inherits': expected a capability string such as '12.0', got {shown(value)}")
+    return _parse_key(value, f"{ctx}: field 'inherits'")
+
+
 def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> ArchProfile:
-    """Check every field of one flattened entry and build its profile."""
+    """Check every field of one flattened entry against its type and range, and build its profile."""
     ctx = f"{where}: entry {cap}"
-    unknown = sorted(set(fields) - _KNOWN_FIELDS)
+    unknown = sorted(str(k) for k in set(fields) - _KNOWN_FIELDS)
     if unknown:
-        raise TableError(f"{ctx}: unknown field(s) {unknown}; accepted: {sorted(_KNOWN_FIELDS)}")
+        raise TableError(f"{ctx}: unknown field(s) {[k[:MAX_SHOWN] for k in unknown[:5]]}; accepted: {sorted(_KNOWN_FIELDS)}")
     if "name" not in fields:
         raise TableError(f"{ctx}: field 'name' is required")
 
     def f(name: str, default: Any = None) -> Any:
-        return fields.get(name, default)
+        value = fields.get(name, default)
+        return default if value is None else value
 
-    features = f("features", {}) or {}
+    features = f("features", {})
     if not isinstance(features, Mapping):
-        raise TableError(f"{ctx}: field 'features' must map feature -> scope")
+        raise TableError(f"{ctx}: field 'features' must map feature -> scope, got {shown(features)}")
     for feat, scope in features.items():
-        if feat not in FEATURES:
-            raise TableError(f"{ctx}: field 'features': unknown feature {feat!r}; accepted: {list(FEATURES)}")
-        if scope not in SCOPES:
-            raise TableError(f"{ctx}: field 'features.{feat}': unknown scope {scope!r}; accepted: {list(SCOPES)}")
+        if not isinstance(feat, str) or feat not in FEATURES:
+            raise TableError(f"{ctx}: field 'features': unknown feature {shown(feat)}; accepted: {list(FEATURES)}")
+        if not isinstance(scope, str) or scope not in SCOPES:
+            raise TableError(f"{ctx}: field 'features.{feat}': unknown scope {shown(scope)}; accepted: {list(SCOPES)}")
 
     topology = f("topology", "pcie")
-    if topology not in TOPOLOGIES:
-        raise TableError(f"{ctx}: field 'topology': unknown {topology!r}; accepted: {', '.join(TOPOLOGIES)}")
+    if not isinstance(topology, str) or topology not in TOPOLOGIES:
+        raise TableError(f"{ctx}: field 'topology': unknown {shown(topology)}; accepted: {', '.join(TOPOLOGIES)}")
 
-    symm = f("torch_symm_mem", {}) or {}
+    symm = f("torch_symm_mem", {})
     if not isinstance(symm, Mapping):
-        raise TableError(f"{ctx}: field 'torch_symm_mem' must map world size -> MiB")
-    symm_bytes = {}
+        raise TableError(f"{ctx}: field 'torch_symm_mem' must map world size -> MiB, got {shown(symm)}")
+    symm_bytes: Dict[int, int] = {}
     for ws, mib in symm.items():
-        ws_i = _int(ws, f"{ctx}: field 'torch_symm_mem' key", minimum=2)
-        symm_bytes[ws_i] = _int(mib, f"{ctx}: field 'torch_symm_mem.{ws}'", minimum=1) * MIB
+        ws_i = _int(ws, f"{ctx}: field 'torch_symm_mem' key", 2, MAX_GPUS_PER_NODE)
+        symm_bytes[ws_i] = _int(mib, f"{ctx}: field 'torch_symm_mem.{shown(ws).strip(chr(39))}'",
+                                1, SYMM_MEM_MAX_MIB) * MIB
 
-    table = f("custom_ar_v2_table")
-    if table is not None and table not in CUSTOM_AR_V2_TABLES:
-        raise TableError(f"{ctx}: field 'custom_ar_v2_table': unknown {table!r}; accepted: {list(CUSTOM_AR_V2_TABLES)} or none")
+    table = fields.get("custom_ar_v2_table")
+    if table is not None and (not isinstance(table, str) or table not in CUSTOM_AR_V2_TABLES):
+        raise TableError(f"{ctx}: field 'custom_ar_v2_table': unknown {shown(table)}; "
+                         f"accepted: {list(CUSTOM_AR_V2_TABLES)} or none")
     fusion = _strs(f("allreduce_fusion", []), f"{ctx}: field 'allreduce_fusion'")
     fusion_multi = _strs(f("allreduce_fusion_multi_node", []), f"{ctx}: field 'allreduce_fusion_multi_node'")
     for name, values in (("allreduce_fusion", fusion), ("allreduce_fusion_multi_node", fusion_multi)):
-        bad = [v for v in values if v not in FUSION_BACKENDS]
+        bad = [v[:MAX_SHOWN] for v in values if v not in FUSION_BACKENDS]
         if bad:
-            raise TableError(f"{ctx}: field '{name}': unknown backend(s) {bad}; accepted: {list(FUSION_BACKENDS)}")
+            raise TableError(f"{ctx}: field '{name}': unknown backend(s) {bad[:3]}; accepted: {list(FUSION_BACKENDS)}")
     if not set(fusion_multi) <= set(fusion):
         raise TableError(f"{ctx}: field 'allreduce_fusion_multi_node' lists backends missing from 'allreduce_fusion'")
 
+    smem = {}
     for kib_field in ("smem_per_sm_kib", "smem_per_block_kib"):
-        if f(kib_field) is not None:
-            _int(f(kib_field), f"{ctx}: field '{kib_field}'", minimum=1)
+        smem[kib_field] = None if f(kib_field) is None else _int(f(kib_field), f"{ctx}: field '{kib_field}'",
+                                                                 1, SMEM_MAX_KIB)
 
     return ArchProfile(
         capability=cap,
         name=_str(f("name"), f"{ctx}: field 'name'"),
         examples=_strs(f("examples", []), f"{ctx}: field 'examples'"),
-        smem_per_sm_kib=f("smem_per_sm_kib"),
-        smem_per_block_kib=f("smem_per_block_kib"),
+        smem_per_sm_kib=smem["smem_per_sm_kib"],
+        smem_per_block_kib=smem["smem_per_block_kib"],
         features=dict(features),
         topology=topology,
         min_cuda=_version(f("min_cuda"), f"{ctx}: field 'min_cuda'"),
@@ -157,9 +186,11 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
         min_cuda_family=_version(f("min_cuda_family"), f"{ctx}: field 'min_cuda_family'"),
         max_cuda=_version(f("max_cuda"), f"{ctx}: field 'max_cuda'"),
         torch_symm_mem=symm_bytes,
-        symm_mem_multimem_world_sizes=_ints(f("symm_mem_multimem_world_sizes", []), f"{ctx}: field 'symm_mem_multimem_world_sizes'"),
+        symm_mem_multimem_world_sizes=_ints(f("symm_mem_multimem_world_sizes", []),
+                                            f"{ctx}: field 'symm_mem_multimem_world_sizes'", 2, MAX_GPUS_PER_NODE),
         custom_ar_v2_table=table,
-        custom_ar_v2_world_sizes=_ints(f("custom_ar_v2_world_sizes", list(range(2, 17))), f"{ctx}: field 'custom_ar_v2_world_sizes'"),
+        custom_ar_v2_world_sizes=_ints(f("custom_ar_v2_world_sizes", list(range(2, 17))),
+                                       f"{ctx}: field 'custom_ar_v2_world_sizes'", 1, MAX_GPUS_PER_NODE),
         allreduce_fusion=fusion,
         allreduce_fusion_multi_node=fusion_multi,
         allreduce_fusion_min_cuda=_version(f("allreduce_fusion_min_cuda"), f"{ctx}: field 'allreduce_fusion_min_cuda'"),
@@ -177,34 +208,33 @@ def _parse_key(key: Any, where: str) -> Capability:
         raise TableError(f"{where}: {exc}") from None
 
 
-def _int(value: Any, ctx: str, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise TableError(f"{ctx}: expected an integer >= {minimum}, got {value!r}")
+def _int(value: Any, ctx: str, minimum: int, maximum: int) -> int:
     try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise TableError(f"{ctx}: expected an integer >= {minimum}, got {value!r}") from None
-    if number < minimum or (isinstance(value, float) and value != number):
-        raise TableError(f"{ctx}: expected an integer >= {minimum}, got {value!r}")
-    return number
+        return parse_int(value, ctx, minimum, maximum)
+    except ValueError as exc:
+        raise TableError(str(exc)) from None
 
 
-def _ints(values: Any, ctx: str) -> Tuple[int, ...]:
+def _list(values: Any, ctx: str, what: str) -> list:
     if not isinstance(values, (list, tuple)):
-        raise TableError(f"{ctx}: expected a list of integers, got {values!r}")
-    return tuple(_int(v, ctx, minimum=1) for v in values)
+        raise TableError(f"{ctx}: expected a list of {what}, got {shown(values)}")
+    if len(values) > MAX_ITEMS:
+        raise TableError(f"{ctx}: expected at most {MAX_ITEMS} {what}, got {len(values)}")
+    return list(values)
+
+
+def _ints(values: Any, ctx: str, minimum: int, maximum: int) -> Tuple[int, ...]:
+    return tuple(_int(v, ctx, minimum, maximum) for v in _list(values, ctx, f"integers {minimum}-{maximum}"))
 
 
 def _str(value: Any, ctx: str) -> str:
-    if not isinstance(value, str):
-        raise TableError(f"{ctx}: expected a string, got {value!r}")
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT:
+        raise TableError(f"{ctx}: expected a string of 1-{MAX_TEXT} characters, got {shown(value)}")
     return value
 
 
 def _strs(values: Any, ctx: str) -> Tuple[str, ...]:
-    if not isinstance(values, (list, tuple)):
-        raise TableError(f"{ctx}: expected a list of strings, got {values!r}")
-    return tuple(_str(v, ctx) for v in values)
+    return tuple(_str(v, ctx) for v in _list(values, ctx, "strings"))
 
 
 def _version(value: Any, ctx: str) -> Optional[Tuple[int, int]]:
@@ -216,15 +246,24 @@ def _version(value: Any, ctx: str) -> Optional[Tuple[int, int]]:
         raise TableError(f"{ctx}: {exc}") from None
 
 
+_VERSION_RE = re.compile(r"([0-9]{1,2})(?:\.([0-9]{1,2}))?(?:\.[0-9]{1,4})?")
+_VERSION_ACCEPTED = (f"'M.m' such as '12.8' or '13.0' (ASCII digits, major 1-{CUDA_MAX_MAJOR}, "
+                     f"minor 0-{CUDA_MAX_MINOR})")
+
+
 def parse_version(value: Any) -> Tuple[int, int]:
     """'12.8' -> (12, 8); also accepts '13', (13, 0) and '12.8.1' (patch dropped)."""
-    if isinstance(value, (tuple, list)) and len(value) >= 2 and all(isinstance(v, int) for v in value[:2]):
-        return (int(value[0]), int(value[1]))
-    if isinstance(value, str):
-        parts = value.strip().split(".")
-        if 1 <= len(parts) <= 3 and all(p.isdigit() for p in parts):
-            return (int(parts[0]), int(parts[1]) if len(parts) > 1 else 0)
-    raise ValueError(f"invalid version {value!r}; accepted: 'M.m' such as '12.8' or '13.0'")
+    major = minor = None
+    if isinstance(value, (tuple, list)) and len(value) in (2, 3) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        major, minor = value[0], value[1]
+    elif isinstance(value, str) and len(value) <= 20:
+        m = _VERSION_RE.fullmatch(value.strip())
+        if m:
+            major, minor = int(m.group(1)), int(m.group(2) or 0)
+    if major is None or not (1 <= major <= CUDA_MAX_MAJOR and 0 <= minor <= CUDA_MAX_MINOR):
+        raise ValueError(f"invalid version {shown(value)}; accepted: {_VERSION_ACCEPTED}")
+    return (major, minor)
 
 
 def format_version(version: Optional[Tuple[int, int]]) -> Optional[str]:

@@ -19,12 +19,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
 from .capability import Capability, CapabilityLike, parse_capability
-from .profile import FEATURES, ArchProfile, TableError, build_profile, flatten_entries
+from .profile import FEATURES, ArchProfile, TableError, build_profile, flatten_entries, inherits_of
 from .table import ARCHITECTURES
+from .validate import MAX_FILE_BYTES, env_bool, read_regular_file, shown
 
 logger = logging.getLogger("sglang_arch")
 
@@ -92,6 +94,7 @@ class Registry:
         override_source: Optional[str] = None,
         resolve_as: Optional[Capability] = None,
         strict: bool = False,
+        inherited: Optional[Mapping[Capability, Capability]] = None,
     ) -> None:
         if not profiles:
             raise ValueError("a registry needs at least one architecture")
@@ -103,6 +106,7 @@ class Registry:
         self._overridden = frozenset(overridden)
         self._override_source = override_source
         self._resolve_as = resolve_as
+        self._inherited = dict(inherited or {})  # tier -> the overridden ancestor it takes fields from
         self.strict = strict
         self._resolve_cached = functools.lru_cache(maxsize=256)(self._resolve)
 
@@ -111,7 +115,7 @@ class Registry:
         if strict == self.strict:
             return self
         return Registry(self._profiles, overridden=tuple(self._overridden), override_source=self._override_source,
-                        resolve_as=self._resolve_as, strict=strict)
+                        resolve_as=self._resolve_as, strict=strict, inherited=self._inherited)
 
     @property
     def known(self) -> Tuple[Capability, ...]:
@@ -134,6 +138,10 @@ class Registry:
             if cap in self._overridden:
                 return Resolution(cap, self._profiles[cap], "override",
                                   f"{cap} is defined by the override file {self._override_source}")
+            if cap in self._inherited:
+                return Resolution(cap, self._profiles[cap], "override",
+                                  f"{cap} inherits from {self._inherited[cap]}, which the override file "
+                                  f"{self._override_source} patches")
             return Resolution(cap, self._profiles[cap], "exact", f"{cap} is a known tier")
         below = [k for k in self._known if k < cap]
         same_major = [k for k in below if k.major == cap.major]
@@ -169,14 +177,16 @@ def build_registry(
 ) -> Registry:
     """The shipped table, optionally patched by override entries in the same schema.
 
-    An override entry for a known capability patches its fields; an entry for a new
-    capability is added (it may ``inherits`` from any tier).
+    An override entry for a known capability patches the fields it names (``inherits``
+    absent or null); with ``inherits`` it is rebuilt from that tier plus its own fields.
+    An entry for a new capability is added (it may ``inherits`` from any tier).  A tier
+    that inherits from an overridden one takes the patch and is reported as ``override``.
     """
     raw: Dict[str, Mapping] = {str(parse_capability(k)): v for k, v in ARCHITECTURES.items()}
     overridden: Tuple[Capability, ...] = ()
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise TableError(f"{override_source}: expected a table of capability -> fields, got {shown(overrides)}")
     if overrides:
-        if not isinstance(overrides, Mapping):
-            raise TableError(f"{override_source}: expected a table of capability -> fields")
         flat_base = flatten_entries(raw, "built-in table")
         for key, entry in overrides.items():
             try:
@@ -184,60 +194,143 @@ def build_registry(
             except ValueError as exc:
                 raise TableError(f"{override_source}: {exc}") from None
             if not isinstance(entry, Mapping):
-                raise TableError(f"{override_source}: entry {key!r} must be a table of fields")
-            base = dict(flat_base.get(cap, {})) if "inherits" not in entry else {}
+                raise TableError(f"{override_source}: entry {shown(key)} must be a table of fields, "
+                                 f"got {type(entry).__name__}")
+            if cap in overridden:
+                raise TableError(f"{override_source}: entry {shown(key)}: capability {cap} is listed twice")
+            patches = inherits_of(entry, f"{override_source}: entry {cap}") is None
+            base = dict(flat_base.get(cap, {})) if patches else {}
             base.pop("lead", None)
-            raw[str(cap)] = {**base, **entry}
+            raw[str(cap)] = {**base, **{k: v for k, v in entry.items() if not (k == "inherits" and v is None)}}
             overridden += (cap,)
     where = override_source if overrides else "built-in table"
     flat = flatten_entries(raw, where)
     profiles = {cap: build_profile(cap, fields, where) for cap, fields in flat.items()}
     cap_as = parse_capability(resolve_as) if resolve_as is not None else None
     return Registry(profiles, overridden=overridden, override_source=override_source,
-                    resolve_as=cap_as, strict=strict)
+                    resolve_as=cap_as, strict=strict, inherited=_inherited_overrides(raw, overridden))
+
+
+def _inherited_overrides(raw: Mapping[str, Mapping], overridden: Tuple[Capability, ...]) -> Dict[Capability, Capability]:
+    """Each tier that is not overridden itself but inherits from one that is -> that ancestor."""
+    parents = {}
+    for key, entry in raw.items():
+        parent = entry.get("inherits") if isinstance(entry, Mapping) else None
+        if isinstance(parent, str):
+            parents[parse_capability(key)] = parse_capability(parent)
+    out: Dict[Capability, Capability] = {}
+    for cap in parents:
+        if cap in overridden:
+            continue
+        seen = {cap}
+        parent = parents.get(cap)
+        while parent is not None and parent not in seen:  # flatten_entries has refused cycles already
+            if parent in overridden:
+                out[cap] = parent
+                break
+            seen.add(parent)
+            parent = parents.get(parent)
+    return out
 
 
 def load_override_file(path: str) -> Dict[str, Mapping]:
-    """Read an override file: TOML (``.toml``) or JSON (anything else)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise TableError(f"{path}: cannot read override file: {exc.strerror}") from None
-    if path.endswith(".toml"):
-        try:
-            import tomllib  # Python 3.11+
-        except ImportError:  # pragma: no cover - Python 3.10
-            raise TableError(f"{path}: TOML needs Python 3.11+; write the file as JSON") from None
-        try:
-            parsed = tomllib.loads(data.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise TableError(f"{path}: not valid TOML: {exc}") from None
-    else:
-        import json
+    """Read an override file: TOML (``.toml``, any case) or JSON (anything else).
 
-        try:
-            parsed = json.loads(data.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise TableError(f"{path}: not valid JSON: {exc}") from None
+    Only a regular file of at most 1 MiB is read, without blocking (``validate.py``);
+    the document must be a table of capability -> table of fields, optionally under
+    ``architectures``.  Every field is checked later, when the profiles are built.
+    """
+    try:
+        data = read_regular_file(path)
+    except OSError as exc:
+        raise TableError(f"{path}: cannot read override file: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise TableError(f"{path}: cannot read override file: {exc}; accepted: a regular file of at most "
+                         f"{MAX_FILE_BYTES} bytes") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TableError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if path.lower().endswith(".toml"):
+        parsed = _parse_toml(path, text)
+    else:
+        parsed = _parse_json(path, text)
     if not isinstance(parsed, dict):
-        raise TableError(f"{path}: expected a table of capability -> fields at the top level")
+        raise TableError(f"{path}: expected a table of capability -> fields at the top level, got {type(parsed).__name__}")
+    if "architectures" in parsed:
+        if len(parsed) != 1:
+            extra = sorted(str(k) for k in parsed if k != "architectures")
+            raise TableError(f"{path}: unknown top-level key(s) {[shown(k) for k in extra[:3]]} beside "
+                             f"'architectures'; accepted: 'architectures' alone, or capability keys")
+        parsed = parsed["architectures"]
+        if not isinstance(parsed, dict):
+            raise TableError(f"{path}: field 'architectures': expected a table of capability -> fields, "
+                             f"got {type(parsed).__name__}")
     # TOML keys such as "12.0" must be quoted; an unquoted 12.0 becomes nested {"12": {"0": ..}}.
-    return {str(k): v for k, v in parsed.get("architectures", parsed).items()}
+    return {str(k): v for k, v in parsed.items()}
+
+
+def _parse_toml(path: str, text: str):
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:  # pragma: no cover - Python 3.10
+        raise TableError(f"{path}: TOML needs Python 3.11+; write the file as JSON") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TableError(f"{path}: not valid TOML: {_one_line(exc)}") from None
+    except RecursionError:
+        raise TableError(f"{path}: not valid TOML: nested too deeply") from None
+
+
+def _parse_json(path: str, text: str):
+    import json
+
+    def constant(name: str):
+        raise ValueError(f"{name} is not a number JSON allows")
+
+    def number(literal: str) -> float:
+        value = float(literal)
+        if value in (float("inf"), float("-inf")):
+            raise ValueError(f"number {literal[:20]} is out of range")
+        return value
+
+    try:
+        return json.loads(text, parse_constant=constant, parse_float=number)
+    except RecursionError:
+        raise TableError(f"{path}: not valid JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise TableError(f"{path}: not valid JSON: {_one_line(exc)}") from None
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def env_flag(name: str) -> bool:
-    value = os.environ.get(name, "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    if value in ("1", "true", "yes", "on"):
-        return True
-    raise ValueError(f"{name}={os.environ[name]!r} is not a boolean; accepted: 1/0, true/false, yes/no, on/off")
+    """A boolean environment variable (``validate.env_bool``: one parser for all)."""
+    return env_bool(name)
 
 
-@functools.lru_cache(maxsize=1)
+_default_lock = threading.Lock()
+_default: list = []  # [Registry] once built: single-flight, see default_registry()
+
+
 def default_registry() -> Registry:
-    """The registry this process uses: the table plus what the environment asks for."""
+    """The registry this process uses: the table plus what the environment asks for.
+
+    Built once (single-flight: concurrent first calls wait for one build and share it).
+    """
+    if _default:
+        return _default[0]
+    with _default_lock:
+        if not _default:
+            _default.append(_build_default())
+        return _default[0]
+
+
+def _build_default() -> Registry:
     path = os.environ.get(ENV_CONFIG) or None
     overrides = load_override_file(path) if path else None
     resolve_as = os.environ.get(ENV_RESOLVE_AS) or None
@@ -252,7 +345,11 @@ def default_registry() -> Registry:
 
 def reset_default_registry() -> None:
     """Forget the environment-derived registry (tests, and after changing the env)."""
-    default_registry.cache_clear()
+    with _default_lock:
+        _default.clear()
+
+
+default_registry.cache_clear = reset_default_registry  # type: ignore[attr-defined]  # the former lru_cache API
 
 
 def resolve(cap: CapabilityLike, *, strict: Optional[bool] = None) -> Resolution:

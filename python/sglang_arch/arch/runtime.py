@@ -8,16 +8,17 @@ when asked for its CUDA version.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
 from .policies import attention, collectives, platform
 from .profile import parse_version
-from .registry import Resolution, reset_default_registry
+from .registry import Resolution, default_registry, reset_default_registry
 from .topology import Topology
 
 logger = logging.getLogger("sglang_arch")
@@ -73,6 +74,11 @@ class MachineContext:
     def check_backend(self, name: str, kind: str, phase: str) -> attention.Validity:
         return attention.check_backend(self._res(), name, kind, phase, self.cuda)
 
+    def decisions(self, nnodes: int = 1) -> Decisions:
+        """Every decision for this node's own GPU count, topology and CUDA: what ``show`` prints."""
+        return decide(self._res(), self.topology, len(self.node.gpus), nnodes,
+                      attention.ModelTraits(cuda=self.cuda))
+
     def _res(self) -> Resolution:
         if self.resolution is None:
             raise RuntimeError("no NVIDIA GPU: the registry has nothing to decide")
@@ -96,16 +102,37 @@ def _cuda_version(simulated: bool) -> Optional[Tuple[int, int]]:
     return SIMULATED_CUDA_DEFAULT if simulated else None
 
 
-@functools.lru_cache(maxsize=1)
-def current() -> MachineContext:
-    node = detect()
+def machine(*, capability: Optional[str] = None, topology: Optional[str] = None,
+            gpu_count: Optional[int] = None, cuda: Optional[Tuple[int, int]] = None) -> MachineContext:
+    """The machine as the plugin sees it; arguments simulate one as the environment would
+    (``sglang-arch show`` builds its answer here, so it prints what the plugin decides)."""
+    default_registry()  # every SGLANG_ARCH_* setting is checked, GPU or not
+    node = detect(capability=capability, topology=topology, gpu_count=gpu_count)
     res = node_resolution(node.capabilities) if node.gpus else None
-    cuda = _cuda_version(node.source == "simulated")
-    facts = platform.platform_facts(res, cuda)
-    return MachineContext(node, res, cuda, facts)
+    cuda_version = cuda or _cuda_version(node.source == "simulated")
+    facts = platform.platform_facts(res, cuda_version)
+    return MachineContext(node, res, cuda_version, facts)
+
+
+_lock = threading.Lock()
+_machine: list = []  # [MachineContext] once built
+
+
+def current() -> MachineContext:
+    """This process's machine, built once: concurrent first calls wait for one build."""
+    if _machine:
+        return _machine[0]
+    with _lock:
+        if not _machine:
+            _machine.append(machine())
+        return _machine[0]
 
 
 def reset() -> None:
     """Forget the machine (tests; after changing SGLANG_ARCH_* in this process)."""
-    reset_default_registry()
-    current.cache_clear()
+    with _lock:
+        reset_default_registry()
+        _machine.clear()
+
+
+current.cache_clear = reset  # type: ignore[attr-defined]  # the former lru_cache API

@@ -4,32 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import List
+import math
+from typing import Any, Dict
 
-
-def _sizes(text: str) -> List[int]:
-    units = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
-    out = []
-    for part in text.split(","):
-        p = part.strip().lower().rstrip("ib").rstrip("b") if part.strip() else ""
-        try:
-            value = int(p[:-1]) * units[p[-1]] if p and p[-1] in units else int(p)
-        except (ValueError, KeyError):
-            raise argparse.ArgumentTypeError(f"invalid size {part!r}; accepted: bytes or 4K, 1M, 256M (comma-separated)")
-        if value < 4 or value % 4:
-            raise argparse.ArgumentTypeError(f"invalid size {part!r}; accepted: a positive multiple of 4 bytes")
-        out.append(value)
-    return out
-
-
-def _world_sizes(text: str) -> List[int]:
-    try:
-        values = [int(x) for x in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or any(v < 2 for v in values):
-        raise argparse.ArgumentTypeError(f"invalid world sizes {text!r}; accepted: integers >= 2, comma-separated")
-    return values
+from .. import args as cli_args
+from ..arch.validate import MAX_FILE_BYTES, MAX_GPUS_PER_NODE, read_regular_file, shown
 
 
 def add_command(sub) -> None:
@@ -41,13 +20,14 @@ def add_command(sub) -> None:
         description="One process per GPU; checks each path against NCCL, times it (bf16, multicast off), reports "
                     "whether the registry's pick is within 10%% of the fastest path, and writes an override file "
                     "(the table's schema) with the measured symm-mem sizes. Use it with SGLANG_ARCH_CONFIG=FILE.")
-    c.add_argument("--world-sizes", type=_world_sizes, default=None, metavar="N,M",
+    c.add_argument("--world-sizes", type=cli_args.tune_world_sizes, default=None, metavar="N,M",
                    help="default: 2 up to the visible GPU count (powers of two)")
-    c.add_argument("--sizes", type=_sizes, default=None, metavar="S,S", help="message sizes (default 4K..256M, x4 steps)")
-    c.add_argument("--iters", type=int, default=20, help="timed iterations per cell (default 20)")
+    c.add_argument("--sizes", type=cli_args.tune_sizes, default=None, metavar="S,S", help="message sizes (default 4K..256M, x4 steps)")
+    c.add_argument("--iters", type=cli_args.iters, default=20, help="timed iterations per cell (default 20)")
     c.add_argument("--backend", choices=("nccl", "gloo"), default="nccl",
                    help="gloo runs on CPUs and checks the harness only")
-    c.add_argument("--topology", default=None, help="override the detected topology for the check")
+    c.add_argument("--topology", type=cli_args.topology, default=None, metavar="T",
+                   help="override the detected topology for the check")
     c.add_argument("--out", metavar="FILE", help="write the override file (.toml or .json)")
     c.add_argument("--results", metavar="FILE", help="write the raw measurements and the check as JSON")
     c.add_argument("--from-results", metavar="FILE",
@@ -59,29 +39,90 @@ def add_command(sub) -> None:
 def cmd_tune_collectives(args: argparse.Namespace) -> int:
     from . import collectives as tc
 
-    if args.iters < 1:
-        raise ValueError(f"invalid --iters {args.iters}; accepted: an integer >= 1")
     if args.from_results:
-        try:
-            with open(args.from_results) as fh:
-                saved = json.load(fh)
-            run = saved["run"]
-        except (OSError, ValueError, KeyError) as exc:
-            raise ValueError(f"--from-results {args.from_results}: not a results file ({exc})") from None
+        saved = load_results(args.from_results)
+        run = saved["run"]
         return _report(args, run, run["world_sizes"], topology_name=args.topology or saved.get("topology"))
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError("tune collectives measures with torch, which is not installed: pip install torch "
+                         "(or analyse saved measurements with --from-results FILE)") from None
     world_sizes = args.world_sizes
     if world_sizes is None:
         if args.backend == "gloo":
             world_sizes = [2, 4]
         else:
-            import torch
-
             n = torch.cuda.device_count()
             world_sizes = [w for w in (2, 4, 8) if w <= n]
             if not world_sizes:
                 raise ValueError(f"tune collectives needs at least 2 GPUs; {n} visible (or --backend gloo)")
     run = tc.measure(world_sizes, args.sizes or tc.DEFAULT_SIZES, args.iters, args.backend).to_dict()
     return _report(args, run, world_sizes, topology_name=args.topology)
+
+
+def load_results(path: str) -> Dict[str, Any]:
+    """A results file written by --results, checked field by field (a regular file of at most 1 MiB)."""
+    where = f"--from-results {path}"
+    try:
+        data = read_regular_file(path)
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: cannot read: {exc}; accepted: a regular file of at most {MAX_FILE_BYTES} bytes") from None
+    try:
+        saved = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError(f"{where}: not a results file (nested too deeply)") from None
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise ValueError(f"{where}: not a results file ({' '.join(str(exc).split())[:200]})") from None
+
+    def need(ok: bool, field: str, value: Any, accepted: str) -> None:
+        if not ok:
+            raise ValueError(f"{where}: field '{field}': expected {accepted}, got {shown(value)}")
+
+    need(isinstance(saved, dict), "(top level)", saved, "an object with 'run'")
+    run = saved.get("run")
+    need(isinstance(run, dict), "run", run, "an object")
+    need(run.get("backend") in ("nccl", "gloo"), "run.backend", run.get("backend"), "'nccl' or 'gloo'")
+    for key in ("device", "started"):
+        need(isinstance(run.get(key), str), f"run.{key}", run.get(key), "a string")
+    need(_is_int(run.get("iters"), 1, 10 ** 6), "run.iters", run.get("iters"), "an integer >= 1")
+    ws = run.get("world_sizes")
+    need(isinstance(ws, list) and 0 < len(ws) <= MAX_GPUS_PER_NODE and all(_is_int(w, 2, MAX_GPUS_PER_NODE) for w in ws),
+         "run.world_sizes", ws, f"a list of integers 2-{MAX_GPUS_PER_NODE}")
+    cap = run.get("capability")
+    need(cap is None or isinstance(cap, str), "run.capability", cap, "a capability string or null")
+    need(run["backend"] == "gloo" or isinstance(cap, str), "run.capability", cap, "a capability for an nccl run")
+    topo = saved.get("topology")
+    need(topo is None or isinstance(topo, str), "topology", topo, "a topology name or null")
+    ms = run.get("measurements")
+    need(isinstance(ms, list) and len(ms) <= 10_000, "run.measurements", ms, "a list of at most 10000 objects")
+    for i, m in enumerate(ms):
+        field = f"run.measurements[{i}]"
+        need(isinstance(m, dict), field, m, "an object")
+        need(_is_int(m.get("world_size"), 2, MAX_GPUS_PER_NODE), f"{field}.world_size", m.get("world_size"),
+             f"an integer 2-{MAX_GPUS_PER_NODE}")
+        need(_is_int(m.get("size"), 4, cli_args.MAX_MESSAGE_BYTES), f"{field}.size", m.get("size"),
+             f"an integer 4-{cli_args.MAX_MESSAGE_BYTES}")
+        times, errors = m.get("times_us"), m.get("errors")
+        need(isinstance(times, dict) and all(isinstance(k, str) and _is_time(v) for k, v in times.items()),
+             f"{field}.times_us", times, "an object of path -> microseconds (a finite number > 0)")
+        need(isinstance(errors, dict) and all(isinstance(v, str) for v in errors.values()),
+             f"{field}.errors", errors, "an object of path -> reason")
+    return saved
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _is_int(value: Any, minimum: int, maximum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and minimum <= value <= maximum
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:

@@ -26,6 +26,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..arch.validate import SYMM_MEM_MAX_MIB
+
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 KIB = 1024
 MIB = 1024 * KIB
@@ -278,7 +280,7 @@ def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot") -> Dict[int, O
             if not loses(cells[i]):
                 break
             limit = cells[i]["size"]
-        mib = limit // MIB
+        mib = min(limit // MIB, SYMM_MEM_MAX_MIB)  # what an override file may hold
         out[ws] = mib if mib >= 1 else None
     return out
 
@@ -296,7 +298,7 @@ def override_entry(capability: str, base_sizes: Dict[int, int], tuned: Dict[int,
 
 
 def write_override(path: str, entry: Dict[str, Any]) -> None:
-    if path.endswith(".toml"):
+    if path.lower().endswith(".toml"):
         lines = ["# Written by `sglang-arch tune collectives`; read through SGLANG_ARCH_CONFIG."]
         for cap, fields in entry.items():
             lines.append(f'[architectures."{cap}"]')

@@ -112,10 +112,51 @@ def locate(src: str) -> Tree:
         raise ValueError(f"{src}: not a directory; {expected}")
     path = path.resolve()
     if (path / "python" / "sglang" / "srt").is_dir():
-        return Tree(path, path / "python" / "sglang", "git clone")
-    if (path / "srt").is_dir() and (path / "__init__.py").is_file():
-        return Tree(path, path, "installed package")
-    raise ValueError(f"{src}: {expected}")
+        tree = Tree(path, path / "python" / "sglang", "git clone")
+    elif (path / "srt").is_dir() and (path / "__init__.py").is_file():
+        tree = Tree(path, path, "installed package")
+    else:
+        raise ValueError(f"{src}: {expected}")
+    confine(tree, "srt")
+    return tree
+
+
+def confine(tree: Tree, rel: str) -> Path:
+    """``package/rel`` when neither it nor any folder on the way down from SRC is a
+    symlink and it resolves inside SRC; else ValueError.  Every path the series reads,
+    writes or deletes goes through this first, so nothing outside SRC is ever touched."""
+    path = tree.package / rel
+    try:
+        parts = path.relative_to(tree.src).parts
+    except ValueError:
+        raise ValueError(f"{path}: outside {tree.src}; refused") from None
+    current = tree.src
+    for part in parts:
+        if part in ("..", ".", ""):
+            raise ValueError(f"{path}: path with '{part}' refused")
+        current = current / part
+        if current.is_symlink():
+            raise ValueError(f"{current}: is a symlink; upstream writes only real files and folders inside "
+                             f"{tree.src} (replace the link with a folder, or remove it)")
+    resolved = path.resolve()
+    if resolved != tree.src and tree.src not in resolved.parents:
+        raise ValueError(f"{path}: resolves outside {tree.src} ({resolved}); refused")
+    return path
+
+
+def _confine_arch_dir(tree: Tree) -> None:
+    """``srt/arch`` and everything below it: no symlink anywhere (checked before anything is read or written)."""
+    arch_dir = confine(tree, ARCH_DIR)
+    if not arch_dir.exists():
+        return
+    if not arch_dir.is_dir():
+        raise ValueError(f"{arch_dir}: not a folder; refused")
+    for dirpath, dirnames, filenames in os.walk(arch_dir, followlinks=False):
+        for name in dirnames + filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink():
+                raise ValueError(f"{full}: is a symlink; upstream writes only real files and folders inside "
+                                 f"{tree.src} (replace the link, or remove it)")
 
 
 # --- the registry (step 1) ------------------------------------------------------------
@@ -248,14 +289,15 @@ def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResul
 class _Overlay:
     """The tree's files as the steps planned so far leave them."""
 
-    def __init__(self, package: Path) -> None:
+    def __init__(self, package: Path, tree: Optional[Tree] = None) -> None:
         self.package = package
+        self.tree = tree
         self.planned: Dict[str, Optional[str]] = {}
 
     def read(self, rel: str) -> Optional[str]:
         if rel in self.planned:
             return self.planned[rel]
-        path = self.package / rel
+        path = confine(self.tree, rel) if self.tree is not None else self.package / rel
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
     def apply(self, changes: Sequence[FileChange]) -> None:
@@ -265,8 +307,9 @@ class _Overlay:
 
 def plan_series(tree: Tree, registry_source: Optional[Path] = None) -> List[StepResult]:
     """Every step's outcome and file changes, computed without writing anything."""
+    _confine_arch_dir(tree)
     files = registry_files(registry_source)
-    overlay = _Overlay(tree.package)
+    overlay = _Overlay(tree.package, tree)
     results: List[StepResult] = []
     registry_ok = True
     for step in STEPS:
@@ -294,13 +337,17 @@ def run_series(src: str, into_git: bool = False, check: bool = False,
     series = SeriesResult(tree, steps, check, into_git)
     if check:
         return series
+    for result in steps:  # every target checked before the first write
+        if not result.skipped:
+            for change in result.changes:
+                confine(tree, change.path)
     if git_root is not None:
         _refuse_local_changes(git_root, tree, steps)
     for result in steps:
         if result.skipped or not result.changes:
             continue
         for change in result.changes:
-            _write(tree.package / change.path, change.new)
+            _write(confine(tree, change.path), change.new)
         if git_root is not None:
             result.commit = _commit(git_root, tree, result)
     return series

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ..profile import MIB
+from ..validate import SYMM_MEM_MAX_MIB
 from ..registry import Resolution
 from ..topology import Topology
 
@@ -20,9 +21,9 @@ from ..topology import Topology
 CUSTOM_AR_V2_MAX_BYTES = 16 * MIB
 CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES = 1 * MIB
 CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES = 16 * MIB
-# The symmetric-memory buffer is allocated once per group; nothing in the table may
-# ask for more than this (far above any tuned value, far below any GPU's memory).
-SYMM_MEM_MAX_BYTES_LIMIT = 1024 * MIB
+# The symmetric-memory buffer is allocated once per group; nothing in the table or an
+# override file may ask for more than this (checked where profiles are built).
+SYMM_MEM_MAX_BYTES_LIMIT = SYMM_MEM_MAX_MIB * MIB
 FUSION_REQUESTS = ("auto", "trtllm", "mnnvl", "cutedsl")
 
 
@@ -73,6 +74,9 @@ def torch_symm_mem(res: Resolution, topology: Topology, world_size: int) -> Symm
         sizes = ", ".join(str(w) for w in sorted(table))
         return SymmMemDecision(False, 0, None, f"world size {world_size} is not tuned for tier {tier} (tuned: {sizes})")
     max_bytes = table[world_size]
+    if not 0 < max_bytes <= SYMM_MEM_MAX_BYTES_LIMIT:  # profiles are checked when built; this guards hand-made ones
+        return SymmMemDecision(False, 0, None, f"tier {tier}: {max_bytes} bytes for world size {world_size} is outside "
+                                               f"1 B-{SYMM_MEM_MAX_BYTES_LIMIT // MIB} MiB")
     if topology.multicast and world_size in res.profile.symm_mem_multimem_world_sizes:
         return SymmMemDecision(True, max_bytes, "multimem",
                                f"tier {tier}, world size {world_size}, {topology.name} has multicast: multimem")

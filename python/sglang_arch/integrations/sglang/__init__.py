@@ -9,7 +9,6 @@ allow-list) or ``SGLANG_ARCH_DISABLE=1`` keep it out.
 from __future__ import annotations
 
 import logging
-import os
 from typing import List
 
 logger = logging.getLogger("sglang_arch")
@@ -30,10 +29,18 @@ def routed_concerns() -> List[str]:
 
 
 def _register() -> None:
+    from ...arch.validate import env_bool
     from .hooks import KILL_SWITCH
 
     _ensure_visible_logging()
-    if os.environ.get(KILL_SWITCH, "").strip().lower() in ("1", "true", "yes", "on"):
+    try:
+        disabled = env_bool(KILL_SWITCH)
+    except ValueError as exc:
+        # Someone reached for the kill switch: an unreadable value keeps the plugin out (the
+        # safe side, SGLang's own behaviour), said in one line.
+        logger.warning("sglang-arch: plugin not active, SGLang decides on its own (%s; read as disabled)", exc)
+        return
+    if disabled:
         logger.info("sglang-arch: disabled by %s", KILL_SWITCH)
         return
     if _state["registered"]:

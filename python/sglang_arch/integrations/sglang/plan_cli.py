@@ -8,19 +8,21 @@ import os
 from typing import Any, Dict
 
 
-def add_command(sub) -> None:
-    from ...cli import _capability, _cuda, _positive, _topology
+from ... import args as cli_args
 
+
+def add_command(sub) -> None:
     p = sub.add_parser(
         "plan", help="what a real SGLang server would pick on a (simulated) machine, with and without the registry",
         description="Resolve SGLang's real ServerArgs for a simulated machine twice, through the plugin and with "
                     "SGLang alone, and print the decisions side by side. Needs sglang installed "
                     "(pip install 'sglang-arch[serve]'). Extra server arguments go after '--'.")
-    p.add_argument("--capability", type=_capability, required=True, metavar="CAP", help="the GPU to simulate")
-    p.add_argument("--tp", type=_positive, default=1, metavar="N", help="tensor parallel size = GPUs (default 1)")
-    p.add_argument("--topology", type=_topology, metavar="T", help="default: the tier's typical topology")
-    p.add_argument("--nnodes", type=_positive, default=1, metavar="N")
-    p.add_argument("--cuda", type=_cuda, default=(13, 0), metavar="X.Y", help="torch's CUDA version (default 13.0)")
+    p.add_argument("--capability", type=cli_args.capability, required=True, metavar="CAP", help="the GPU to simulate")
+    p.add_argument("--tp", type=cli_args.world_size, default=1, metavar="N",
+                   help=f"tensor parallel size = GPUs (default 1; at most {cli_args.MAX_GPUS_PER_NODE} per node)")
+    p.add_argument("--topology", type=cli_args.topology, metavar="T", help="default: the tier's typical topology")
+    p.add_argument("--nnodes", type=cli_args.nnodes, default=1, metavar="N", help="nodes (default 1; at most --tp)")
+    p.add_argument("--cuda", type=cli_args.cuda, default=(13, 0), metavar="X.Y", help="torch's CUDA version (default 13.0)")
     p.add_argument("--model-path", required=True, metavar="DIR", help="a model directory with config.json (no weights needed)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then extra sglang server arguments")
@@ -30,6 +32,7 @@ def add_command(sub) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     import importlib.util
 
+    cli_args.machine(args, world="tp")
     if importlib.util.find_spec("sglang") is None:
         raise ValueError("plan needs SGLang: pip install 'sglang-arch[serve]'")
     if not os.path.isfile(os.path.join(args.model_path, "config.json")):
@@ -39,8 +42,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         extra = extra[1:]
     from .plan import run_plan
 
-    result = run_plan(args.capability, args.tp, args.topology.name if args.topology else None, args.nnodes,
-                      args.cuda, args.model_path, extra)
+    try:
+        result = run_plan(args.capability, args.tp, args.topology.name if args.topology else None, args.nnodes,
+                          args.cuda, args.model_path, extra)
+    except RuntimeError as exc:  # a worker failed (e.g. a server argument SGLang refuses): its last line
+        raise ValueError(f"plan: {exc}") from None
     if args.json:
         print(json.dumps(result, indent=2))
     else:

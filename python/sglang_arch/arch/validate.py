@@ -1,0 +1,137 @@
+"""The bounds of every input, and the readers that enforce them.
+
+One place for what the registry accepts from outside (override files, environment
+variables, command-line arguments): the limits (documented in the README's "Limits"
+table), the one boolean parser for environment flags, strict ASCII integers, and a file
+reader that never blocks and never reads past its cap.  Standard library only.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import re
+import stat
+from typing import Any, Mapping, Optional
+
+# --- limits (README "Limits"; test/unit/test_hostile.py checks each) -------------------
+
+MIB = 1024 * 1024
+# The largest NVLink domain that exists (GB200/GB300 NVL72): GPUs of one node that can
+# form one all-reduce group, and the largest world size any per-node table may list.
+MAX_GPUS_PER_NODE = 72
+MAX_NODES = 1024
+MAX_WORLD_SIZE = MAX_GPUS_PER_NODE * MAX_NODES
+# The symmetric-memory buffer is allocated once per group: no table or override may ask
+# for more than this per all-reduce (far above any tuned value, far below any GPU's memory).
+SYMM_MEM_MAX_MIB = 1024
+SMEM_MAX_KIB = 1024
+CUDA_MAX_MAJOR = 99
+CUDA_MAX_MINOR = 99
+MAX_TEXT = 1000  # characters of one string field (names, backends, sources)
+MAX_ITEMS = 64  # items of one list field
+MAX_FILE_BYTES = 1 * MIB  # override files and saved measurements
+MAX_SHOWN = 60  # characters of a rejected value quoted in an error message
+
+_ASCII_INT = re.compile(r"[0-9]{1,9}")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("", "0", "false", "no", "off")
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, cut short: an error line stays one short line whatever came in."""
+    try:
+        text = repr(value)
+    except Exception:  # pragma: no cover - a repr that fails
+        text = f"<{type(value).__name__}>"
+    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
+
+
+def parse_int(value: Any, what: str, minimum: int, maximum: int) -> int:
+    """An integer in ``[minimum, maximum]``: an int, an integral finite float, or ASCII
+    digits (at most 9).  Anything else is a ValueError naming ``what`` and the range."""
+    accepted = f"expected an integer >= {minimum} and <= {maximum}"
+    number: Optional[int] = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float):
+        if math.isfinite(value) and value.is_integer():
+            number = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if _ASCII_INT.fullmatch(text):
+            number = int(text)
+    if number is None or not minimum <= number <= maximum:
+        raise ValueError(f"{what}: {accepted}, got {shown(value)}")
+    return number
+
+
+def env_bool(name: str, environ: Optional[Mapping[str, str]] = None) -> bool:
+    """The one parser for boolean environment variables; unset or empty is false."""
+    env = os.environ if environ is None else environ
+    raw = env.get(name, "")
+    value = raw.strip().lower()
+    if value in FALSE_WORDS:
+        return False
+    if value in TRUE_WORDS:
+        return True
+    raise ValueError(f"{name}={shown(raw)} is not a boolean; accepted: 1/0, true/false, yes/no, on/off")
+
+
+def check_machine(world_size: int, nnodes: int) -> None:
+    """World size and node count that a real deployment can have (README "Limits")."""
+    parse_int(nnodes, "node count", 1, MAX_NODES)
+    parse_int(world_size, "world size", 1, MAX_WORLD_SIZE)
+    if world_size < nnodes:
+        raise ValueError(f"world size {world_size} is smaller than the node count {nnodes}; "
+                         f"accepted: at least one GPU per node")
+    per_node = -(-world_size // nnodes)
+    if per_node > MAX_GPUS_PER_NODE:
+        raise ValueError(f"world size {world_size} on {nnodes} node(s) is {per_node} GPUs per node; "
+                         f"accepted: at most {MAX_GPUS_PER_NODE} GPUs per node (NVL72)")
+
+
+class FileTooLarge(ValueError):
+    pass
+
+
+def read_regular_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, without ever blocking.
+
+    FIFOs, devices (``/dev/zero``), sockets and directories are refused before they are
+    opened; the open is non-blocking and the file is checked again through the open
+    descriptor (a path swapped in between is refused too); at most ``limit + 1`` bytes
+    are read.  OSError for what the system refuses, ValueError for what this refuses.
+    """
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file")
+    if st.st_size > limit:
+        raise FileTooLarge(f"larger than {limit} bytes")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        chunks = []
+        total = 0
+        while total <= limit:
+            try:
+                chunk = os.read(fd, min(65536, limit + 1 - total))
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    break
+                raise
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise FileTooLarge(f"larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

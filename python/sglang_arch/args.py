@@ -1,0 +1,117 @@
+"""The one parser for command-line input: every command takes its arguments from here.
+
+Each argparse ``type`` wraps one of the registry's parsers or bounds (``arch/validate.py``),
+so a capability, topology, CUDA version, world size or node count means the same and is
+refused the same way everywhere: one line naming the input and what is accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable, List
+
+from .arch import parse_capability, parse_topology
+from .arch.profile import parse_version
+from .arch.validate import (
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    MAX_WORLD_SIZE,
+    SYMM_MEM_MAX_MIB,
+    check_machine,
+    parse_int,
+    shown,
+)
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise CliError(f"{self.prog}: {' '.join(message.split())}")
+
+
+def argument(parse: Callable, name: str = "") -> Callable[[str], object]:
+    """An argparse ``type`` from one of the registry's parsers: its ValueError, which names
+    the input and the accepted forms, becomes argparse's one-line error."""
+
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name or parse.__name__
+    return convert
+
+
+def bounded(minimum: int, maximum: int, what: str, flag: str = "") -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            return parse_int(text, what, minimum, maximum)
+        except ValueError:
+            value = f"{flag} {shown(text).strip(chr(39))}" if flag else f"value {shown(text)}"
+            raise ValueError(f"invalid {value}; accepted: an integer >= {minimum} and <= {maximum} "
+                             f"({what}, ASCII digits)") from None
+
+    return argument(parse, what.replace(" ", "_"))
+
+
+capability = argument(parse_capability, "capability")
+topology = argument(parse_topology, "topology")
+cuda = argument(parse_version, "cuda")
+world_size = bounded(1, MAX_WORLD_SIZE, "world size")
+nnodes = bounded(1, MAX_NODES, "node count")
+gpus = bounded(1, MAX_GPUS_PER_NODE, "GPU count")
+iters = bounded(1, 100_000, "iteration count", flag="--iters")
+
+
+def machine(args: argparse.Namespace, world: str = "world_size") -> None:
+    """World size and node count together (README "Limits"); raises CliError."""
+    try:
+        check_machine(getattr(args, world), args.nnodes)
+    except ValueError as exc:
+        raise CliError(f"sglang-arch: error: {exc}") from None
+
+
+def _world_sizes(text: str) -> List[int]:
+    parts = text.split(",")
+    if len(parts) > MAX_GPUS_PER_NODE:
+        raise ValueError(f"invalid world sizes {shown(text)}; accepted: at most {MAX_GPUS_PER_NODE} values")
+    try:
+        return [parse_int(p, "x", 2, MAX_GPUS_PER_NODE) for p in parts]
+    except ValueError:
+        raise ValueError(f"invalid world sizes {shown(text)}; accepted: integers 2-{MAX_GPUS_PER_NODE}, "
+                         f"comma-separated") from None
+
+
+_UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+MAX_MESSAGE_BYTES = SYMM_MEM_MAX_MIB * 1024 * 1024
+
+
+def _sizes(text: str) -> List[int]:
+    parts = text.split(",")
+    if len(parts) > 64:
+        raise ValueError(f"invalid sizes {shown(text)}; accepted: at most 64 values")
+    out = []
+    for part in parts:
+        p = part.strip().lower()
+        for suffix in ("ib", "b"):
+            if p.endswith(suffix) and len(p) > len(suffix):
+                p = p[: -len(suffix)]
+                break
+        unit = p[-1:] if p[-1:] in ("k", "m", "g") else ""
+        try:
+            value = parse_int(p[: len(p) - len(unit)], "size", 1, MAX_MESSAGE_BYTES) * _UNITS[unit]
+        except ValueError:
+            value = 0
+        if not 4 <= value <= MAX_MESSAGE_BYTES or value % 4:
+            raise ValueError(f"invalid size {shown(part)}; accepted: a positive multiple of 4 bytes up to "
+                             f"{SYMM_MEM_MAX_MIB} MiB, as bytes or 4K, 1M, 256M (comma-separated)")
+        out.append(value)
+    return out
+
+
+tune_world_sizes = argument(_world_sizes, "world_sizes")
+tune_sizes = argument(_sizes, "sizes")

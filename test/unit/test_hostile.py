@@ -1,0 +1,445 @@
+"""Issue 10: hostile input gives one line and exit 2 (or a fail-open warning in the
+plugin), never a traceback, a hang, an unbounded size, or a write outside its target.
+One test (or parametrized case) per kind of failure; test_fuzz.py generates the rest."""
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import types
+
+import importlib
+
+import pytest
+from sglang_arch.arch import TableError, build_registry, parse_capability, runtime
+from sglang_arch.arch.registry import env_flag, load_override_file
+from sglang_arch.arch.validate import (
+    MAX_FILE_BYTES,
+    MAX_GPUS_PER_NODE,
+    SYMM_MEM_MAX_MIB,
+    read_regular_file,
+)
+from sglang_arch.cli import main
+
+detect_module = importlib.import_module("sglang_arch.arch.detect")
+
+@pytest.fixture(autouse=True)
+def _clean(monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("SGLANG_ARCH_") or key in ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "NCCL_NVLS_ENABLE",
+                                                      "NVSHMEM_DISABLE_NVLS"):
+            monkeypatch.delenv(key)
+    monkeypatch.setattr(detect_module, "_nvml_node", lambda: None)
+    monkeypatch.setattr(detect_module, "_torch_node", lambda: None)
+    runtime.reset()
+    yield
+    runtime.reset()
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_2(capsys, *argv, expect=""):
+    code, out, err = run(capsys, *argv)
+    assert code == 2, (argv, code, out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert expect in err, err
+    return err
+
+
+# --- override files of a wrong shape -------------------------------------------------
+
+WRONG_SHAPES = [
+    ('{"architectures": 5}', "field 'architectures': expected a table"),
+    ('{"architectures": {"12.0": 5}}', "must be a table of fields"),
+    ('[1, 2]', "expected a table of capability -> fields at the top level"),
+    ('{"12.0": {"name": ["a"]}}', "field 'name': expected a string"),
+    ('{"12.0": {"topology": ["pcie"]}}', "field 'topology': unknown ['pcie']"),
+    ('{"12.0": {"custom_ar_v2_table": ["sm90"]}}', "field 'custom_ar_v2_table': unknown"),
+    ('{"12.0": {"features": {"fp8": ["arch"]}}}', "unknown scope"),
+    ('{"13.0": {"inherits": ["12.0"], "name": "x"}}', "field 'inherits': expected a capability string"),
+    ('{"12.0": {"torch_symm_mem": [2, 4]}}', "field 'torch_symm_mem' must map"),
+    ('{"12.0": {"examples": "RTX"}}', "field 'examples': expected a list of strings"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"12.0": {"smem_per_sm_kib": Infinity}}', "Infinity is not a number JSON allows"),
+    ('{"12.0": {"smem_per_sm_kib": 1e400}}', "out of range"),
+    ('{"12.0": {"smem_per_sm_kib": NaN}}', "NaN is not a number JSON allows"),
+    ('{"12.0": {"smem_per_sm_kib": 100.5}}', "field 'smem_per_sm_kib': expected an integer"),
+    ('{"12.0": {"min_cuda": "１２.８"}}', "invalid version"),
+    ('{"12.0": {}, "12": {}}', "listed twice"),
+    ('\xff\xfe', "not UTF-8"),
+]
+
+
+@pytest.mark.parametrize("text,message", WRONG_SHAPES)
+def test_wrong_shape_override_is_one_line(tmp_path, monkeypatch, capsys, text, message):
+    path = tmp_path / "arch.json"
+    path.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    err = one_line_2(capsys, "explain", "12.0", expect=message)
+    assert str(path) in err
+
+
+def test_deep_toml_is_one_line(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "arch.toml"
+    path.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    one_line_2(capsys, "explain", "12.0", expect="nested too deeply")
+
+
+# --- bounded sizes -------------------------------------------------------------------
+
+@pytest.mark.parametrize("entry,field", [
+    ({"torch_symm_mem": {"8": 2000}}, "torch_symm_mem.8"),
+    ({"torch_symm_mem": {"8": 1e300}}, "torch_symm_mem.8"),
+    ({"torch_symm_mem": {"100000": 64}}, "torch_symm_mem' key"),
+    ({"symm_mem_multimem_world_sizes": [10 ** 20]}, "symm_mem_multimem_world_sizes"),
+    ({"custom_ar_v2_world_sizes": list(range(2, 200))}, "custom_ar_v2_world_sizes"),
+    ({"smem_per_block_kib": 10 ** 9}, "smem_per_block_kib"),
+    ({"min_cuda": "999.0"}, "min_cuda"),
+    ({"name": "x" * 5000}, "name"),
+    ({"sources": ["s"] * 1000}, "sources"),
+])
+def test_every_numeric_and_list_field_is_bounded_in_overrides(entry, field):
+    with pytest.raises(TableError, match=field.replace(".", r"\.")) as err:
+        build_registry({"12.0": entry}, override_source="o.json")
+    assert len(str(err.value)) < 600  # the rejected value is quoted short
+
+
+def test_symm_mem_at_the_limit_is_accepted_and_used():
+    reg = build_registry({"12.0": {"torch_symm_mem": {"8": SYMM_MEM_MAX_MIB}}})
+    assert reg.resolve("12.0").profile.torch_symm_mem[8] == SYMM_MEM_MAX_MIB << 20
+
+
+# --- hangs ---------------------------------------------------------------------------
+
+def _fifo(tmp_path):
+    path = tmp_path / "arch.json"
+    os.mkfifo(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("make", [_fifo, lambda tmp: "/dev/zero", lambda tmp: str(tmp)])
+def test_config_that_is_not_a_regular_file_is_refused_at_once(tmp_path, monkeypatch, capsys, make):
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", make(tmp_path))
+    start = time.monotonic()
+    one_line_2(capsys, "show", expect="not a regular file")
+    assert time.monotonic() - start < 5
+
+
+def test_config_file_size_is_capped(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text("{" + " " * MAX_FILE_BYTES + "}")
+    with pytest.raises(TableError, match="larger than"):
+        load_override_file(str(path))
+    assert read_regular_file(str(tmp_path / "big.json"), limit=MAX_FILE_BYTES + 2)
+
+
+def test_huge_simulated_gpu_count_is_refused_at_once(monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "12.0")
+    monkeypatch.setenv("SGLANG_ARCH_GPU_COUNT", str(10 ** 20))
+    start = time.monotonic()
+    one_line_2(capsys, "show", expect="invalid GPU count")
+    one_line_2(capsys, "show", "--capability", "12.0", "--gpus", str(10 ** 20), expect="invalid value")
+    assert time.monotonic() - start < 5
+    monkeypatch.setenv("SGLANG_ARCH_GPU_COUNT", str(MAX_GPUS_PER_NODE))
+    assert run(capsys, "show")[0] == 0
+
+
+def _fake_sglang(monkeypatch):
+    """Just the module the plugin imports before it reads the machine (SGLang takes ~10 s to import)."""
+    for name in ("sglang", "sglang.srt", "sglang.srt.plugins", "sglang.srt.plugins.hook_registry"):
+        module = types.ModuleType(name)
+        module.HookRegistry, module.HookType = object(), types.SimpleNamespace(AROUND="around")
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+class _Lines(logging.Handler):
+    """The plugin's own log lines (it may stop propagation to the root logger)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def plugin_log():
+    handler = _Lines()
+    logger = logging.getLogger("sglang_arch")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    logger.addHandler(handler)
+    yield handler.lines
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+def test_plugin_fails_open_in_one_line_on_a_fifo_config(tmp_path, monkeypatch, plugin_log):
+    from sglang_arch.integrations import sglang as plugin
+
+    _fake_sglang(monkeypatch)
+    monkeypatch.setattr(plugin, "_state", {"registered": False, "routed": []})
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", _fifo(tmp_path))
+    done = threading.Event()
+    threading.Thread(target=lambda: (plugin.register(), done.set()), daemon=True).start()
+    assert done.wait(20), "register() blocked on a FIFO"
+    lines = plugin_log
+    assert len(lines) == 1 and "plugin not active" in lines[0] and "not a regular file" in lines[0]
+    assert not plugin._state["registered"]
+
+
+# --- answers at the extremes ---------------------------------------------------------
+
+@pytest.mark.parametrize("argv,message", [
+    (["explain", "12.0", "--world-size", "1000000"], "invalid value '1000000'"),
+    (["explain", "12.0", "--world-size", "1000", "--nnodes", "2"], "at most 72 GPUs per node"),
+    (["explain", "12.0", "--world-size", "73"], "at most 72 GPUs per node"),
+    (["explain", "10.0", "--nnodes", "16", "--topology", "pcie"], "smaller than the node count 16"),
+    (["explain", "10.0", "--world-size", "4", "--nnodes", "8"], "smaller than the node count 8"),
+    (["explain", "10.0", "--world-size", "8", "--nnodes", "100000"], "invalid value '100000'"),
+    (["plan", "--capability", "12.0", "--tp", "100", "--model-path", "x"], "at most 72 GPUs per node"),
+    (["plan", "--capability", "12.0", "--tp", "2", "--nnodes", "4", "--model-path", "x"], "smaller than the node"),
+    (["tune", "collectives", "--world-sizes", str(10 ** 20)], "invalid world sizes"),
+    (["tune", "collectives", "--sizes", "1000G"], "invalid size '1000G'"),
+])
+def test_machine_bounds(capsys, argv, message):
+    one_line_2(capsys, *argv, expect=message)
+
+
+def test_machine_bounds_accept_real_deployments(capsys):
+    for argv in (["explain", "10.0", "--world-size", "72", "--topology", "nvswitch"],
+                 ["explain", "10.0", "--world-size", "144", "--nnodes", "2", "--topology", "nvswitch"]):
+        assert run(capsys, *argv)[0] == 0
+
+
+# --- upstream never leaves SRC -------------------------------------------------------
+
+def test_upstream_refuses_a_symlinked_arch_dir_before_writing(tmp_path, capsys):
+    pytest.importorskip("libcst")
+    src = tmp_path / "sglang"
+    (src / "srt").mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.py").write_text("x = 1\n")
+    (src / "srt" / "arch").symlink_to(outside, target_is_directory=True)
+    one_line_2(capsys, "upstream", str(src), expect="is a symlink")
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.py"]  # nothing written, nothing deleted
+
+
+def test_upstream_refuses_a_symlinked_file_inside_arch(tmp_path, capsys):
+    pytest.importorskip("libcst")
+    src = tmp_path / "sglang"
+    (src / "srt" / "arch").mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    victim = tmp_path / "victim.py"
+    victim.write_text("precious\n")
+    (src / "srt" / "arch" / "registry.py").symlink_to(victim)
+    one_line_2(capsys, "upstream", str(src), expect="is a symlink")
+    assert victim.read_text() == "precious\n"
+
+
+# --- no traceback from commands --------------------------------------------------------
+
+def test_plan_worker_failure_is_one_line(tmp_path, monkeypatch, capsys):
+    from sglang_arch.integrations.sglang import plan
+
+    def failing(*a, **k):
+        raise RuntimeError("the routed worker failed: error: unrecognized arguments: --bogus")
+
+    monkeypatch.setattr(plan, "run_plan", failing)
+    (tmp_path / "config.json").write_text("{}")
+    one_line_2(capsys, "plan", "--capability", "12.0", "--model-path", str(tmp_path), "--", "--bogus",
+               expect="unrecognized arguments: --bogus")
+
+
+def test_tune_without_torch_is_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    one_line_2(capsys, "tune", "collectives", expect="torch, which is not installed")
+
+
+@pytest.mark.parametrize("doc,message", [
+    ("{nope", "not a results file"),
+    ("[]", "(top level)"),
+    ('{"run": 5}', "field 'run'"),
+    ('{"run": {"backend": "nccl"}}', "run.device"),
+    ('{"run": {"backend": "gloo", "device": "d", "started": "s", "iters": 1, "world_sizes": [2], '
+     '"capability": null, "measurements": [{"world_size": 2, "size": 4, "times_us": {"nccl": "fast"}, '
+     '"errors": {}}]}}', "run.measurements[0].times_us"),
+    ('{"run": {"backend": "gloo", "device": "d", "started": "s", "iters": 1, "world_sizes": [10000000000], '
+     '"capability": null, "measurements": []}}', "run.world_sizes"),
+    ('{"run": {"backend": "nccl", "device": "d", "started": "s", "iters": 1, "world_sizes": [2], '
+     '"capability": "banana", "measurements": []}}', "invalid compute capability"),
+])
+def test_tune_from_malformed_results_is_one_line(tmp_path, capsys, doc, message):
+    path = tmp_path / "results.json"
+    path.write_text(doc)
+    one_line_2(capsys, "tune", "collectives", "--from-results", str(path), expect=message)
+
+
+def test_unexpected_error_is_still_one_line(monkeypatch, capsys):
+    import sglang_arch.cli as cli
+
+    monkeypatch.setattr(cli, "matrix_rows", lambda: {}["boom"])
+    code, _, err = run(capsys, "matrix")
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "internal error: KeyError" in err
+
+
+# --- show prints what the plugin decides --------------------------------------------
+
+@pytest.mark.parametrize("env", [
+    {"SGLANG_ARCH_CAPABILITY": "10.0", "SGLANG_ARCH_GPU_COUNT": "8", "SGLANG_ARCH_CUDA": "12.4"},
+    {"SGLANG_ARCH_CAPABILITY": "10.0", "SGLANG_ARCH_GPU_COUNT": "8", "SGLANG_ARCH_TOPOLOGY": "nvswitch"},
+    {"SGLANG_ARCH_CAPABILITY": "9.0", "SGLANG_ARCH_GPU_COUNT": "4", "NCCL_NVLS_ENABLE": "0"},
+    {"SGLANG_ARCH_CAPABILITY": "12.0", "SGLANG_ARCH_GPU_COUNT": "2", "SGLANG_ARCH_TOPOLOGY": "pcie-p2p"},
+])
+def test_show_equals_the_plugins_context(monkeypatch, capsys, env):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    code, out, _ = run(capsys, "show", "--json")
+    shown = json.loads(out)["node"]
+    runtime.reset()
+    ctx = runtime.current()  # what the plugin's glue reads
+    assert code == 0 and shown == ctx.decisions().to_dict()
+    assert shown["collectives"]["torch_symm_mem"]["algorithm"] == ctx.symm_mem(ctx.world).algorithm
+    assert shown["collectives"]["allreduce_fusion"]["backend"] == ctx.fusion(1).backend
+
+
+def test_forced_topology_on_a_real_node_respects_multicast_off(monkeypatch, capsys):
+    from sglang_arch.arch import TOPOLOGIES, Capability, Gpu, Node
+
+    gpus = tuple(Gpu(i, "B200", Capability(10, 0)) for i in range(8))
+    monkeypatch.setattr(detect_module, "_nvml_node", lambda: Node(gpus, TOPOLOGIES["nvlink"], "nvml"))
+    monkeypatch.setenv("SGLANG_ARCH_TOPOLOGY", "nvswitch")
+    monkeypatch.setenv("SGLANG_ARCH_CUDA", "13.0")
+    code, out, _ = run(capsys, "show", "--json")
+    d = json.loads(out)["node"]
+    assert code == 0 and d["topology"] == "nvswitch" and d["collectives"]["torch_symm_mem"]["algorithm"] == "multimem"
+    monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    runtime.reset()
+    code, out, _ = run(capsys, "show", "--json")
+    d = json.loads(out)["node"]
+    assert code == 0 and d["topology"] == "nvlink" and d["collectives"]["torch_symm_mem"]["algorithm"] == "two_shot"
+    runtime.reset()
+    assert runtime.current().topology.name == "nvlink"  # the plugin reads the same
+
+
+def test_show_uses_the_runtimes_torch_cuda(monkeypatch, capsys):
+    code, out, _ = run(capsys, "show", "--capability", "10.0", "--gpus", "8", "--cuda", "12.4", "--json")
+    d = json.loads(out)["node"]
+    assert code == 0 and not d["collectives"]["allreduce_fusion"]["enabled"]
+    assert "needs torch CUDA >= 12.8" in d["collectives"]["allreduce_fusion"]["reason"]
+
+
+# --- override semantics -------------------------------------------------------------
+
+def test_inherits_null_patches_instead_of_wiping():
+    reg = build_registry({"12.0": {"inherits": None, "torch_symm_mem": {"2": 32}}})
+    p = reg.resolve("12.0").profile
+    assert p.name == "Blackwell (RTX)" and p.torch_symm_mem == {2: 32 << 20}
+    assert p.attention_mha == build_registry().resolve("12.0").profile.attention_mha
+
+
+def test_children_of_a_patched_parent_report_override():
+    reg = build_registry({"12.0": {"torch_symm_mem": {"2": 32}}}, override_source="o.json")
+    child = reg.resolve("12.1")
+    assert child.profile.torch_symm_mem == {2: 32 << 20}  # the patch is inherited ...
+    assert child.match == "override" and "inherits from 12.0" in child.reason  # ... and said
+    assert build_registry().resolve("12.1").match == "exact"
+    assert reg.resolve("10.0").match == "exact"  # unrelated tiers stay exact
+    assert reg.with_strict(True).resolve("12.1").match == "override"
+
+
+# --- spellings ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["(12, 0)", "(12,0)", " ( 12 , 0 ) "])
+def test_tuple_spelling_from_the_readme_is_accepted(capsys, text):
+    assert parse_capability(text).as_tuple() == (12, 0)
+    assert run(capsys, "explain", text)[0] == 0
+
+
+@pytest.mark.parametrize("text", ["１２.０", "١٢.٠", "sm_１２０", "12.０", "१२"])
+def test_non_ascii_digits_are_refused(capsys, text):
+    with pytest.raises(ValueError, match="invalid compute capability"):
+        parse_capability(text)
+    one_line_2(capsys, "explain", text, expect="ASCII digits")
+    one_line_2(capsys, "explain", "12.0", "--world-size", "８", expect="invalid value")
+
+
+# --- concurrency ------------------------------------------------------------------------
+
+def test_runtime_current_is_single_flight(monkeypatch):
+    calls = []
+    real = runtime.detect
+
+    def slow_detect(**kwargs):
+        calls.append(1)
+        time.sleep(0.05)
+        return real(**kwargs)
+
+    monkeypatch.setattr(runtime, "detect", slow_detect)
+    monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "12.0")
+    runtime.reset()
+    barrier = threading.Barrier(8)
+    results = []
+
+    def worker():
+        barrier.wait()
+        results.append(runtime.current())
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(calls) == 1 and len(results) == 8 and all(r is results[0] for r in results)
+    runtime.reset()
+    assert runtime.current() is not results[0] and len(calls) == 2  # reset() still forgets
+
+
+# --- small inconsistencies ------------------------------------------------------------
+
+def test_toml_suffix_is_case_insensitive(tmp_path):
+    path = tmp_path / "X.TOML"
+    path.write_text('[architectures."12.0"]\nname = "Tuned"\n')
+    assert load_override_file(str(path)) == {"12.0": {"name": "Tuned"}}
+
+
+@pytest.mark.parametrize("value,expected", [("1", True), (" On ", True), ("", False), ("off", False)])
+def test_one_boolean_parser(monkeypatch, value, expected):
+    monkeypatch.setenv("SGLANG_ARCH_STRICT", value)
+    assert env_flag("SGLANG_ARCH_STRICT") is expected
+
+
+def test_invalid_booleans(monkeypatch, capsys, plugin_log):
+    monkeypatch.setenv("SGLANG_ARCH_STRICT", "maybe")
+    one_line_2(capsys, "explain", "12.0", expect="SGLANG_ARCH_STRICT='maybe' is not a boolean")
+    monkeypatch.delenv("SGLANG_ARCH_STRICT")
+    # The kill switch: an invalid value keeps the plugin out (the safe side), in one line.
+    from sglang_arch.integrations import sglang as plugin
+
+    monkeypatch.setattr(plugin, "_state", {"registered": False, "routed": []})
+    monkeypatch.setenv("SGLANG_ARCH_DISABLE", "maybe")
+    plugin.register()
+    lines = plugin_log
+    assert len(lines) == 1 and "SGLANG_ARCH_DISABLE='maybe' is not a boolean" in lines[0]
+    assert not plugin._state["registered"]
+
+
+def test_show_simulation_flags_need_a_capability(capsys):
+    one_line_2(capsys, "show", "--gpus", "4", expect="need --capability")
+    one_line_2(capsys, "show", "--topology", "pcie", expect="need --capability")
+
+
+def test_show_without_gpu_still_checks_the_environment(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(tmp_path / "missing.json"))
+    one_line_2(capsys, "show", expect="cannot read override file")
+    monkeypatch.delenv("SGLANG_ARCH_CONFIG")
+    monkeypatch.setenv("SGLANG_ARCH_CUDA", "twelve")
+    one_line_2(capsys, "show", expect="SGLANG_ARCH_CUDA")
