@@ -30,14 +30,16 @@ import sys
 
 PLUGIN_NAME = "sglang_arch"  # the entry point's name in ``sglang.srt.plugins``
 KILL_SWITCH = "SGLANG_ARCH_DISABLE"
-TRUE_WORDS = ("1", "true", "yes", "on")
+# As ``arch.validate.env_bool``: anything but a false word keeps the plugin out (an
+# unreadable value is read as "disabled", the safe side; the entry point says so).
+FALSE_WORDS = ("", "0", "false", "no", "off")
 
 _state = {"installed": False, "error": None}
 
 
 def opted_out(environ=os.environ) -> bool:
     """Whether the user keeps the plugin out of this process (as SGLang's loader does)."""
-    if environ.get(KILL_SWITCH, "").strip().lower() in TRUE_WORDS:
+    if environ.get(KILL_SWITCH, "").strip().lower() not in FALSE_WORDS:
         return True
     allowed = environ.get("SGLANG_PLUGINS", "")
     if allowed.strip():

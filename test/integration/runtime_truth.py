@@ -83,12 +83,23 @@ def main() -> int:
         faked.enter_context(simulated_torch_device(cap))
     else:
         faked = contextlib.ExitStack()
+    from sglang.srt.utils import common
+    from sglang_arch.arch.policies.attention import ModelTraits
+
+    out["identity"] = {"device_capability": list(common.get_device_capability()), "device_sm": common.get_device_sm(),
+                       "is_sm120": bool(common.is_sm120_supported())}
+    out["registry_attention"] = {
+        kind: list(_pair(ctx.attention_default(ModelTraits(kind=kind, cuda=ctx.cuda)))) for kind in ("mha", "mla")}
     with faked:
         out["attention"] = {kind: attention(kind, gpus, ctx) for kind in MODELS}
         out["fusion"] = fusion(gpus, ctx, add_norm)
         out["symm_mem"] = symm_mem(gpus, ctx, args.cpu)
     print(json.dumps(out))
     return 0
+
+
+def _pair(decision):
+    return decision.prefill, decision.decode
 
 
 def resolve_args(model: str, gpus: int):
