@@ -1,0 +1,136 @@
+"""The early finder (``sglang_arch._early``): opt-outs, loader hand-off, no recursion, no failure."""
+
+import importlib
+import importlib.abc
+import sys
+import textwrap
+
+import pytest
+from sglang_arch import _early
+from sglang_arch.arch import validate
+
+
+@pytest.mark.parametrize("env,out", [
+    ({}, False),
+    ({"SGLANG_ARCH_DISABLE": "0"}, False),
+    ({"SGLANG_ARCH_DISABLE": "off"}, False),
+    ({"SGLANG_ARCH_DISABLE": "1"}, True),
+    ({"SGLANG_ARCH_DISABLE": " TRUE "}, True),
+    ({"SGLANG_ARCH_DISABLE": "maybe"}, True),  # unreadable: the safe side, as the entry point
+    ({"SGLANG_PLUGINS": "other"}, True),
+    ({"SGLANG_PLUGINS": "other, sglang_arch"}, False),
+    ({"SGLANG_PLUGINS": " "}, False),
+])
+def test_opt_outs_match_the_entry_point(env, out):
+    assert _early.opted_out(env) is out
+
+
+def test_false_words_are_the_validation_layers():
+    # _early cannot import arch.validate (it runs at every interpreter start); they must agree.
+    assert set(_early.FALSE_WORDS) == set(validate.FALSE_WORDS)
+
+
+@pytest.fixture
+def fake_tree(tmp_path, monkeypatch):
+    pkg = tmp_path / "earlyfake"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "target.py").write_text(textwrap.dedent("""
+        import earlyfake.user  # a circular import: user binds gate before target finished
+        def gate(x):
+            return "original"
+        FLAG = gate(1)
+    """))
+    (pkg / "user.py").write_text("from earlyfake import target\n")
+    (pkg / "late.py").write_text("from earlyfake.target import gate\nCACHED = gate(2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield pkg
+    for name in [n for n in sys.modules if n.startswith("earlyfake")]:
+        del sys.modules[name]
+
+
+def _router(loaded):
+    router = _early._Router()
+    router.watched = {"earlyfake.target"}
+
+    def on_loaded(module, meanwhile):
+        loaded.append((module.__name__, sorted(meanwhile)))
+        original = module.gate
+
+        def routed(x):
+            return "routed"
+
+        routed.__wrapped__ = original
+        module.gate = routed
+
+    router._on_loaded = on_loaded
+    return router
+
+
+def test_a_watched_module_is_routed_before_anyone_imports_from_it(fake_tree):
+    loaded = []
+    router = _router(loaded)
+    sys.meta_path.insert(0, router)
+    try:
+        target = importlib.import_module("earlyfake.target")
+        late = importlib.import_module("earlyfake.late")
+    finally:
+        sys.meta_path.remove(router)
+    assert loaded == [("earlyfake.target", ["earlyfake.user"])]
+    assert late.CACHED == "routed" and target.gate(0) == "routed"
+    assert target.FLAG == "original"  # its own module-level use ran before routing
+    # The module keeps its real loader (inspect, importlib.resources).
+    assert not isinstance(target.__loader__, _early._RoutingLoader)
+    assert not isinstance(target.__spec__.loader, _early._RoutingLoader)
+
+
+class _AskingFinder(importlib.abc.MetaPathFinder):
+    """Another finder that, like ours, asks the rest of sys.meta_path (a recursion trap)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if not name.startswith("earlyfake"):
+            return None
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    return spec
+        return None
+
+
+def test_two_asking_finders_do_not_recurse(fake_tree):
+    loaded = []
+    router, other = _router(loaded), _AskingFinder()
+    sys.meta_path[:0] = [other, router]
+    try:
+        importlib.import_module("earlyfake.target")
+    finally:
+        sys.meta_path.remove(router)
+        sys.meta_path.remove(other)
+    assert [name for name, _ in loaded] == ["earlyfake.target"]
+
+
+def test_a_failing_hook_never_breaks_the_import(fake_tree, monkeypatch):
+    router = _early._Router()
+    router.watched = {"earlyfake.target"}
+
+    def broken(module, meanwhile):
+        raise RuntimeError("boom")
+
+    router._on_loaded = broken
+    monkeypatch.setitem(_early._state, "error", None)
+    sys.meta_path.insert(0, router)
+    try:
+        target = importlib.import_module("earlyfake.target")
+    finally:
+        sys.meta_path.remove(router)
+    assert target.gate(0) == "original"
+    assert _early.error() == "RuntimeError: boom"
+
+
+def test_install_respects_the_kill_switch(monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_DISABLE", "1")
+    monkeypatch.setitem(_early._state, "installed", False)
+    before = list(sys.meta_path)
+    _early.install()
+    assert sys.meta_path == before and not _early.installed()
