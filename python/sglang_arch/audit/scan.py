@@ -26,6 +26,8 @@ Comments and strings are never sites (only code nodes are visited); a tree's own
 
 from __future__ import annotations
 
+import ast
+import bisect
 import os
 import re
 from dataclasses import dataclass, field
@@ -47,14 +49,20 @@ WINDOW_KEYWORDS = {"min_sm", "max_sm", "device_capability_majors", "min_capabili
 MAJORS = set(range(7, 14))
 SM_NUMBERS = {70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121}
 
-# Cheap prefilter: a file without any of these tokens has no site (checked on the text
-# before libcst parses it).  Every detector below needs one of them on its line, or a
-# cached flag's name (added for the second pass).
-PREFILTER = re.compile(
-    r"get_device_capability|get_device_properties|device_capability|is_sm\d|is_blackwell|is_hopper|"
-    r"get_device_sm|CapabilityRequirement|min_sm|max_sm|capabilit|\bsm\b|sm_version|\bcc\b|\bcap\b|\barch\b|"
-    r"[{,]\s*\(?\s*(?:7|8|9|10|11|12|13)\s*[:,]|^\s*\(?(?:7|8|9|10|11|12|13|\d{2,3})\s*[:,]",
-    re.MULTILINE)
+# Cheap prefilter, in two steps, before libcst sees a file.  ``STRONG`` finds the lines
+# that can hold a site (every detector below needs one of these tokens on its line, or
+# the name of a cached flag); a file without one is not parsed, and of a file with one
+# libcst parses only the module-level statements and the functions and methods that
+# hold such a line (the rest is blanked, so line numbers stay).
+STRONG = (r"get_device_capability|get_device_properties|device_capability|is_sm\d|is_blackwell|is_hopper|"
+          r"get_device_sm|CapabilityRequirement\.cuda\(|min_sm|max_sm|min_capability|max_capability|sm_version|device_sm"
+          r"|(?:^|\{)\s*\(?\s*(?:7|8|9|10|11|12|13)\s*(?:,\s*\d\s*\))?\s*:(?!=)"
+          r"|(?:^|\{)\s*(?:70|75|80|86|89|90|100|103|110|120|121)\s*:(?!=)"
+          r"|\b(?:_*(?:device_)?(?:capability|compute_capability|cuda_capability|cap|cc|sm|sm_version|device_sm|"
+          r"sm_arch|arch_major|cc_major|sm_major|major_cap|capability_major|gpu_arch|cuda_arch|arch|major|minor))"
+          r"\s*(?://\s*\d+\s*)?(?:==|!=|>=|<=|<|>|\bin\b|\bnot in\b)\s*[\d(\[{]"
+          r"|\.major\b|\.minor\b")
+PREFILTER = re.compile(STRONG, re.MULTILINE)
 
 KIND_ORDER = ("table", "window", "cached_flag", "read", "probe", "platform", "flag", "compare")
 
@@ -472,40 +480,136 @@ def _target_names(node: cst.BaseExpression) -> List[str]:
     return []
 
 
-def scan_file(root: str, file: str, text: Optional[str] = None) -> FileScan:
+def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[re.Pattern] = None) -> FileScan:
+    """Scan one file; with ``keep``, only the statements and functions holding a line that
+    matches it (``skeleton``)."""
     if text is None:
         with open(os.path.join(root, file), encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     module = package_module(file)
-    visitor = _Visitor(file, module, text.splitlines() or [""], file.endswith("__init__.py"))
+    lines = text.splitlines() or [""]
+    source = skeleton(text, keep) if keep is not None else text
+    visitor = _Visitor(file, module, lines, file.endswith("__init__.py"))
     try:
-        wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
+        wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
     except cst.ParserSyntaxError:
-        return FileScan(file, module, {}, {}, {}, {}, [])
+        return FileScan(file, module, {}, {}, {}, {}, [], lines)
     wrapper.visit(visitor)
     return FileScan(file, module, visitor.imports, visitor.sites, visitor.flags, visitor.flag_deps, visitor.loads,
-                    visitor.lines)
+                    lines)
+
+
+def _span(node: ast.stmt) -> Tuple[int, int]:
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return start, node.end_lineno or node.lineno
+
+
+def skeleton(text: str, keep: re.Pattern) -> str:
+    """``text`` with every function or method that holds no line matching ``keep``
+    blanked out (module-level statements and class headers stay; line numbers stay)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    lines = text.splitlines(keepends=True)
+    hits = sorted(i + 1 for i, ln in enumerate(lines) if keep.search(ln))
+    kept = [False] * (len(lines) + 2)
+
+    def hit(a: int, b: int) -> bool:
+        i = bisect.bisect_left(hits, a)
+        return i < len(hits) and hits[i] <= b
+
+    def mark(a: int, b: int) -> None:
+        for i in range(a, b + 1):
+            kept[i] = True
+
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in tree.body:
+        a, b = _span(node)
+        if isinstance(node, defs):
+            if hit(a, b):
+                mark(a, b)
+        elif isinstance(node, ast.ClassDef) and hit(a, b):
+            body_start = _span(node.body[0])[0]
+            mark(a, body_start - 1)
+            any_kept = False
+            for st in node.body:
+                sa, sb = _span(st)
+                if not isinstance(st, defs) or hit(sa, sb):
+                    mark(sa, sb)
+                    any_kept = True
+            if not any_kept:
+                mark(*_span(node.body[0]))
+        elif not isinstance(node, ast.ClassDef):
+            mark(a, b)
+    return "".join(ln if kept[i + 1] else "\n" for i, ln in enumerate(lines))
+
+
+def module_flags(text: str) -> Set[str]:
+    """Names assigned at module level from a line that can hold a site, and (transitively)
+    from those: the cached flags another module may import (``ast``, cheap)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    lines = text.splitlines()
+    flags: Set[str] = set()
+    assigns = []
+    for node in _module_statements(tree.body):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            loads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            seg = "\n".join(lines[node.lineno - 1: (node.end_lineno or node.lineno)])
+            assigns.append((names, loads, bool(PREFILTER.search(seg))))
+    changed = True
+    while changed:
+        changed = False
+        for names, loads, strong in assigns:
+            names = {n for n in names if len(n) > 2 and not n.startswith("__")}
+            if not names <= flags and (strong or loads & flags):
+                flags |= names
+                changed = True
+    return flags
+
+
+def _module_statements(body: List[ast.stmt]) -> Iterator[ast.stmt]:
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With)):
+            for block in ("body", "orelse", "finalbody"):
+                yield from _module_statements(getattr(node, block, []) or [])
+            for handler in getattr(node, "handlers", []):
+                yield from _module_statements(handler.body)
 
 
 def scan_tree(root: str, prefilter: bool = True) -> Tuple[List[FileScan], int]:
-    """Scan every file; returns the scans of files with a site and the number of files
-    read.  Cached flags are followed through module-level assignments and imports: a
-    file skipped by the prefilter is scanned in a second pass when it names a flag."""
+    """Scan every file; returns the scans of files that may hold a site, and the number
+    of files read.  With ``prefilter`` (the default), files and functions without a line
+    that can hold a site are not parsed by libcst: a line matches ``STRONG`` or names a
+    module-level value computed from such a line anywhere in the tree (a cached flag)."""
     texts: Dict[str, str] = {}
-    scans: Dict[str, FileScan] = {}
     files = list(iter_files(root))
     for file in files:
         with open(os.path.join(root, file), encoding="utf-8", errors="replace") as fh:
             texts[file] = fh.read()
-        if not prefilter or PREFILTER.search(texts[file]):
-            scans[file] = scan_file(root, file, texts[file])
-    _close_flags(scans)
-    flag_names = {n for s in scans.values() for n in s.flags}
-    if prefilter and flag_names:
-        second = re.compile(r"\b(" + "|".join(sorted(map(re.escape, flag_names))) + r")\b")
+    scans: Dict[str, FileScan] = {}
+    if not prefilter:
         for file in files:
-            if file not in scans and second.search(texts[file]):
-                scans[file] = scan_file(root, file, texts[file])
+            scans[file] = scan_file(root, file, texts[file])
+    else:
+        strong = [f for f in files if PREFILTER.search(texts[f])]
+        flag_names: Set[str] = set()
+        for f in strong:
+            flag_names |= module_flags(texts[f])
+        pattern = STRONG
+        if flag_names:
+            pattern += r"|\b(?:" + "|".join(sorted(map(re.escape, flag_names))) + r")\b"
+        keep = re.compile(pattern, re.MULTILINE)
+        for file in files:
+            if keep.search(texts[file]):
+                scans[file] = scan_file(root, file, texts[file], keep)
+    _close_flags(scans)
     _add_flag_uses(scans)
     return [scans[f] for f in sorted(scans)], len(files)
 
