@@ -22,7 +22,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from . import classify, routing
 from .routing import EXTRA_ROUTED, Routed, Routing, patched_routing, plugin_routing  # noqa: F401

@@ -427,7 +427,7 @@ class _Visitor(cst.CSTVisitor):
                         out.append(e)
             return out
         if isinstance(node, cst.BinaryOperation):
-            return self._origins(node.left) + [e for e in self._origins(node.right) if True]
+            return self._origins(node.left) + self._origins(node.right)
         return []
 
     def visit_Call(self, node: cst.Call) -> None:
