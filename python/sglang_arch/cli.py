@@ -185,6 +185,18 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from .audit import AuditError, audit, report
+
+    try:
+        result = audit(args.src, early_routing=args.early_routing)
+    except AuditError as exc:
+        raise CliError(f"sglang-arch audit: {exc}") from None
+    render = report.to_json if args.json else report.render_markdown if args.markdown else report.render_table
+    sys.stdout.write(render(result))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sglang-arch", description=(
         "The GPU architecture registry for SGLang: what a GPU resolves to and what SGLang "
@@ -232,6 +244,19 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the support matrix (docs/support-matrix.md is generated from it).")
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
     p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("audit", help="every capability-dependent site of an SGLang tree and whether it is routed",
+                       description="Static inventory (libcst) of sglang/srt and sglang/kernels: each site whose "
+                                   "behaviour depends on the compute capability, its concern, and its status for the "
+                                   "plugin and the patched tree. SRC: an sglang package dir, a dir containing "
+                                   "sglang/, or an SGLang git clone.")
+    p.add_argument("src", metavar="SRC", help="the SGLang tree")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="every site, machine-readable")
+    out.add_argument("--markdown", action="store_true", help="docs/capability-sites.md")
+    p.add_argument("--no-early-routing", dest="early_routing", action="store_false",
+                   help="count values cached at import from a probe as unrouted for the plugin")
+    p.set_defaults(func=cmd_audit)
 
     from . import commands
 

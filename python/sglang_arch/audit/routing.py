@@ -1,0 +1,145 @@
+"""What is routed, derived from the plugin's targets and the patch series' steps.
+
+Nothing here names a site: a site's status follows from
+
+- the functions routed (``Routing.functions``): the plugin's ``all_targets()`` paths,
+  the series' ``FunctionSite``s, and ``EXTRA_ROUTED`` (functions routed on purpose by
+  other means).  A site inside one of them (or a nested function, or the module-level
+  assignment that defines it) is ``routed``;
+- the probe helpers routed (``Routing.helpers``, in ``Routing.helper_modules``): the
+  plugin's ``FACT_HELPERS`` and its targets in ``sglang.srt.utils.common``; the series'
+  ``ProbeSite``s and the ``FunctionSite``s of ``srt/utils/common.py``.  A call of one,
+  or a ``get_platform()`` fact that reads one (SGLang's ``runtime_context`` maps facts
+  to helpers; read from the scanned tree), is ``probe``;
+- ``import_time_probes``: whether a probe called while a module is imported already
+  answers from the registry.  The patched tree's probes are rewritten in the source, so
+  always; the plugin's only with early routing (``early_routing=True``, the default:
+  the plugin installs its probes before SGLang's modules compute values from them).
+  Without it, a module-level value computed from a probe is ``unrouted``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Optional, Sequence, Set
+
+from .scan import package_module
+
+COMMON = "sglang.srt.utils.common"
+# Modules that re-export the probe helpers of ``COMMON`` (``from ...common import *``).
+REEXPORTS = {COMMON: ("sglang.srt.utils",)}
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A function routed on purpose by other means than a target or a series site.
+
+    ``path`` is "module.attr" or "module.Class.method"; ``plugin`` / ``patched`` say
+    which of the two it counts for."""
+
+    path: str
+    reason: str
+    plugin: bool = True
+    patched: bool = True
+
+
+# Declarative additions, for hooks that are not (yet) a Target in targets.py.
+EXTRA_ROUTED: Sequence[Routed] = ()
+
+
+@dataclass
+class Routing:
+    name: str
+    functions: Dict[str, str] = field(default_factory=dict)  # path -> reason
+    helpers: Set[str] = field(default_factory=set)
+    helper_modules: Set[str] = field(default_factory=set)
+    uses: Dict[str, str] = field(default_factory=dict)  # module-level name the glue reads -> target
+    import_time_probes: bool = True
+
+    def function_for(self, module: str, scope: str, assigned: Iterable[str] = ()) -> Optional[str]:
+        paths = [f"{module}.{scope}"] if scope else [f"{module}.{n}" for n in assigned]
+        for full in paths:
+            parts = full.split(".")
+            for i in range(len(parts), 0, -1):
+                prefix = ".".join(parts[:i])
+                if prefix in self.functions:
+                    return prefix
+        return None
+
+
+def _add_helpers(routing: Routing, module: str, names: Iterable[str]) -> None:
+    routing.helpers.update(names)
+    routing.helper_modules.add(module)
+    routing.helper_modules.update(REEXPORTS.get(module, ()))
+
+
+def plugin_routing(targets=None, extra: Sequence[Routed] = (), early_routing: bool = True) -> Routing:
+    """What the plugin routes, read from ``targets.all_targets()`` (or ``targets``)."""
+    from ..integrations.sglang import targets as targets_mod
+
+    if targets is None:
+        targets = targets_mod.all_targets()
+    routing = Routing("plugin", import_time_probes=early_routing)
+    for t in targets:
+        routing.functions[t.path] = f"the plugin hooks {t.path} ({t.concern})"
+        for name in t.uses:
+            routing.uses.setdefault(name, t.path)
+        module, attr = t.path.rsplit(".", 1)
+        if module == COMMON:
+            _add_helpers(routing, module, [attr])
+    _add_helpers(routing, COMMON, targets_mod.FACT_HELPERS.values())
+    for r in tuple(EXTRA_ROUTED) + tuple(extra):
+        if r.plugin:
+            routing.functions[r.path] = r.reason
+    return routing
+
+
+def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
+    """What a tree patched by ``sglang-arch upstream`` routes, read from ``STEPS``."""
+    from ..upstream import rewriter
+    from ..upstream import sites as sites_mod
+
+    routing = Routing("patched", import_time_probes=True)
+    for step in steps if steps is not None else sites_mod.STEPS:
+        for plan in step.modules:
+            module = package_module(plan.path)
+            for site in plan.sites:
+                if isinstance(site, rewriter.ProbeSite):
+                    _add_helpers(routing, module, site.names)
+                    continue
+                routing.functions[f"{module}.{site.qualname}"] = (
+                    f"series step {step.number} ({step.key}) guards {site.qualname}")
+                for name in site.uses:
+                    routing.uses.setdefault(name, f"{module}.{site.qualname}")
+                if module == COMMON:
+                    _add_helpers(routing, module, [site.qualname])
+    for r in tuple(EXTRA_ROUTED) + tuple(extra):
+        if r.patched:
+            routing.functions[r.path] = r.reason
+    return routing
+
+
+def platform_facts(root: str) -> Dict[str, str]:
+    """SGLang's ``get_platform()`` fact -> probe helper map, read from the scanned tree's
+    ``srt/runtime_context.py`` (``_PLATFORM_PROBES``, ``_PLATFORM_VALUES``); the plugin's
+    ``FACT_HELPERS`` when the tree has none."""
+    facts: Dict[str, str] = {}
+    path = os.path.join(root, "srt", "runtime_context.py")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in tree.body:
+            target = node.target if isinstance(node, ast.AnnAssign) else (
+                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            if isinstance(target, ast.Name) and target.id in ("_PLATFORM_PROBES", "_PLATFORM_VALUES"):
+                try:
+                    facts.update(ast.literal_eval(node.value))
+                except ValueError:
+                    pass
+    if not facts:
+        from ..integrations.sglang.targets import FACT_HELPERS
+
+        facts = dict(FACT_HELPERS)
+    return facts

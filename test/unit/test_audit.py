@@ -1,0 +1,269 @@
+"""``sglang-arch audit`` on small synthetic SGLang trees (no sglang needed)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from sglang_arch import cli
+from sglang_arch.audit import AuditError, Routed, audit, classify, report
+from sglang_arch.integrations.sglang import targets as targets_mod
+
+COMMON = """\
+from functools import lru_cache, partial
+import torch
+
+def _check_cuda_device_version(device_capability_majors, cuda_version):
+    return torch.cuda.get_device_capability()[0] in device_capability_majors
+
+is_sm90_supported = lru_cache(maxsize=1)(partial(_check_cuda_device_version, device_capability_majors=[9], cuda_version=(12, 3)))
+
+def get_device_capability(device_id=0):
+    return torch.cuda.get_device_capability(device_id)
+"""
+
+FILES = {
+    "srt/utils/common.py": COMMON,
+    "srt/utils/__init__.py": "from sglang.srt.utils.common import *\n",
+    "srt/runtime_context.py": """\
+        _PLATFORM_PROBES = {"is_cuda": "is_cuda", "is_sm90": "is_sm90_supported", "is_sm100": "is_sm100_supported"}
+        _PLATFORM_VALUES = {"device_capability": "get_device_capability"}
+        def get_platform():
+            pass
+        """,
+    # collectives: the symm-mem communicator, whose __init__ the plugin hooks
+    "srt/distributed/device_communicators/torch_symm_mem.py": """\
+        import torch
+        from sglang.srt.distributed.device_communicators.all_reduce_utils import TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+
+        class TorchSymmMemCommunicator:
+            _WORLD_SIZES_MULTIMEM = {9: [4, 6, 8], 10: [4, 6, 8]}
+
+            def __init__(self, group, device):
+                self.device_capability = torch.cuda.get_device_capability(device)[0]
+
+            def all_reduce(self, inp):
+                return self.world_size in self._WORLD_SIZES_MULTIMEM.get(self.device_capability, ())
+        """,
+    "srt/distributed/device_communicators/all_reduce_utils.py": """\
+        TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {
+            9: {2: 1, 4: 2},
+            10: {2: 1, 4: 2},
+        }
+        """,
+    # fusion: an import-time flag used at call time
+    "srt/layers/layer_boundary/residual/add_norm.py": """\
+        from sglang.srt.utils import is_sm90_supported
+
+        _is_sm90_supported = is_sm90_supported()
+
+        def flashinfer_ar_fusion_applies(batch):
+            # is_sm90_supported() in a comment is no site
+            text = "torch.cuda.get_device_capability() in a string is no site"
+            return _is_sm90_supported and batch <= 128
+        """,
+    # attention: each kind of site
+    "srt/layers/attention/flashinfer_mla_backend.py": """\
+        import torch
+        from sglang.srt.runtime_context import get_platform
+        from sglang.srt.utils import get_device_capability
+
+        def choose(x):
+            major, minor = torch.cuda.get_device_capability()
+            if major >= 10:
+                return "a"
+            props = torch.cuda.get_device_properties(0)
+            if props.major == 12:
+                return "b"
+            if get_platform().is_sm100:
+                return "c"
+            cap = get_device_capability()
+            return cap >= (9, 0)
+
+        def untraced(sm_version):
+            return sm_version == 90
+
+        def local():
+            return _is_sm10x()
+
+        def _is_sm10x():
+            return False
+        """,
+    "kernels/ops/thing.py": """\
+        from sglang.kernels.spec import CapabilityRequirement
+        REQ = CapabilityRequirement.cuda(min_sm=(9, 0), max_sm=(9, 9))
+        """,
+    # skipped: the registry's copy in a patched tree, and tests
+    "srt/arch/table.py": "import torch\nX = torch.cuda.get_device_capability()\n",
+    "srt/test/test_x.py": "import torch\nX = torch.cuda.get_device_capability()\n",
+    "srt/layers/test_y.py": "import torch\nX = torch.cuda.get_device_capability()\n",
+}
+
+
+def write_tree(base, files=FILES, version="9.9.9"):
+    root = base / "sglang"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    (root / "__init__.py").write_text("")
+    (root / "srt" / "__init__.py").write_text("")
+    (root / "version.py").write_text(f'__version__ = "{version}"\n')
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return write_tree(tmp_path)
+
+
+def by_line(rep, file):
+    return {s.line: s for s in rep.sites if s.file == file}
+
+
+ATTN = "srt/layers/attention/flashinfer_mla_backend.py"
+SYMM = "srt/distributed/device_communicators/torch_symm_mem.py"
+FUSION = "srt/layers/layer_boundary/residual/add_norm.py"
+
+
+def test_each_kind_of_site_one_per_line(tree):
+    rep = audit(str(tree))
+    sites = by_line(rep, ATTN)
+    # line: kind (the read and the comparison of its value on one line count once)
+    assert {ln: s.kind for ln, s in sites.items()} == {
+        6: "read", 7: "read", 10: "read", 12: "platform", 14: "probe", 15: "probe", 18: "compare", 21: "probe"}
+    assert sites[6].code == "major, minor = torch.cuda.get_device_capability()"
+    assert all(s.evaluated == "call" and s.concern == "attention/mla" for s in sites.values())
+    assert sites[18].scope == "untraced"
+    kernel = by_line(rep, "kernels/ops/thing.py")
+    assert kernel[2].kind == "window" and kernel[2].concern == "jit" and kernel[2].evaluated == "import"
+    tables = by_line(rep, "srt/distributed/device_communicators/all_reduce_utils.py")
+    assert list(tables) == [1] and tables[1].kind == "table"
+
+
+def test_skips_comments_strings_registry_copy_and_tests(tree):
+    rep = audit(str(tree))
+    files = {s.file for s in rep.sites}
+    assert not any(f.startswith("srt/arch/") or "test" in f for f in files)
+    assert sorted(by_line(rep, FUSION)) == [3, 8]  # not the comment (6), not the string (7)
+    assert len({(s.file, s.line) for s in rep.sites}) == len(rep.sites)
+
+
+def test_status_derived_from_targets_and_steps(tree):
+    rep = audit(str(tree))
+    attn = by_line(rep, ATTN)
+    assert (attn[6].plugin, attn[6].patched) == ("unrouted", "unrouted")
+    assert "torch.cuda.get_device_capability" in attn[6].plugin_reason
+    assert (attn[12].plugin, attn[12].patched) == ("probe", "probe")  # get_platform().is_sm100 reads is_sm100_supported
+    assert attn[14].plugin == "probe" and attn[14].patched == "probe"  # get_device_capability(): a routed helper
+    assert attn[18].plugin == "unrouted" and "sm_version" in attn[18].plugin_reason
+    assert attn[21].plugin == "unrouted" and "_is_sm10x() (defined here)" in attn[21].plugin_reason
+    symm = by_line(rep, SYMM)
+    assert symm[8].plugin == "routed" and "TorchSymmMemCommunicator.__init__" in symm[8].plugin_reason
+    assert symm[8].patched == "routed" and "step 2" in symm[8].patched_reason
+    assert symm[5].plugin == "routed" and symm[5].evaluated == "import"  # class table, instance set by __init__
+    assert symm[11].plugin == "routed"  # self.device_capability, set by the routed __init__
+    tables = by_line(rep, "srt/distributed/device_communicators/all_reduce_utils.py")
+    assert tables[1].plugin == "routed" and "read by the glue" in tables[1].plugin_reason
+    common = by_line(rep, "srt/utils/common.py")
+    assert common[7].plugin == "routed" and common[7].kind == "window"  # is_sm90_supported's own definition
+    assert common[10].plugin == "routed"  # inside get_device_capability, a fact target
+    assert common[5].plugin == "unrouted"  # _check_cuda_device_version itself reads torch
+
+
+def test_import_time_flag_and_early_routing(tree):
+    early = by_line(audit(str(tree)), FUSION)
+    assert (early[3].kind, early[3].evaluated, early[3].plugin) == ("cached_flag", "import", "probe")
+    assert (early[8].kind, early[8].evaluated, early[8].plugin) == ("flag", "call", "probe")
+    late = by_line(audit(str(tree), early_routing=False), FUSION)
+    assert late[3].plugin == "unrouted" and "before the plugin's probes" in late[3].plugin_reason
+    assert late[8].plugin == "unrouted" and "_is_sm90_supported" in late[8].plugin_reason
+    assert (late[3].patched, late[8].patched) == ("probe", "probe")  # the patched tree's probes are its source
+
+
+def test_a_new_target_changes_the_status(tree, monkeypatch):
+    path = "sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies"
+    before = by_line(audit(str(tree), early_routing=False), FUSION)[8]
+    assert before.plugin == "unrouted"
+    original = targets_mod.all_targets
+    monkeypatch.setattr(targets_mod, "all_targets",
+                        lambda: original() + [targets_mod.Target("all-reduce fusion", path, None, ("batch",))])
+    after = by_line(audit(str(tree), early_routing=False), FUSION)[8]
+    assert after.plugin == "routed" and path in after.plugin_reason
+    assert after.patched == "probe"  # the series does not guard it
+    extra = by_line(audit(str(tree), early_routing=False, extra=[Routed(path, "on purpose", plugin=False)]), FUSION)
+    assert extra[8].patched == "routed" and extra[8].patched_reason == "on purpose"
+
+
+def test_src_forms_relative_paths_and_version(tmp_path):
+    clone = tmp_path / "clone"
+    root = write_tree(clone / "python")
+    for src in (root, clone / "python", clone):
+        rep = audit(str(src))
+        assert rep.sglang == "9.9.9"
+        assert all(not s.file.startswith("/") and s.file.startswith(("srt/", "kernels/")) for s in rep.sites)
+
+
+def test_json_schema_and_summary(tree, capsys):
+    assert cli.main(["audit", str(tree), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) >= {"sglang", "sites", "summary"}
+    assert data["sglang"] == "9.9.9"
+    assert set(data["sites"][0]) >= {"file", "line", "code", "concern", "evaluated", "plugin", "plugin_reason",
+                                     "patched", "patched_reason"}
+    assert data["summary"]["collectives"] == {
+        "total": 4, "routed": 4, "probe": 0, "unrouted": 0,
+        "plugin": {"routed": 4, "probe": 0, "unrouted": 0}, "patched": {"routed": 4, "probe": 0, "unrouted": 0}}
+    assert data["summary"]["total"]["total"] == len(data["sites"])
+    for e in data["summary"].values():
+        assert e["routed"] + e["probe"] + e["unrouted"] == e["total"]
+
+
+def test_table_and_markdown(tree, capsys):
+    assert cli.main(["audit", str(tree)]) == 0
+    out = capsys.readouterr().out
+    assert "collectives" in out and "plugin unrouted" in out
+    md = report.render_markdown(audit(str(tree)))
+    assert md.startswith("# Capability sites")
+    assert report.DOC_COMMAND in md
+    assert f"| `{ATTN}:6` | `major, minor = torch.cuda.get_device_capability()` | read | call | unrouted |" in md
+
+
+@pytest.mark.parametrize("src", ["/nonexistent/sglang", "."])
+def test_bad_src_exits_2_with_one_line(src, capsys, tmp_path):
+    assert cli.main(["audit", src if src != "." else str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sglang-arch audit:" in err and "Traceback" not in err
+    with pytest.raises(AuditError):
+        audit(str(tmp_path))
+
+
+@pytest.mark.parametrize("file, code, concern", [
+    ("srt/distributed/parallel_state.py", "", "collectives"),
+    ("srt/layers/flashinfer_comm_fusion.py", "", "fusion"),
+    ("srt/layers/layer_boundary/residual/add_norm.py", "", "fusion"),
+    ("srt/layers/attention/nsa/nsa_indexer.py", "", "attention/dsa"),
+    ("srt/layers/attention/dsa_backend.py", "", "attention/dsa"),
+    ("srt/layers/attention/trtllm_mla_backend.py", "", "attention/mla"),
+    ("srt/layers/attention/linear/kernels/gdn_flashinfer.py", "", "attention/linear"),
+    ("srt/layers/attention/mamba/mamba.py", "", "attention/linear"),
+    ("srt/layers/attention/flashattention_backend.py", "", "attention/mha"),
+    ("srt/layers/attention/merge_state.py", "", "attention/other"),
+    ("srt/arg_groups/overrides.py", "if server_args.attention_backend == 'fa3':", "attention/mha"),
+    ("srt/arg_groups/overrides.py", "enable_flashinfer_allreduce_fusion = True", "fusion"),
+    ("srt/server_args.py", "self.enable_torch_symm_mem = False", "collectives"),
+    ("srt/model_executor/model_runner.py", "self.x = 1", "other"),
+    ("srt/layers/moe/fused_moe_triton/layer.py", "", "moe"),
+    ("srt/layers/quantization/fp8_utils.py", "", "quantization"),
+    ("srt/layers/deep_gemm_wrapper/configurer.py", "", "gemm"),
+    ("srt/speculative/eagle_worker.py", "", "speculative"),
+    ("srt/models/deepseek_v2.py", "", "model"),
+    ("kernels/ops/attention/dsa/x.py", "", "jit"),
+    ("srt/platforms/cuda.py", "", "platform"),
+    ("srt/utils/common.py", "", "platform"),
+    ("srt/managers/scheduler.py", "x = 1", "other"),
+])
+def test_concern_rules(file, code, concern):
+    assert classify.concern_for(file, "", code) == concern
