@@ -43,9 +43,11 @@ def test_loads_through_the_entry_point_in_a_fresh_interpreter():
         assert concern in line[0]
 
 
-def test_unknown_gpu_takes_its_nearest_tier_through_sglang():
+def test_unknown_gpu_keeps_its_identity_through_sglang():
+    """docs/fallback.md: 13.0 takes 12.1's decisions, but SGLang's probes see 13.0."""
     out = python(PROBE, SGLANG_ARCH_CAPABILITY="13.0")
-    assert facts(out) == {"is_sm120": True, "capability": [12, 1]}
+    assert facts(out) == {"is_sm120": False, "capability": [13, 0]}
+    assert "tier 12.1 [generation]" in out.stderr
 
 
 def test_loads_in_a_spawned_child():

@@ -103,7 +103,7 @@ PROBE_SCRIPT = textwrap.dedent("""
                 except ValueError as exc:
                     results[backend] = str(exc)
     print(json.dumps({"sglang": sglang.__file__, "runtime": runtime.__file__,
-                      "plugin_loaded": "sglang_arch" in sys.modules, "checks": checks}))
+                      "plugin_loaded": any(m.startswith("sglang_arch.") and m != "sglang_arch._early" for m in sys.modules), "checks": checks}))
 """)
 
 

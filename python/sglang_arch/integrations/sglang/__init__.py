@@ -80,7 +80,7 @@ def _register() -> None:
     if _early.error():
         logger.warning("sglang-arch: early routing failed (%s); hooks applied when plugins load", _early.error())
     how = "early" if late == 0 else (f"{late} late" if not _early.installed() else f"early, {late} late")
-    logger.info("sglang-arch: %s; routed (%s): %s", _describe(ctx), how, ", ".join(routed) or "nothing")
+    logger.info("sglang-arch: %s; routed: %s (hooks applied %s)", _describe(ctx), ", ".join(routed) or "nothing", how)
 
 
 def _describe(ctx) -> str:

@@ -1,0 +1,30 @@
+"""The README's coverage numbers are the generated audit's (docs/capability-sites.md)."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _summary():
+    rows = {}
+    for line in (ROOT / "docs" / "capability-sites.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[1].isdigit():
+            rows[cells[0]] = [int(c) for c in cells[1:]]
+    return rows
+
+
+def test_readme_states_the_generated_numbers():
+    rows = _summary()
+    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    for concern in ("collectives", "fusion"):
+        total, r, p, u = rows[concern][:4]
+        assert f"{concern} {total}: {r} / {p} / {u}" in readme, concern
+    for kind in ("mha", "mla", "dsa", "linear", "other"):
+        total, r, p, u = rows[f"attention/{kind}"][:4]
+        assert f"{kind} {total}: {r} / {p} / {u}" in readme, kind
+    attention = [sum(v[i] for k, v in rows.items() if k.startswith("attention/")) for i in range(4)]
+    assert "attention/* {}: {} / {} / {}".format(*attention) in readme
+    total = rows["total"]
+    assert "all concerns {}: {} / {} / {} (the patched tree: {} / {} / {})".format(total[0], *total[1:]) in readme
