@@ -41,7 +41,11 @@ DECODE_TOKENS, HIDDEN = 64, 4096
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--stub-missing", action="append", default=[], metavar="PACKAGE",
+                        help="stand in for a kernel package that is not installed (the GPU host has no "
+                             "sgl_kernel: its wheel is too large to carry); reported in the output")
     args = parser.parse_args()
+    stubbed = [name for name in args.stub_missing if _stub_if_missing(name)]
     os.environ.setdefault("SGLANG_OPT_USE_INKLING_CUSTOM_AR", "0")  # SGLang's JIT-AR floor: not under test
 
     started = time.time()
@@ -64,6 +68,7 @@ def main() -> int:
     out = {"machine": {"capability": str(cap), "gpus": gpus, "topology": ctx.topology.name,
                        "tier": str(res.resolved), "match": res.match},
            "import_s": round(import_s, 1),
+           "stubbed": stubbed,
            # The gate other modules imported by name is the routed one (early routing).
            "gate_references_routed": all(
                getattr(m.flashinfer_ar_fusion_applies, "__sglang_arch_target__", None)
@@ -96,6 +101,47 @@ def main() -> int:
         out["symm_mem"] = symm_mem(gpus, ctx, args.cpu)
     print(json.dumps(out))
     return 0
+
+
+def _stub_if_missing(package: str) -> bool:
+    """Make ``import package`` (and its submodules) succeed with empty stand-ins.
+
+    Only for a package that is not installed; its functions are never called by the
+    gates evaluated here (they only need SGLang's modules to import).
+    """
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec(package) is not None:
+        return False
+
+    class _Anything(types.ModuleType):
+        __path__: list = []
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return _Anything(f"{self.__name__}.{name}")
+
+        def __call__(self, *args, **kwargs):
+            raise RuntimeError(f"{self.__name__} is a stand-in (not installed here)")
+
+    class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path=None, target=None):
+            if name == package or name.startswith(package + "."):
+                return importlib.machinery.ModuleSpec(name, self, is_package=True)
+            return None
+
+        def create_module(self, spec):
+            return _Anything(spec.name)
+
+        def exec_module(self, module):
+            module.__path__ = []
+
+    sys.meta_path.append(_Finder())
+    return True
 
 
 def _pair(decision):
@@ -176,6 +222,7 @@ def fusion(gpus: int, ctx, add_norm) -> dict:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     decision = ctx.fusion(nnodes=1) if gpus > 1 else None
     return {"server_args_backend": get_exec().comm.flashinfer_allreduce_fusion_backend,
+            "flashinfer_available": bool(add_norm._is_flashinfer_available),
             "gate_at_64": bool(add_norm.flashinfer_ar_fusion_applies(DECODE_TOKENS)),
             "upstream_gate_at_64": bool(add_norm.flashinfer_ar_fusion_applies.__wrapped__(DECODE_TOKENS)),
             "registry": {"enabled": bool(decision and decision.enabled),
