@@ -24,6 +24,8 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union, cast
 
 import libcst as cst
 
+from . import replace
+
 # A planned rewrite: the original node, what replaces it (None: nothing), and the status.
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel[Any]]
 Planned = Tuple[cst.CSTNode, Optional[Replacement], str]
@@ -145,7 +147,7 @@ def rewrite_source(source: str, plan: ModulePlan) -> ModuleResult:
     replacements: Dict[int, Replacement] = {}
     statuses: Dict[str, str] = {}
     for site in plan.sites:
-        if site.label in problems:
+        if site.label in problems or isinstance(site, replace.EDITS):
             continue
         try:
             if isinstance(site, FunctionSite):
@@ -161,14 +163,29 @@ def rewrite_source(source: str, plan: ModulePlan) -> ModuleResult:
         statuses[site.label] = status
         if new is not None:
             replacements[id(original)] = new
+    updated = module.visit(_Replace(replacements)) if not problems else module
+    for site in plan.sites:
+        if not isinstance(site, replace.EDITS) or site.label in problems:
+            continue
+        try:
+            updated, already = replace.apply(updated, site, plan.alias)
+        except replace.Mismatch as exc:
+            problems[site.label] = str(exc)
+            continue
+        statuses[site.label] = ALREADY if already else REWRITTEN
     if problems:
         outcomes = [SiteOutcome(plan.path, s.label, UNTOUCHED, problems.get(s.label)
                                 or "not rewritten: another site of this module does not match")
                     for s in plan.sites]
         return ModuleResult(plan.path, source, source, outcomes)
-    updated = module.visit(_Replace(replacements))
-    if import_node is None:
-        updated = _insert_glue_import(module, updated, plan)
+    needs_glue = any(not isinstance(s, replace.EDITS) or replace.calls_glue(s) for s in plan.sites)
+    if import_node is None and needs_glue:
+        updated = _insert_glue_import(updated, updated, plan)
+    if replace.is_empty(updated):
+        outcomes = [SiteOutcome(plan.path, s.label, statuses[s.label],
+                                "" if statuses[s.label] == ALREADY else "nothing is left: the module is removed")
+                    for s in plan.sites]
+        return ModuleResult(plan.path, source, "", outcomes)
     outcomes = [SiteOutcome(plan.path, s.label, statuses[s.label]) for s in plan.sites]
     return ModuleResult(plan.path, source, updated.code, outcomes)
 

@@ -21,8 +21,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from . import glue, texts
+from . import replace
 from .rewriter import (
     ALREADY,
+    ModuleResult,
     UNTOUCHED,
     UPDATED,
     SiteOutcome,
@@ -79,6 +81,16 @@ class StepResult:
         for change in self.changes:
             a, r = change.counts
             added, removed = added + a, removed + r
+        return added, removed
+
+    @property
+    def call_site_counts(self) -> Tuple[int, int]:
+        """(added, removed) in SGLang's own files: everything outside ``srt/arch/``."""
+        added = removed = 0
+        for change in self.changes:
+            if not change.path.startswith(ARCH_DIR + "/"):
+                a, r = change.counts
+                added, removed = added + a, removed + r
         return added, removed
 
     @property
@@ -253,12 +265,22 @@ def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResul
     result = StepResult(step)
     local: Dict[str, str] = {}
     for plan in step.modules:
-        source = local.get(plan.path, overlay.read(plan.path))
+        source = local[plan.path] if plan.path in local else overlay.read(plan.path)
+        if source is None and all(isinstance(s, replace.Delete) for s in plan.sites):
+            result.outcomes += [SiteOutcome(plan.path, s.label, ALREADY, "the module is removed")
+                                for s in plan.sites]
+            continue
         if source is None:
             result.outcomes += [SiteOutcome(plan.path, s.label, UNTOUCHED, f"{plan.path} is missing")
                                 for s in plan.sites]
             continue
         module = rewrite_source(source, plan)
+        if module.new == "" and module.changed:
+            user = _importer_of(overlay, plan.path, local)
+            if user:
+                module = ModuleResult(plan.path, source, source, [
+                    SiteOutcome(plan.path, s.label, UNTOUCHED, f"{user} still imports the module this removes")
+                    for s in plan.sites])
         result.outcomes += module.outcomes
         local[plan.path] = module.new
     bad = [o for o in result.outcomes if o.status == UNTOUCHED]
@@ -273,8 +295,8 @@ def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResul
         return result
     for path, text in local.items():
         old = overlay.read(path)
-        if old != text:
-            result.changes.append(FileChange(path, old, text))
+        if old != text and text is not None:
+            result.changes.append(FileChange(path, old, text or None))  # "": nothing left, removed
     assert step.glue is not None  # only the registry step has no glue
     glue_path = f"{ARCH_DIR}/glue/{step.glue}.py"
     module = glue.tree_module(step.glue)
@@ -284,6 +306,21 @@ def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResul
     result.outcomes.append(SiteOutcome(glue_path, "glue module", WRITTEN if old is None else
                                        (UPDATED if old != module else UP_TO_DATE)))
     return result
+
+
+def _importer_of(overlay: "_Overlay", rel: str, local: Dict[str, Optional[str]]) -> Optional[str]:
+    """A module of the tree (as planned) that still names the module ``rel``, else None."""
+    import re
+
+    name = re.compile(r"(?<![\w])%s(?![\w])" % re.escape(Path(rel).stem))
+    for path in sorted((overlay.package / "srt").rglob("*.py")):
+        other = path.relative_to(overlay.package).as_posix()
+        if other == rel or "__pycache__" in other:
+            continue
+        text = local[other] if other in local else overlay.read(other)
+        if text and name.search(text):
+            return other
+    return None
 
 
 class _Overlay:
@@ -446,8 +483,14 @@ def render(series: SeriesResult) -> str:
             state = "no change"
         elif series.check:
             state = f"would change {len(result.changes)} file(s), +{added} -{removed}"
+            if result.step.glue is not None:
+                site_added, site_removed = result.call_site_counts
+                state += f" (call sites +{site_added} -{site_removed})"
         else:
             state = f"{len(result.changes)} file(s), +{added} -{removed}"
+            if result.step.glue is not None:
+                site_added, site_removed = result.call_site_counts
+                state += f" (call sites +{site_added} -{site_removed})"
             if result.commit:
                 state += f", commit {result.commit}"
         lines.append(f"[{result.step.number}/{total}] {result.step.title}: {state}")

@@ -1,11 +1,18 @@
-"""The patch series: its steps, and the SGLang call sites each step routes.
+"""The patch series: its steps, and what each step replaces at SGLang's call sites.
 
-The sites are the plugin's targets (``integrations/sglang/targets.py``), which are the
-spec: the same functions, with the same parameters; ``test_upstream_rewriter.py`` fails
-when the two tables drift apart.  Each guard only calls the glue module of its step,
-which is the plugin's own glue (``integrations/sglang/glue/``, copied by ``glue.py``):
-the tree applies the registry's decisions with the code the plugin's hooks call, in the
-same guard forms; no policy is decided here.
+Each step deletes SGLang's per-GPU code at a call site (a capability-keyed table, an
+``is_sm90 or is_sm100`` branch, a module-level capability flag) and puts one read of the
+registry in its place (``replace.py``): the call site reads the registry through a glue
+function of ``sglang.srt.arch.glue.<step>``, which is the plugin's own glue module
+(``integrations/sglang/glue/``, copied by ``glue.py``).  The sites are the plugin's targets
+(``integrations/sglang/targets.py``, the spec): the same functions with the same
+parameters; the glue functions the series calls are the replace forms next to the
+plugin's hooks, so the patched tree and the plugin decide with the same code
+(``test/integration/test_upstream_series.py`` compares them machine by machine).
+
+The platform probes are not a step: the registry's platform facts are identity, equal
+to SGLang's own probes on every device (docs/fallback.md), so routing them would change
+nothing but add code.
 """
 
 from __future__ import annotations
@@ -13,10 +20,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from .rewriter import FunctionSite, ModulePlan, ProbeSite
+from .replace import AndCondition, Delete, ReplaceArms, ReplaceBody, ReplaceOperands, ReplaceSpan
+from .rewriter import FunctionSite, ModulePlan
 
 # The SGLang releases these sites were written against (and tested with).
-SGLANG_TESTED = ("0.5.23",)
+SGLANG_TESTED = ("0.5.22", "0.5.23")
+
+_SYMM_MEM_INIT = ("TorchSymmMemCommunicator.__init__", ("self", "group", "device"))
+_ATTENTION_DEFAULT = """
+# NVIDIA GPUs: the default of this GPU's tier (sglang.srt.arch).
+arch_backend = {alias}.nvidia_default_backend(
+    server_args, use_mla_backend, model_config
+)
+if arch_backend is not None:
+    return arch_backend
+"""
 
 @dataclass(frozen=True)
 class Step:
@@ -33,61 +51,54 @@ class Step:
         return f"PR-{self.number}-{self.key}.md"
 
 
-_PROBES = (
-    ProbeSite(("is_hopper_with_cuda_12_3",), "is_hopper_with_cuda_12_3"),
-    ProbeSite(("is_blackwell_supported", "is_blackwell"), "is_blackwell"),
-    ProbeSite(("is_sm120_supported",), "is_sm120"),
-    ProbeSite(("is_sm100_supported",), "is_sm100"),
-    ProbeSite(("is_sm100_or_sm110_supported",), "is_sm100_or_sm110"),
-    ProbeSite(("is_sm110_supported",), "is_sm110"),
-    ProbeSite(("is_sm90_supported",), "is_sm90"),
-)
-
 STEPS: Tuple[Step, ...] = (
     Step(1, "registry", "registry: sglang.srt.arch", None),
-    Step(2, "collectives", "collectives: torch symm mem, custom all-reduce v2", "collectives", (
+    Step(2, "collectives", "collectives: torch symm mem sizes and kernel, custom all-reduce v2 table", "collectives", (
         ModulePlan("srt/distributed/device_communicators/torch_symm_mem.py", "collectives", (
-            FunctionSite("TorchSymmMemCommunicator.__init__", ("self", "group", "device"),
-                         "init_torch_symm_mem", ("self", "group", "device"), form="done",
-                         uses=("torch_symm_mem", "torch_symm_mem_available", "dist", "envs", "get_exec",
-                               "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES")),
+            ReplaceSpan(*_SYMM_MEM_INIT, table="TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",
+                        code="self.max_size = {alias}.symm_mem_max_size(self)\nif not self.max_size:\n    return\n",
+                        call="symm_mem_max_size", what="size table"),
+            AndCondition(*_SYMM_MEM_INIT, attribute="multicast_ptr", call="symm_mem_needs_multicast",
+                         args=("self",), what="multicast check"),
+            Delete(("TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"),
+                   what="multimem table, size-table import"),
+        )),
+        ModulePlan("srt/distributed/device_communicators/all_reduce_utils.py", "collectives", (
+            Delete(("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",), unused=("MiB",), what="size table"),
         )),
         ModulePlan("srt/distributed/device_communicators/configs/custom_all_reduce_v2.py", "collectives", (
-            FunctionSite("_get_all_reduce_configs", (), "all_reduce_configs",
-                         uses=("_sm90_configs", "_sm100_configs", "_sm107_configs", "AllReduceConfig", "Heuristic")),
+            ReplaceBody("_get_all_reduce_configs", (), "all_reduce_configs_here", (),
+                        reads=("get_device_capability", "_sm90_configs", "_sm100_configs"),
+                        what="per-capability table choice"),
         )),
     )),
-    Step(3, "fusion", "fusion: FlashInfer all-reduce fusion", "fusion", (
+    Step(3, "fusion", "fusion: FlashInfer all-reduce fusion backend, auto-enable and runtime gate", "fusion", (
         ModulePlan("srt/layers/flashinfer_comm_fusion.py", "fusion", (
-            FunctionSite("_resolve_backend", ("backend", "is_multi_node"), "resolve_backend",
-                         ("backend", "is_multi_node")),
+            ReplaceBody("_resolve_backend", ("backend", "is_multi_node"), "resolve_backend_here",
+                        ("backend", "is_multi_node"), reads=("is_sm90", "is_sm100"), what="SM90/SM100 branches"),
+            Delete((), unused=("_mnnvl_supported",), what="capability helper"),
         )),
         ModulePlan("srt/layers/layer_boundary/residual/add_norm.py", "fusion", (
-            FunctionSite("flashinfer_ar_fusion_applies", ("batch_size",), "applies", ("batch_size",),
-                         uses=("_is_cuda", "_is_flashinfer_available", "is_dp_attention_enabled", "get_exec",
-                               "get_parallel", "uses_cutedsl_ar_fusion", "is_flashinfer_allreduce_unavailable",
-                               "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
+            ReplaceOperands("flashinfer_ar_fusion_applies", ("batch_size",), "fusion_runs_here", (),
+                            what="SM90/SM100 condition"),
+            Delete(("_is_sm90_supported", "_is_sm100_supported"), unused=("get_platform",),
+                   what="capability flags"),
         )),
         ModulePlan("srt/arg_groups/overrides.py", "fusion", (
-            FunctionSite("_flashinfer_allreduce_fusion_auto_enable", ("view",), "auto_enable", ("view",)),
+            ReplaceOperands("_flashinfer_allreduce_fusion_auto_enable", ("view",), "fusion_enabled_here",
+                            ("view.nnodes",), what="SM90/SM100 conditions"),
         )),
     )),
     Step(4, "attention", "attention: default backend, explicit-backend check", "attention", (
         ModulePlan("srt/arg_groups/model_override_base.py", "attention", (
-            FunctionSite("get_default_attn_backend", ("server_args", "use_mla_backend", "model_config"),
-                         "default_backend", ("server_args", "use_mla_backend", "model_config"),
-                         uses=("current_platform", "resolving_view", "resolved_view", "is_no_spec_infer_or_topk_one",
-                               "_forces_eagle_topk_one")),
+            ReplaceArms("get_default_attn_backend", ("server_args", "use_mla_backend", "model_config"),
+                        code=_ATTENTION_DEFAULT, anchor="is_out_of_tree", call="nvidia_default_backend",
+                        what="Hopper/SM100 branches"),
+            Delete((), unused=("_forces_eagle_topk_one",), what="helper of a deleted branch"),
         )),
         ModulePlan("srt/arg_groups/overrides.py", "attention", (
             FunctionSite("_attention_backend_default", ("view",), "check_explicit_backends", ("view",), form="check",
                          uses=("use_mla_backend",)),
-        )),
-    )),
-    Step(5, "platform-probes", "platform probes: get_platform() facts", "platform", (
-        ModulePlan("srt/utils/common.py", "platform", _PROBES + (
-            FunctionSite("get_device_capability", ("device_id",), "fact", ('"device_capability"',)),
-            FunctionSite("get_device_sm", (), "fact", ('"device_sm"',)),
         )),
     )),
 )

@@ -115,3 +115,49 @@ def check_explicit_backends(view: Any) -> None:
                     f"(checked by {REGISTRY})"
                 )
     return None
+
+
+# --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---
+
+
+@fail_open
+def nvidia_default_backend(
+    server_args: Any, use_mla_backend: bool, model_config: Any
+) -> Optional[str]:
+    """The default attention backend on an NVIDIA GPU, from the tier's preferences.
+
+    None off NVIDIA (ROCm, MPS, CPU, out-of-tree): the platform rules that stay in
+    ``get_default_attn_backend`` pick.  Reads the model and speculative traits with the
+    release's own helpers, whichever of them it has.
+    """
+    ctx = routed_context()
+    if ctx is None:
+        return None
+    from sglang.srt.runtime_context import get_platform
+
+    platform = get_platform()
+    base = sys.modules[_BASE]
+    if not platform.is_cuda or platform.is_hip:
+        return None
+    forces = getattr(base, "_forces_eagle_topk_one", None)
+    cfg = base.resolving_view(server_args)
+    topk_declared = (
+        cfg.speculative_algorithm is None
+        or cfg.speculative_eagle_topk is not None
+        or (forces is not None and forces(cfg.speculative_algorithm))
+    )
+    architectures = getattr(model_config.hf_config, "architectures", None) or []
+    traits = ModelTraits(
+        kind="mla" if use_mla_backend else "mha",
+        asymmetric_kv=bool(getattr(model_config, "has_asymmetric_kv", False)),
+        attention_sinks=bool(getattr(model_config, "has_attention_sinks", False)),
+        speculative_multi_branch=not base.is_no_spec_infer_or_topk_one(
+            base.resolved_view(server_args)
+        ),
+        speculative_topk_pending=not topk_declared,
+        cross_attention_needs_flashinfer="WhisperForConditionalGeneration"
+        in architectures,
+        flashinfer_available=bool(platform.has_flashinfer),
+        cuda=ctx.cuda,
+    )
+    return ctx.attention_default(traits).prefill

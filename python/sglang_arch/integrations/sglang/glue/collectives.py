@@ -164,3 +164,85 @@ def all_reduce_configs() -> Optional[Dict[int, Any]]:
         world_size: default
         for world_size in ctx.resolution.profile.custom_ar_v2_world_sizes
     }
+
+
+# --- the replace form (``sglang-arch upstream``: SGLang's capability table is deleted) ---
+#
+# The patched tree keeps ``TorchSymmMemCommunicator.__init__``'s own steps (device, group,
+# SGLang's buffer floors, the rendezvous) and asks these two where it used to read
+# ``TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES`` and the class's multimem table.  There is no
+# fallback body below them: without an NVIDIA GPU the answer is "off".
+
+
+def symm_mem_max_size(comm: Any) -> int:
+    """The symmetric buffer size for ``comm`` (0: the communicator stays off).
+
+    Sets ``comm._WORLD_SIZES_MULTIMEM`` for this instance (the kernel ``all_reduce``
+    picks); ``comm.world_size`` and ``comm.device_capability`` are set by the caller.
+    """
+    comm._WORLD_SIZES_MULTIMEM = {}
+    try:
+        ctx = routed_context()
+    except Exception as exc:  # a broken registry turns the fast path off, not the server
+        logger.warning("TorchSymmMemCommunicator: off (registry failed: %s)", exc)
+        return 0
+    if ctx is None:
+        logger.info("TorchSymmMemCommunicator: off (no NVIDIA GPU resolved)")
+        return 0
+    decision = ctx.symm_mem(comm.world_size)
+    comm._WORLD_SIZES_MULTIMEM = {
+        comm.device_capability: (
+            [comm.world_size] if decision.algorithm == "multimem" else []
+        )
+    }
+    table = ctx.symm_mem_table().get(comm.device_capability, {})
+    max_size = table.get(comm.world_size)
+    if max_size is None:
+        logger.info("TorchSymmMemCommunicator: off (%s)", decision.reason)
+        return 0
+    logger.info(
+        "TorchSymmMemCommunicator: %s, max %d bytes (%s)",
+        decision.algorithm,
+        max_size,
+        decision.reason,
+    )
+    return max_size
+
+
+def symm_mem_needs_multicast(comm: Any) -> bool:
+    """Whether ``comm``'s kernel is multimem, the one that needs a multicast pointer
+    (two-shot needs peer-to-peer access only)."""
+    return bool(
+        getattr(comm, "_WORLD_SIZES_MULTIMEM", {}).get(comm.device_capability)
+    )
+
+
+def all_reduce_configs_here() -> Dict[int, Any]:
+    """The custom all-reduce v2 configs of this machine's tier (never None).
+
+    Without an NVIDIA GPU: the conservative default for world sizes 2 to 16.
+    """
+    try:
+        configs = all_reduce_configs()
+    except Exception:  # all_reduce_configs fails open; this is belt and braces
+        configs = None
+    if configs is not None:
+        return configs
+    module = sys.modules[_CUSTOM_AR_V2]
+
+    import torch
+
+    num_sm = torch.cuda.get_device_properties().multi_processor_count
+    heuristic = module.Heuristic(
+        CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES,
+        CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES,
+        CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES,
+    )
+    default = module.AllReduceConfig(
+        graph=heuristic,
+        eager=heuristic,
+        num_push_blocks=num_sm,
+        num_pull_blocks=num_sm,
+        num_mc_blocks=None,
+    )
+    return {world_size: default for world_size in range(2, 17)}

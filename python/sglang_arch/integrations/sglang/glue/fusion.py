@@ -125,3 +125,59 @@ def _fusion_runs_here(ctx: Any, backend: str) -> bool:
         requested = backend if backend in FUSION_REQUESTS else "auto"
         _platform_ok[key] = ctx.fusion(nnodes=nnodes, requested=requested).enabled
     return _platform_ok[key]
+
+
+# --- the replace form (``sglang-arch upstream``: SGLang's SM90/SM100 checks are deleted) ---
+
+
+def resolve_backend_here(backend: str, is_multi_node: bool = False) -> str:
+    """``_resolve_backend``'s whole answer: a backend name, or ``ValueError`` why not.
+
+    Without an NVIDIA GPU fusion cannot run (SGLang's own check refused it off SM90 and
+    SM10x as well).
+    """
+    ctx = routed_context()
+    if ctx is None:
+        raise ArchDecisionError(
+            f"FlashInfer allreduce fusion ({backend}): no NVIDIA GPU resolved"
+        )
+    decision = ctx.fusion(nnodes=2 if is_multi_node else 1, requested=backend)
+    if decision.enabled:
+        return str(decision.backend)
+    raise ArchDecisionError(
+        f"FlashInfer allreduce fusion ({backend}): {decision.reason}"
+    )
+
+
+def fusion_enabled_here(nnodes: int) -> bool:
+    """Whether the registry runs FlashInfer all-reduce fusion on this machine across
+    ``nnodes`` nodes (the auto-enable pass's platform condition)."""
+    try:
+        ctx = routed_context()
+        return ctx is not None and bool(ctx.fusion(nnodes=nnodes).enabled)
+    except Exception as exc:  # off, not a failed start-up
+        logger.warning("FlashInfer all-reduce fusion: registry failed (%s); off", exc)
+        return False
+
+
+def fusion_runs_here() -> bool:
+    """The runtime gate's platform condition: the registry's fusion decision for this
+    machine, the configured backend and node count (decided once, then a dict read)."""
+    try:
+        ctx = routed_context()
+        if ctx is None:
+            return False
+        from sglang.srt.runtime_context import get_exec, get_parallel
+
+        backend = get_exec().comm.flashinfer_allreduce_fusion_backend
+        if backend is None:
+            return False
+        nnodes = get_parallel().nnodes
+        key = (id(ctx), backend, nnodes)
+        if key not in _platform_ok:
+            requested = backend if backend in FUSION_REQUESTS else "auto"
+            _platform_ok[key] = ctx.fusion(nnodes=nnodes, requested=requested).enabled
+        return _platform_ok[key]
+    except Exception as exc:
+        logger.warning("FlashInfer all-reduce fusion gate: registry failed (%s); off", exc)
+        return False

@@ -1,0 +1,514 @@
+"""Replace, don't guard: the edits that delete SGLang's capability checks at a call site.
+
+Each edit finds its code by what it computes (a read of a platform fact, of a
+capability-keyed table, of a local bound from one), never by the name of a helper that
+comes and goes between releases, and puts one read of the registry in its place:
+
+- ``ReplaceBody``: a function whose whole body is the per-GPU decision becomes
+  ``return <glue call>`` (its docstring stays);
+- ``ReplaceOperands``: in the condition of a top-level ``if``/``return`` of a function,
+  the ``and`` operands that read a platform fact become one glue call;
+- ``ReplaceArms``: the ``if``/``elif`` arms whose test reads a platform fact are deleted
+  and one branch that asks the glue is inserted after an anchor statement;
+- ``ReplaceSpan``: the statements that read a capability-keyed table, and those that
+  read the local it was bound to, become the given statements;
+- ``AndCondition``: an ``if`` whose test reads an attribute gets ``and <glue call>``;
+- ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
+  code reads any more; a module left without code is removed.
+
+Every edit is checked before anything is written: what it replaces must be there (else
+``Mismatch`` with the reason, and the module stays as it is); an edit whose replacement
+is already in place reports ``already routed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Set, Tuple, Union
+
+import libcst as cst
+
+# The platform facts SGLang's capability checks read (``get_platform().is_sm90`` ...), and
+# the helpers that compute them (``is_sm90_supported()`` ...): an expression that reads one
+# of them, directly or through a module-level flag bound from one, is a capability check.
+FACTS = frozenset({"is_sm90", "is_sm100", "is_sm100_or_sm110", "is_sm110", "is_sm120", "is_blackwell",
+                   "is_hopper_with_cuda_12_3"})
+FACT_HELPERS = frozenset({"is_sm90_supported", "is_sm100_supported", "is_sm100_or_sm110_supported",
+                          "is_sm110_supported", "is_sm120_supported", "is_blackwell_supported", "is_blackwell",
+                          "is_hopper_with_cuda_12_3"})
+
+
+class Mismatch(Exception):
+    """The code an edit replaces is not there (the message says what is missing)."""
+
+
+@dataclass(frozen=True)
+class ReplaceBody:
+    qualname: str
+    params: Tuple[str, ...]
+    call: str
+    args: Tuple[str, ...]
+    reads: Tuple[str, ...]  # names or attributes the body must read (what it computes)
+    what: str = "body"
+
+    @property
+    def label(self) -> str:
+        return f"{self.qualname} ({self.what})"
+
+
+@dataclass(frozen=True)
+class ReplaceOperands:
+    qualname: str
+    params: Tuple[str, ...]
+    call: str
+    args: Tuple[str, ...]
+    what: str = "capability condition"
+
+    @property
+    def label(self) -> str:
+        return f"{self.qualname} ({self.what})"
+
+
+@dataclass(frozen=True)
+class ReplaceArms:
+    qualname: str
+    params: Tuple[str, ...]
+    code: str  # the statements inserted after the anchor, at column 0
+    anchor: str  # the inserted code goes after the first top-level ``if`` whose test calls this
+    call: str  # the glue function ``code`` calls (to recognise it)
+    what: str = "capability branches"
+
+    @property
+    def label(self) -> str:
+        return f"{self.qualname} ({self.what})"
+
+
+@dataclass(frozen=True)
+class ReplaceSpan:
+    qualname: str
+    params: Tuple[str, ...]
+    table: str  # the capability-keyed table the span reads
+    code: str  # the statements that replace it, at column 0
+    call: str
+    what: str = "capability table"
+
+    @property
+    def label(self) -> str:
+        return f"{self.qualname} ({self.what})"
+
+
+@dataclass(frozen=True)
+class AndCondition:
+    qualname: str
+    params: Tuple[str, ...]
+    attribute: str  # the top-level ``if`` whose test reads this attribute
+    call: str
+    args: Tuple[str, ...]
+    what: str = "condition"
+
+    @property
+    def label(self) -> str:
+        return f"{self.qualname} ({self.what})"
+
+
+@dataclass(frozen=True)
+class Delete:
+    names: Tuple[str, ...]  # module-level names, or ``Class.attr``: must be gone afterwards
+    unused: Tuple[str, ...] = ()  # deleted only where present and no longer read (dead after the step)
+    what: str = "deleted"
+
+    @property
+    def label(self) -> str:
+        return f"{', '.join(self.names + self.unused)} ({self.what})"
+
+
+Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, Delete]
+EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, Delete)
+
+
+def calls_glue(edit: Edit) -> bool:
+    return not isinstance(edit, Delete)
+
+
+# --- reading -----------------------------------------------------------------------------
+
+class _Reads(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: Set[str] = set()
+        self.attrs: Set[str] = set()
+        self.calls: Set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.attrs.add(node.attr.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        dotted = _dotted(node.func)
+        if dotted:
+            self.calls.add(dotted)
+
+
+def reads(node: cst.CSTNode) -> _Reads:
+    collector = _Reads()
+    node.visit(collector)
+    return collector
+
+
+def _dotted(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def fact_flags(module: cst.Module) -> Set[str]:
+    """Module-level names bound from a platform fact (``_is_sm90_supported = ... is_sm90``)."""
+    flags: Set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for stmt in module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign) and reads_fact(small.value, flags):
+                        for target in small.targets:
+                            if isinstance(target.target, cst.Name) and target.target.value not in flags:
+                                flags.add(target.target.value)
+                                changed = True
+    return flags
+
+
+def reads_fact(node: cst.CSTNode, flags: Set[str]) -> bool:
+    r = reads(node)
+    return bool(r.attrs & FACTS or {c.split(".")[-1] for c in r.calls} & FACT_HELPERS or r.names & flags)
+
+
+def find_function(module: cst.Module, qualname: str) -> cst.FunctionDef:
+    from .rewriter import _Mismatch, find_function as find
+
+    try:
+        return find(module, qualname)
+    except _Mismatch as exc:
+        raise Mismatch(str(exc)) from None
+
+
+def _check_params(fn: cst.FunctionDef, params: Tuple[str, ...]) -> None:
+    from .rewriter import param_names
+
+    found = param_names(fn)
+    if found != params:
+        raise Mismatch(f"parameters are ({', '.join(found)}), expected ({', '.join(params)})")
+
+
+def _body(fn: cst.FunctionDef) -> List[cst.BaseStatement]:
+    if not isinstance(fn.body, cst.IndentedBlock):
+        raise Mismatch("its body is on the def line")
+    return list(fn.body.body)
+
+
+def _calls(node: cst.CSTNode, alias: str, call: str) -> bool:
+    return f"{alias}.{call}" in reads(node).calls
+
+
+def _statements(code: str, indent: int) -> List[cst.BaseStatement]:
+    """``code`` (column 0) parsed as the statements of a block (``indent``: where they go)."""
+    import textwrap
+
+    wrapper = cst.parse_module("def _():\n" + textwrap.indent(code, "    "))
+    fn = wrapper.body[0]
+    assert isinstance(fn, cst.FunctionDef) and isinstance(fn.body, cst.IndentedBlock)
+    return list(fn.body.body)
+
+
+def _with_body(module: cst.Module, fn: cst.FunctionDef, body: Sequence[cst.BaseStatement]) -> cst.Module:
+    new = fn.with_changes(body=fn.body.with_changes(body=list(body)))
+    return cst.ensure_type(module.deep_replace(fn, new), cst.Module)
+
+
+def _indent_of(module: cst.Module, qualname: str) -> int:
+    return (qualname.count(".") + 1) * len(module.default_indent.expandtabs())
+
+
+# --- applying ----------------------------------------------------------------------------
+
+def apply(module: cst.Module, edit: Edit, alias: str) -> Tuple[cst.Module, bool]:
+    """(the module with ``edit`` made, whether it was already made); Mismatch when it cannot be."""
+    if isinstance(edit, Delete):
+        return _delete(module, edit)
+    fn = find_function(module, edit.qualname)
+    _check_params(fn, edit.params)
+    if isinstance(edit, ReplaceBody):
+        return _replace_body(module, fn, edit, alias)
+    if isinstance(edit, ReplaceOperands):
+        return _replace_operands(module, fn, edit, alias)
+    if isinstance(edit, ReplaceArms):
+        return _replace_arms(module, fn, edit, alias)
+    if isinstance(edit, ReplaceSpan):
+        return _replace_span(module, fn, edit, alias)
+    return _and_condition(module, fn, edit, alias)
+
+
+def _glue_call(alias: str, call: str, args: Sequence[str]) -> str:
+    return f"{alias}.{call}({', '.join(args)})"
+
+
+def _replace_body(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceBody, alias: str):
+    from .rewriter import _call_lines, _is_docstring
+
+    body = _body(fn)
+    head = body[:1] if body and _is_docstring(body[0]) else []
+    rest = body[len(head):]
+    if len(rest) == 1 and _calls(rest[0], alias, edit.call):
+        return module, True
+    found = reads(cst.Module(body=rest))
+    missing = [name for name in edit.reads if name not in found.names | found.attrs]
+    if missing:
+        raise Mismatch(f"its body no longer reads {', '.join(missing)} (what the registry replaces)")
+    indent = _indent_of(module, edit.qualname)
+    code = "return " + _call_lines("", f"{alias}.{edit.call}", edit.args, indent + 7) + "\n"
+    return _with_body(module, fn, head + _statements(code, indent)), False
+
+
+def _flatten_and(node: cst.BaseExpression):
+    """``a and b and c`` -> ([a, b, c], [and, and]) for an unparenthesized left-nested chain."""
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And) and not node.lpar:
+        operands, ops = _flatten_and(node.left)
+        return operands + [node.right], ops + [node.operator]
+    return [node], []
+
+
+def _and_chain(node: cst.BaseExpression) -> Optional[Tuple[cst.BooleanOperation, list, list]]:
+    if not (isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.And)):
+        return None
+    inner = node.with_changes(lpar=[], rpar=[])
+    operands, ops = _flatten_and(inner)
+    return node, operands, ops
+
+
+def _rebuild_and(outer: cst.BooleanOperation, operands: list, ops: list) -> cst.BaseExpression:
+    expr = operands[0]
+    for op, operand in zip(ops, operands[1:]):
+        expr = cst.BooleanOperation(left=expr, operator=op, right=operand)
+    if isinstance(expr, cst.BooleanOperation):
+        return expr.with_changes(lpar=outer.lpar, rpar=outer.rpar)
+    return expr
+
+
+def _replace_operands(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceOperands, alias: str):
+    flags = fact_flags(module)
+    call = cst.parse_expression(_glue_call(alias, edit.call, edit.args))
+    body = _body(fn)
+    done = already = False
+    for i, stmt in enumerate(body):
+        expr, rebuild = _condition_of(stmt)
+        chain = _and_chain(expr) if expr is not None else None
+        if chain is None:
+            continue
+        outer, operands, ops = chain
+        if any(_calls(o, alias, edit.call) for o in operands):
+            already = True
+            continue
+        hits = [k for k, o in enumerate(operands) if reads_fact(o, flags)]
+        if not hits:
+            continue
+        keep_operands, keep_ops = [], []
+        for k, operand in enumerate(operands):
+            if k == hits[0]:
+                operand = call
+            elif k in hits:
+                continue
+            if keep_operands:
+                keep_ops.append(ops[k - 1])
+            keep_operands.append(operand)
+        body[i] = rebuild(_rebuild_and(outer, keep_operands, keep_ops))
+        done = True
+    if done:
+        return _with_body(module, fn, body), False
+    if already:
+        return module, True
+    raise Mismatch("no top-level condition of it reads a platform fact (is_sm90, is_sm100, ...) any more")
+
+
+def _condition_of(stmt: cst.BaseStatement):
+    """(the condition of a top-level ``if`` or ``return``, a function putting a new one back)."""
+    if isinstance(stmt, cst.If):
+        return stmt.test, lambda test: stmt.with_changes(test=test)
+    if (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Return)
+            and stmt.body[0].value is not None):
+        ret = stmt.body[0]
+        return ret.value, lambda value: stmt.with_changes(body=[ret.with_changes(value=value)])
+    return None, None
+
+
+class _DropArms(cst.CSTTransformer):
+    """Delete the ``if``/``elif`` arms whose test reads a platform fact."""
+
+    def __init__(self, flags: Set[str]) -> None:
+        super().__init__()
+        self.flags = flags
+        self.dropped = 0
+        self.elifs: Set[int] = set()
+
+    def visit_If(self, node: cst.If) -> None:
+        if isinstance(node.orelse, cst.If):
+            self.elifs.add(id(node.orelse))
+
+    def leave_If(self, original: cst.If, updated: cst.If):
+        if id(original) in self.elifs:
+            return updated
+        arms = []
+        node: Union[cst.If, cst.Else, None] = updated
+        while isinstance(node, cst.If):
+            arms.append(node)
+            node = node.orelse
+        kept = [arm for arm in arms if not reads_fact(arm.test, self.flags)]
+        if len(kept) == len(arms):
+            return updated
+        if not kept:
+            raise Mismatch("every arm of an if/elif chain reads a platform fact; nothing would be left")
+        self.dropped += len(arms) - len(kept)
+        chain: Union[cst.If, cst.Else, None] = node  # the final else (or None)
+        for arm in reversed(kept):
+            chain = arm.with_changes(orelse=chain)
+        assert isinstance(chain, cst.If)
+        return chain.with_changes(leading_lines=updated.leading_lines)
+
+
+def _replace_arms(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceArms, alias: str):
+    body = _body(fn)
+    anchors = [i for i, stmt in enumerate(body) if isinstance(stmt, cst.If)
+               and any(c.split(".")[-1] == edit.anchor for c in reads(stmt.test).calls)]
+    if not anchors:
+        raise Mismatch(f"no top-level if that calls {edit.anchor}() (where the registry's branch goes)")
+    at = anchors[0] + 1
+    inserted = any(_calls(stmt, alias, edit.call) for stmt in body)
+    dropper = _DropArms(fact_flags(module))
+    new_fn = cst.ensure_type(fn.visit(dropper), cst.FunctionDef)
+    if inserted:
+        if dropper.dropped:
+            raise Mismatch("the registry's branch is there but capability branches are back")
+        return module, True
+    if not dropper.dropped:
+        raise Mismatch("no if/elif arm of it reads a platform fact (is_sm90, is_sm100, ...) any more")
+    new_body = list(cst.ensure_type(new_fn.body, cst.IndentedBlock).body)
+    new_body[at:at] = _statements(edit.code.format(alias=alias), _indent_of(module, edit.qualname))
+    return _with_body(module, fn, new_body), False
+
+
+def _replace_span(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceSpan, alias: str):
+    body = _body(fn)
+    first = [i for i, stmt in enumerate(body) if edit.table in reads(stmt).names]
+    if not first:
+        if any(_calls(stmt, alias, edit.call) for stmt in body):
+            return module, True
+        raise Mismatch(f"it no longer reads {edit.table}")
+    start = first[0]
+    stmt = body[start]
+    local = None
+    if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign):
+        target = stmt.body[0].targets[0].target
+        local = target.value if isinstance(target, cst.Name) else None
+    if local is None:
+        raise Mismatch(f"{edit.table} is not read into a local any more")
+    end = max(i for i, s in enumerate(body) if local in reads(s).names or edit.table in reads(s).names)
+    new = _statements(edit.code.format(alias=alias), _indent_of(module, edit.qualname))
+    new[0] = new[0].with_changes(leading_lines=stmt.leading_lines)
+    return _with_body(module, fn, body[:start] + new + body[end + 1:]), False
+
+
+def _and_condition(module: cst.Module, fn: cst.FunctionDef, edit: AndCondition, alias: str):
+    body = _body(fn)
+    hits = [i for i, stmt in enumerate(body) if isinstance(stmt, cst.If) and edit.attribute in reads(stmt.test).attrs]
+    if len(hits) != 1:
+        raise Mismatch(f"{len(hits)} top-level ifs test .{edit.attribute}, expected 1")
+    stmt = cst.ensure_type(body[hits[0]], cst.If)
+    if _calls(stmt.test, alias, edit.call):
+        return module, True
+    call = cst.parse_expression(_glue_call(alias, edit.call, edit.args))
+    body[hits[0]] = stmt.with_changes(test=cst.BooleanOperation(left=stmt.test, operator=cst.And(), right=call))
+    return _with_body(module, fn, body), False
+
+
+def _delete(module: cst.Module, edit: Delete) -> Tuple[cst.Module, bool]:
+    module, gone = _delete_names(module, edit.names)
+    if gone:
+        left = reads(module)
+        still = [n for n in edit.names if "." not in n and n in left.names]
+        if still:
+            raise Mismatch(f"{', '.join(still)} is still read after the edit (the module uses it elsewhere)")
+    for name in edit.unused:
+        candidate, dropped = _delete_names(module, (name,))
+        if dropped and name not in reads(candidate).names:
+            module, gone = candidate, gone + dropped
+    return module, not gone
+
+
+def _delete_names(module: cst.Module, names: Sequence[str]) -> Tuple[cst.Module, int]:
+    body = list(module.body)
+    gone = 0
+    for name in names:
+        if "." in name:
+            cls_name, attr = name.split(".", 1)
+            classes = [i for i, s in enumerate(body) if isinstance(s, cst.ClassDef) and s.name.value == cls_name]
+            if len(classes) != 1:
+                raise Mismatch(f"class {cls_name} is {'missing' if not classes else 'defined more than once'}")
+            cls = cst.ensure_type(body[classes[0]], cst.ClassDef)
+            inner = list(cst.ensure_type(cls.body, cst.IndentedBlock).body)
+            kept = [s for s in inner if attr not in _assigned(s)]
+            gone += len(inner) - len(kept)
+            body[classes[0]] = cls.with_changes(body=cls.body.with_changes(body=kept))
+            continue
+        new_body = []
+        for stmt in body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name:
+                gone += 1
+                continue
+            if name in _assigned(stmt):
+                gone += 1
+                continue
+            stmt, dropped = _drop_import(stmt, name)
+            gone += dropped
+            if stmt is not None:
+                new_body.append(stmt)
+        body = new_body
+    return module.with_changes(body=body), gone
+
+
+def _assigned(stmt: cst.CSTNode) -> Set[str]:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return set()
+    names = set()
+    for small in stmt.body:
+        targets = small.targets if isinstance(small, cst.Assign) else (
+            [small] if isinstance(small, (cst.AnnAssign,)) else [])
+        for t in targets:
+            if isinstance(t.target, cst.Name):
+                names.add(t.target.value)
+    return names
+
+
+def _drop_import(stmt: cst.BaseStatement, name: str):
+    """(``stmt`` without the import of ``name`` or None when nothing is left, how many were dropped)."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.ImportFrom) and not isinstance(stmt.body[0].names, cst.ImportStar)):
+        return stmt, 0
+    imp = stmt.body[0]
+    names = list(imp.names)
+    kept = [a for a in names if (a.asname.name.value if a.asname else _dotted(a.name)) != name]
+    if len(kept) == len(names):
+        return stmt, 0
+    if not kept:
+        return None, 1
+    kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return stmt.with_changes(body=[imp.with_changes(names=kept)]), 1
+
+
+def is_empty(module: cst.Module) -> bool:
+    """Nothing but a docstring and comments left."""
+    from .rewriter import _is_docstring
+
+    return all(_is_docstring(s) for s in module.body)
