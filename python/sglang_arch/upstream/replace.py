@@ -462,7 +462,8 @@ def _delete_names(module: cst.Module, names: Sequence[str]) -> Tuple[cst.Module,
             gone += len(inner) - len(kept)
             body[classes[0]] = cls.with_changes(body=cls.body.with_changes(body=kept))
             continue
-        new_body = []
+        new_body: List[cst.BaseStatement] = []
+        carry: List[cst.EmptyLine] = []
         for stmt in body:
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name:
                 gone += 1
@@ -470,10 +471,15 @@ def _delete_names(module: cst.Module, names: Sequence[str]) -> Tuple[cst.Module,
             if name in _assigned(stmt):
                 gone += 1
                 continue
-            stmt, dropped = _drop_import(stmt, name)
+            kept, dropped = _drop_import(stmt, name)
             gone += dropped
-            if stmt is not None:
-                new_body.append(stmt)
+            if kept is None:  # the next statement keeps the blank line that separated the sections
+                carry = [line for line in stmt.leading_lines if line.comment is None]
+                continue
+            if carry and not kept.leading_lines:
+                kept = kept.with_changes(leading_lines=carry)
+            carry = []
+            new_body.append(kept)
         body = new_body
     return module.with_changes(body=body), gone
 

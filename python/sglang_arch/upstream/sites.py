@@ -58,7 +58,7 @@ STEPS: Tuple[Step, ...] = (
             ReplaceSpan(*_SYMM_MEM_INIT, table="TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",
                         code="self.max_size = {alias}.symm_mem_max_size(self)\nif not self.max_size:\n    return\n",
                         call="symm_mem_max_size", what="size table"),
-            AndCondition(*_SYMM_MEM_INIT, attribute="multicast_ptr", call="symm_mem_needs_multicast",
+            AndCondition(*_SYMM_MEM_INIT, attribute="multicast_ptr", call="uses_multimem",
                          args=("self",), what="multicast check"),
             Delete(("TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM", "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"),
                    what="multimem table, size-table import"),

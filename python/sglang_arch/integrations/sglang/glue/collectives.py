@@ -209,7 +209,7 @@ def symm_mem_max_size(comm: Any) -> int:
     return max_size
 
 
-def symm_mem_needs_multicast(comm: Any) -> bool:
+def uses_multimem(comm: Any) -> bool:
     """Whether ``comm``'s kernel is multimem, the one that needs a multicast pointer
     (two-shot needs peer-to-peer access only)."""
     return bool(
