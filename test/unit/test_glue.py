@@ -60,7 +60,8 @@ def test_importing_the_plugin_and_its_glue_loads_neither_sglang_nor_torch():
 
 
 def test_the_series_copies_every_glue_module():
-    assert {f"glue/{name}.py" for name in MODULES} == set(glue_files())
+    # platform.py routes the probes, which are identity: the series has no probe step.
+    assert {f"glue/{name}.py" for name in MODULES if name != "platform"} == set(glue_files())
 
 
 # --- the import translation -----------------------------------------------------------
