@@ -268,7 +268,7 @@ def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_pa
     assert run.returncode == 1, run.stdout + run.stderr
     line = next(line for line in run.stdout.splitlines() if line.strip().startswith("_resolve_backend "))
     assert "left untouched: parameters are (backend, is_multi_node, world_size)" in line
-    assert "[3/5] fusion: FlashInfer all-reduce fusion: skipped, nothing written" in run.stdout
+    assert "[3/4] fusion: FlashInfer all-reduce fusion backend, auto-enable and runtime gate: skipped, nothing written" in run.stdout
     assert fusion.read_bytes() == before
     assert not (package / "srt/arch/glue/fusion.py").exists()
     overrides = (package / "srt/arg_groups/overrides.py").read_text()
@@ -277,5 +277,5 @@ def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_pa
                              "    arch_attention.check_explicit_backends(view)\n", "").replace(
         "# sglang-arch: routed through sglang.srt.arch\n"
         "from sglang.srt.arch.glue import attention as arch_attention\n", "") == overrides_before
-    for step in ("[2/5]", "[4/5]", "[5/5]"):
+    for step in ("[2/4]", "[4/4]"):
         assert re.search(rf"^{re.escape(step)} .*commit|^{re.escape(step)} .*file\(s\)", run.stdout, re.M), step
