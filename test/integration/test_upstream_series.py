@@ -71,15 +71,14 @@ def _git(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
 
 
-def _patched_env(python_dir: Path, **extra: str) -> dict:
-    own = Path(__file__).resolve().parents[2] / "python"  # this checkout's sglang_arch, for the suite's helpers
-    return clean_env(PYTHONPATH=f"{python_dir}{os.pathsep}{own}", SGLANG_PLUGINS="none", SGLANG_ARCH_DISABLE="1",
-                     **extra)
+def _patched_env(python_dir: Path, *more: Path, **extra: str) -> dict:
+    path = os.pathsep.join(str(p) for p in (python_dir, *more))
+    return clean_env(PYTHONPATH=path, SGLANG_PLUGINS="none", SGLANG_ARCH_DISABLE="1", **extra)
 
 
 def _patched_suite(python_dir: Path) -> dict:
     out = subprocess.run([sys.executable, str(PATCHED_SUITE)], capture_output=True, text=True,
-                         env=_patched_env(python_dir))
+                         env=_patched_env(python_dir, Path(__file__).resolve().parents[2] / "python"))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
