@@ -32,7 +32,7 @@ INSTALLED = Path(importlib.util.find_spec("sglang").submodule_search_locations[0
 IGNORE = shutil.ignore_patterns("__pycache__", "multimodal_gen", "test")
 SUBJECTS = [
     "[arch] Add sglang.srt.arch, one GPU architecture registry",
-    "[arch] Torch symmetric memory and custom all-reduce v2: read the registry, delete the capability tables",
+    "[arch] Torch symm mem and custom all-reduce v2: read the registry, delete the capability tables",
     "[arch] FlashInfer all-reduce fusion: read the registry, delete the SM90/SM100 checks",
     "[arch] Attention: the default backend from the registry, explicit backends checked",
 ]
