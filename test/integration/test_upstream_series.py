@@ -241,8 +241,10 @@ def test_the_installed_package_layout(clone, tmp_path):
     assert "no commits: --into-git not given" in done.stdout
     assert _upstream(package, "--check", env=env).returncode == 0
     patched = clone.root / "python" / "sglang"
-    for rel in TARGET_FILES:
-        assert (package / rel).read_bytes() == (patched / rel).read_bytes(), rel
+    for rel in TARGET_FILES:  # a module the series empties is removed in both layouts
+        assert (package / rel).exists() == (patched / rel).exists(), rel
+        if (package / rel).exists():
+            assert (package / rel).read_bytes() == (patched / rel).read_bytes(), rel
     arch = sorted(p.relative_to(package).as_posix() for p in (package / "srt/arch").rglob("*") if p.is_file())
     assert arch == sorted(p.relative_to(patched).as_posix() for p in (patched / "srt/arch").rglob("*")
                           if p.is_file() and "__pycache__" not in p.parts)
