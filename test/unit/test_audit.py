@@ -63,6 +63,9 @@ FILES = {
             # is_sm90_supported() in a comment is no site
             text = "torch.cuda.get_device_capability() in a string is no site"
             return _is_sm90_supported and batch <= 128
+
+        def other_gate(batch):
+            return _is_sm90_supported and batch > 0
         """,
     # attention: each kind of site
     "srt/layers/attention/flashinfer_mla_backend.py": """\
@@ -147,7 +150,7 @@ def test_skips_comments_strings_registry_copy_and_tests(tree):
     rep = audit(str(tree))
     files = {s.file for s in rep.sites}
     assert not any(f.startswith("srt/arch/") or "test" in f for f in files)
-    assert sorted(by_line(rep, FUSION)) == [3, 8]  # not the comment (6), not the string (7)
+    assert sorted(by_line(rep, FUSION)) == [3, 8, 11]  # not the comment (6), not the string (7)
     assert len({(s.file, s.line) for s in rep.sites}) == len(rep.sites)
 
 
@@ -156,8 +159,10 @@ def test_status_derived_from_targets_and_steps(tree):
     attn = by_line(rep, ATTN)
     assert (attn[6].plugin, attn[6].patched) == ("unrouted", "unrouted")
     assert "torch.cuda.get_device_capability" in attn[6].plugin_reason
-    assert (attn[12].plugin, attn[12].patched) == ("probe", "probe")  # get_platform().is_sm100 reads is_sm100_supported
-    assert attn[14].plugin == "probe" and attn[14].patched == "probe"  # get_device_capability(): a routed helper
+    # get_platform().is_sm100 reads is_sm100_supported: an identity probe, routed by the plugin
+    # and SGLang's own in the patched tree, the same answer in both (docs/fallback.md).
+    assert (attn[12].plugin, attn[12].patched) == ("probe", "probe")
+    assert attn[14].plugin == "probe" and attn[14].patched == "probe"  # get_device_capability()
     assert attn[18].plugin == "unrouted" and "sm_version" in attn[18].plugin_reason
     assert attn[21].plugin == "unrouted" and "_is_sm10x() (defined here)" in attn[21].plugin_reason
     symm = by_line(rep, SYMM)
@@ -176,25 +181,28 @@ def test_status_derived_from_targets_and_steps(tree):
 def test_import_time_flag_and_early_routing(tree):
     early = by_line(audit(str(tree)), FUSION)
     assert (early[3].kind, early[3].evaluated, early[3].plugin) == ("cached_flag", "import", "probe")
-    assert (early[8].kind, early[8].evaluated, early[8].plugin) == ("flag", "call", "probe")
+    assert (early[8].kind, early[8].evaluated, early[8].plugin) == ("flag", "call", "routed")  # a target
+    assert (early[11].kind, early[11].evaluated, early[11].plugin) == ("flag", "call", "probe")
     late = by_line(audit(str(tree), early_routing=False), FUSION)
     assert late[3].plugin == "unrouted" and "before the plugin's probes" in late[3].plugin_reason
-    assert late[8].plugin == "unrouted" and "_is_sm90_supported" in late[8].plugin_reason
-    assert (late[3].patched, late[8].patched) == ("probe", "probe")  # the patched tree's probes are its source
+    assert late[8].plugin == "routed"
+    assert late[11].plugin == "unrouted" and "_is_sm90_supported" in late[11].plugin_reason
+    # The series deletes the flag and rewrites the gate.
+    assert (late[3].patched, late[8].patched) == ("routed", "routed")
 
 
 def test_a_new_target_changes_the_status(tree, monkeypatch):
-    path = "sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies"
-    before = by_line(audit(str(tree), early_routing=False), FUSION)[8]
+    path = "sglang.srt.layers.layer_boundary.residual.add_norm.other_gate"
+    before = by_line(audit(str(tree), early_routing=False), FUSION)[11]
     assert before.plugin == "unrouted"
     original = targets_mod.all_targets
     monkeypatch.setattr(targets_mod, "all_targets",
                         lambda: original() + [targets_mod.Target("all-reduce fusion", path, None, ("batch",))])
-    after = by_line(audit(str(tree), early_routing=False), FUSION)[8]
+    after = by_line(audit(str(tree), early_routing=False), FUSION)[11]
     assert after.plugin == "routed" and path in after.plugin_reason
-    assert after.patched == "probe"  # the series does not guard it
+    assert after.patched == "probe"  # the series does not rewrite it
     extra = by_line(audit(str(tree), early_routing=False, extra=[Routed(path, "on purpose", plugin=False)]), FUSION)
-    assert extra[8].patched == "routed" and extra[8].patched_reason == "on purpose"
+    assert extra[11].patched == "routed" and extra[11].patched_reason == "on purpose"
 
 
 def test_src_forms_relative_paths_and_version(tmp_path):

@@ -9,7 +9,7 @@ Status of a site, per routing:
 
 ``routed``    inside a function the routing hooks or guards (or a module-level name it
               defines, a table its glue reads, or state its routed ``__init__`` sets)
-``probe``     every capability value on the line comes from a routed probe at the time
+``probe``     every capability value on the line comes from a platform probe (identity) at the time
               it is evaluated (a probe call, a ``get_platform()`` fact that reads one, or a
               value cached at import from them, when probes are routed before import)
 ``unrouted``  anything else: a direct read, an unrouted helper, a capability table or

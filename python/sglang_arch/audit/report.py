@@ -52,7 +52,7 @@ def render_markdown(report: Report) -> str:
         "`CapabilityRequirement` windows, comparisons of capability values), with its concern, when it is "
         "evaluated (`import`: module level or class body; `call`: inside a function), and its status for the "
         "plugin and for a tree patched by `sglang-arch upstream`: `routed` (inside a function the plugin hooks "
-        "or the series guards), `probe` (its capability value comes from a routed probe when it is evaluated), "
+        "or the series guards), `probe` (its capability value comes from a platform probe when it is evaluated: the device's own identity, the same answer through the plugin's routed probes and a patched tree's own, docs/fallback.md), "
         "`unrouted` (SGLang's own check of the real device). Statuses are derived from the plugin's targets "
         "(`integrations/sglang/targets.py`) and the series' steps (`upstream/sites.py`), "
         f"with early routing {'on' if report.early_routing else 'off'} (probes answer before SGLang's modules "

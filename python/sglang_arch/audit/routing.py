@@ -101,7 +101,13 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     from ..upstream import rewriter
     from ..upstream import sites as sites_mod
 
+    from ..integrations.sglang.targets import FACT_HELPERS
+
     routing = Routing("patched", import_time_probes=True)
+    # The series leaves SGLang's platform probes in place: they answer the device's own
+    # identity, which is what the plugin's routed probes answer too (docs/fallback.md), so
+    # a read of them is `probe` in both columns.
+    _add_helpers(routing, COMMON, FACT_HELPERS.values())
     for step in steps if steps is not None else sites_mod.STEPS:
         for plan in step.modules:
             module = package_module(plan.path)
@@ -109,12 +115,18 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
                 if isinstance(site, rewriter.ProbeSite):
                     _add_helpers(routing, module, site.names)
                     continue
-                routing.functions[f"{module}.{site.qualname}"] = (
-                    f"series step {step.number} ({step.key}) guards {site.qualname}")
-                for name in site.uses:
-                    routing.uses.setdefault(name, f"{module}.{site.qualname}")
+                qualname = getattr(site, "qualname", None)
+                if qualname is None:  # a deletion: the names are gone from the patched tree
+                    for name in tuple(site.names) + tuple(getattr(site, "unused", ())):
+                        routing.functions[f"{module}.{name}"] = f"series step {step.number} ({step.key}) deletes {name}"
+                    continue
+                routing.functions[f"{module}.{qualname}"] = (
+                    f"series step {step.number} ({step.key}) rewrites {qualname}")
+                names = tuple(getattr(site, "uses", ())) + tuple(filter(None, [getattr(site, "table", None)]))
+                for name in names:
+                    routing.uses.setdefault(name, f"{module}.{qualname}")
                 if module == COMMON:
-                    _add_helpers(routing, module, [site.qualname])
+                    _add_helpers(routing, module, [qualname])
     for r in tuple(EXTRA_ROUTED) + tuple(extra):
         if r.patched:
             routing.functions[r.path] = r.reason
