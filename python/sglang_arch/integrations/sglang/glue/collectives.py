@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.collectives import (
     CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES,
@@ -72,15 +72,8 @@ def init_torch_symm_mem(comm: Any, group: Any, device: Any) -> Optional[bool]:
     comm.group = group
     comm.world_size = module.dist.get_world_size(group)
     comm.device_capability = torch.cuda.get_device_capability(device)[0]
-    decision = ctx.symm_mem(comm.world_size)
-    # Per instance, so the kernel choice on every all-reduce stays a dict look-up.
-    comm._WORLD_SIZES_MULTIMEM = {
-        comm.device_capability: (
-            [comm.world_size] if decision.algorithm == "multimem" else []
-        )
-    }
-    max_size = ctx.symm_mem_table().get(comm.device_capability, {}).get(comm.world_size)
-    if max_size is None:
+    max_size, decision = _size_and_kernel(ctx, comm)
+    if not max_size:
         logger.info("TorchSymmMemCommunicator: off (%s)", decision.reason)
         return True
     comm.max_size = _with_inkling_floor(module, max_size)
@@ -104,6 +97,19 @@ def init_torch_symm_mem(comm: Any, group: Any, device: Any) -> Optional[bool]:
         decision.reason,
     )
     return True
+
+
+def _size_and_kernel(ctx: MachineContext, comm: Any) -> Tuple[int, Any]:
+    """The registry's buffer size for ``comm`` (0: off) and its decision; sets the
+    instance's multimem list, so the kernel choice on every all-reduce stays a look-up."""
+    decision = ctx.symm_mem(comm.world_size)
+    comm._WORLD_SIZES_MULTIMEM = {
+        comm.device_capability: (
+            [comm.world_size] if decision.algorithm == "multimem" else []
+        )
+    }
+    table = ctx.symm_mem_table().get(comm.device_capability, {})
+    return table.get(comm.world_size) or 0, decision
 
 
 def publish_symm_mem_table(ctx: MachineContext) -> None:
@@ -148,6 +154,13 @@ def all_reduce_configs() -> Optional[Dict[int, Any]]:
     table = ctx.custom_ar_table()
     if table is not None:
         return getattr(configs, f"_{table}_configs")(num_sm)
+    return _default_configs(
+        configs, num_sm, ctx.resolution.profile.custom_ar_v2_world_sizes
+    )
+
+
+def _default_configs(configs: Any, num_sm: int, world_sizes: Any) -> Dict[int, Any]:
+    """SGLang's conservative v2 thresholds, for each of ``world_sizes``."""
     heuristic = configs.Heuristic(
         CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES,
         CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES,
@@ -160,10 +173,7 @@ def all_reduce_configs() -> Optional[Dict[int, Any]]:
         num_pull_blocks=num_sm,
         num_mc_blocks=None,
     )
-    return {
-        world_size: default
-        for world_size in ctx.resolution.profile.custom_ar_v2_world_sizes
-    }
+    return {world_size: default for world_size in world_sizes}
 
 
 # --- the replace form (``sglang-arch upstream``: SGLang's capability table is deleted) ---
@@ -189,15 +199,8 @@ def symm_mem_max_size(comm: Any) -> int:
     if ctx is None:
         logger.info("TorchSymmMemCommunicator: off (no NVIDIA GPU resolved)")
         return 0
-    decision = ctx.symm_mem(comm.world_size)
-    comm._WORLD_SIZES_MULTIMEM = {
-        comm.device_capability: (
-            [comm.world_size] if decision.algorithm == "multimem" else []
-        )
-    }
-    table = ctx.symm_mem_table().get(comm.device_capability, {})
-    max_size = table.get(comm.world_size)
-    if max_size is None:
+    max_size, decision = _size_and_kernel(ctx, comm)
+    if not max_size:
         logger.info("TorchSymmMemCommunicator: off (%s)", decision.reason)
         return 0
     logger.info(
@@ -233,16 +236,4 @@ def all_reduce_configs_here() -> Dict[int, Any]:
     import torch
 
     num_sm = torch.cuda.get_device_properties().multi_processor_count
-    heuristic = module.Heuristic(
-        CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES,
-        CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES,
-        CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES,
-    )
-    default = module.AllReduceConfig(
-        graph=heuristic,
-        eager=heuristic,
-        num_push_blocks=num_sm,
-        num_pull_blocks=num_sm,
-        num_mc_blocks=None,
-    )
-    return {world_size: default for world_size in range(2, 17)}
+    return _default_configs(module, num_sm, range(2, 17))
