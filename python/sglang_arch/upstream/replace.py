@@ -42,8 +42,16 @@ class Mismatch(Exception):
     """The code an edit replaces is not there (the message says what is missing)."""
 
 
+class _Labelled:
+    """A site named in the report as ``qualname (what)``."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.qualname} ({self.what})"  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
-class ReplaceBody:
+class ReplaceBody(_Labelled):
     qualname: str
     params: Tuple[str, ...]
     call: str
@@ -51,26 +59,20 @@ class ReplaceBody:
     reads: Tuple[str, ...]  # names or attributes the body must read (what it computes)
     what: str = "body"
 
-    @property
-    def label(self) -> str:
-        return f"{self.qualname} ({self.what})"
 
 
 @dataclass(frozen=True)
-class ReplaceOperands:
+class ReplaceOperands(_Labelled):
     qualname: str
     params: Tuple[str, ...]
     call: str
     args: Tuple[str, ...]
     what: str = "capability condition"
 
-    @property
-    def label(self) -> str:
-        return f"{self.qualname} ({self.what})"
 
 
 @dataclass(frozen=True)
-class ReplaceArms:
+class ReplaceArms(_Labelled):
     qualname: str
     params: Tuple[str, ...]
     code: str  # the statements inserted after the anchor, at column 0
@@ -78,13 +80,10 @@ class ReplaceArms:
     call: str  # the glue function ``code`` calls (to recognise it)
     what: str = "capability branches"
 
-    @property
-    def label(self) -> str:
-        return f"{self.qualname} ({self.what})"
 
 
 @dataclass(frozen=True)
-class ReplaceSpan:
+class ReplaceSpan(_Labelled):
     qualname: str
     params: Tuple[str, ...]
     table: str  # the capability-keyed table the span reads
@@ -92,13 +91,10 @@ class ReplaceSpan:
     call: str
     what: str = "capability table"
 
-    @property
-    def label(self) -> str:
-        return f"{self.qualname} ({self.what})"
 
 
 @dataclass(frozen=True)
-class AndCondition:
+class AndCondition(_Labelled):
     qualname: str
     params: Tuple[str, ...]
     attribute: str  # the top-level ``if`` whose test reads this attribute
@@ -106,9 +102,6 @@ class AndCondition:
     args: Tuple[str, ...]
     what: str = "condition"
 
-    @property
-    def label(self) -> str:
-        return f"{self.qualname} ({self.what})"
 
 
 @dataclass(frozen=True)

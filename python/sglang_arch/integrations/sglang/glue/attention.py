@@ -61,11 +61,12 @@ def _model_traits(
     cuda: Any,
 ) -> ModelTraits:
     """The model and speculative settings the default depends on (SGLang's helpers)."""
+    forces = getattr(base, "_forces_eagle_topk_one", None)  # not in 0.5.22
     cfg = base.resolving_view(server_args)
     topk_declared = (
         cfg.speculative_algorithm is None
         or cfg.speculative_eagle_topk is not None
-        or base._forces_eagle_topk_one(cfg.speculative_algorithm)
+        or (forces is not None and forces(cfg.speculative_algorithm))
     )
     architectures = getattr(model_config.hf_config, "architectures", None) or []
     return ModelTraits(
@@ -139,25 +140,12 @@ def nvidia_default_backend(
     base = sys.modules[_BASE]
     if not platform.is_cuda or platform.is_hip:
         return None
-    forces = getattr(base, "_forces_eagle_topk_one", None)
-    cfg = base.resolving_view(server_args)
-    topk_declared = (
-        cfg.speculative_algorithm is None
-        or cfg.speculative_eagle_topk is not None
-        or (forces is not None and forces(cfg.speculative_algorithm))
-    )
-    architectures = getattr(model_config.hf_config, "architectures", None) or []
-    traits = ModelTraits(
-        kind="mla" if use_mla_backend else "mha",
-        asymmetric_kv=bool(getattr(model_config, "has_asymmetric_kv", False)),
-        attention_sinks=bool(getattr(model_config, "has_attention_sinks", False)),
-        speculative_multi_branch=not base.is_no_spec_infer_or_topk_one(
-            base.resolved_view(server_args)
-        ),
-        speculative_topk_pending=not topk_declared,
-        cross_attention_needs_flashinfer="WhisperForConditionalGeneration"
-        in architectures,
-        flashinfer_available=bool(platform.has_flashinfer),
-        cuda=ctx.cuda,
+    traits = _model_traits(
+        base,
+        server_args,
+        use_mla_backend,
+        model_config,
+        bool(platform.has_flashinfer),
+        ctx.cuda,
     )
     return ctx.attention_default(traits).prefill
