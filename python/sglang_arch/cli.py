@@ -14,8 +14,6 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from . import __version__
 from . import args as args_mod
-from .args import CliError
-from .args import Parser as _Parser
 from .arch import (
     ACCEPTED_FORMS,
     TOPOLOGIES,
@@ -24,11 +22,12 @@ from .arch import (
     UnknownCapabilityError,
     decide,
     resolve,
+    runtime,
 )
-from .arch import runtime
 from .arch.policies import attention
 from .arch.profile import MIB, format_version
-
+from .args import CliError
+from .args import Parser as _Parser
 
 _capability, _topology, _cuda = args_mod.capability, args_mod.topology, args_mod.cuda  # former names
 

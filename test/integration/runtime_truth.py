@@ -59,7 +59,10 @@ def main() -> int:
     from sglang.srt.layers.layer_boundary.fusions import allreduce as fusion_stage
     from sglang.srt.layers.layer_boundary.residual import add_norm
     from sglang_arch.arch.runtime import current
-    from sglang_arch.integrations.sglang.plan import SIMULATED_MACHINE, simulated_torch_device
+    from sglang_arch.integrations.sglang.plan import (
+        SIMULATED_MACHINE,
+        simulated_torch_device,
+    )
 
     ctx = current()
     res = ctx.resolution
@@ -149,7 +152,10 @@ def _pair(decision):
 
 
 def resolve_args(model: str, gpus: int):
-    from sglang.srt.server_args import prepare_server_args, set_global_server_args_for_scheduler
+    from sglang.srt.server_args import (
+        prepare_server_args,
+        set_global_server_args_for_scheduler,
+    )
 
     argv = ["--model-path", os.path.join(FIXTURES, model), "--tp-size", str(gpus), "--device", "cuda"]
     server_args = prepare_server_args(argv)

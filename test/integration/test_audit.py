@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from sglang_arch.audit import audit, report
 
 _SPEC = importlib.util.find_spec("sglang")

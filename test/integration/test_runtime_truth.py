@@ -82,7 +82,9 @@ def test_symm_mem_kernel_and_size_are_the_registrys(truth, machine):
 
 def test_symm_mem_values_from_their_sources(truth):
     """Field report (8x RTX PRO 6000, docs/differences.md D1) and SGLang 0.5.23's own table."""
-    from sglang.srt.distributed.device_communicators.all_reduce_utils import TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+    from sglang.srt.distributed.device_communicators.all_reduce_utils import (
+        TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES,
+    )
 
     sm120 = truth[("12.0", 8, "pcie-p2p")][0]["symm_mem"]["sglang"]
     assert (sm120["kernel"], sm120["max_bytes"]) == ("two_shot", 128 * MIB)  # no NVLink, no multicast

@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
 pytest.importorskip("libcst", reason="the upstream rewriter needs libcst: pip install -e 'python[upstream]'")
 
-from helpers import clean_env, run_suite  # noqa: E402
+from helpers import clean_env  # noqa: E402
 from sglang_arch.upstream import texts  # noqa: E402
 from sglang_arch.upstream.sites import STEPS  # noqa: E402
 

@@ -6,7 +6,6 @@ import json
 import textwrap
 
 import pytest
-
 from sglang_arch import cli
 from sglang_arch.audit import AuditError, Routed, audit, classify, report
 from sglang_arch.integrations.sglang import targets as targets_mod

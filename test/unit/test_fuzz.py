@@ -19,7 +19,14 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sglang_arch.arch import TOPOLOGIES, TableError, build_registry, parse_capability, parse_topology, runtime
+from sglang_arch.arch import (
+    TOPOLOGIES,
+    TableError,
+    build_registry,
+    parse_capability,
+    parse_topology,
+    runtime,
+)
 from sglang_arch.arch.profile import _KNOWN_FIELDS, parse_version
 from sglang_arch.arch.registry import load_override_file
 from sglang_arch.arch.validate import (

@@ -2,6 +2,7 @@
 plugin), never a traceback, a hang, an unbounded size, or a write outside its target.
 One test (or parametrized case) per kind of failure; test_fuzz.py generates the rest."""
 
+import importlib
 import json
 import logging
 import os
@@ -9,8 +10,6 @@ import sys
 import threading
 import time
 import types
-
-import importlib
 
 import pytest
 from sglang_arch.arch import TableError, build_registry, parse_capability, runtime

@@ -16,7 +16,7 @@ pytest.importorskip("libcst", reason="the upstream rewriter needs libcst: pip in
 
 from sglang_arch import __version__  # noqa: E402
 from sglang_arch.cli import main  # noqa: E402
-from sglang_arch.integrations.sglang.targets import FACT_HELPERS, all_targets  # noqa: E402
+from sglang_arch.integrations.sglang.targets import all_targets  # noqa: E402
 from sglang_arch.upstream import glue, series, texts  # noqa: E402
 from sglang_arch.upstream.rewriter import (  # noqa: E402
     ALREADY,

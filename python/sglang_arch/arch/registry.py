@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
 from .capability import Capability, CapabilityLike, parse_capability
-from .profile import FEATURES, ArchProfile, TableError, build_profile, flatten_entries, inherits_of
+from .profile import (
+    FEATURES,
+    ArchProfile,
+    TableError,
+    build_profile,
+    flatten_entries,
+    inherits_of,
+)
 from .table import ARCHITECTURES
 from .validate import MAX_FILE_BYTES, env_bool, read_regular_file, shown
 

@@ -98,10 +98,9 @@ def plugin_routing(targets=None, extra: Sequence[Routed] = (), early_routing: bo
 
 def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     """What a tree patched by ``sglang-arch upstream`` routes, read from ``STEPS``."""
+    from ..integrations.sglang.targets import FACT_HELPERS
     from ..upstream import rewriter
     from ..upstream import sites as sites_mod
-
-    from ..integrations.sglang.targets import FACT_HELPERS
 
     routing = Routing("patched", import_time_probes=True)
     # The series leaves SGLang's platform probes in place: they answer the device's own

@@ -181,7 +181,8 @@ def reads_fact(node: cst.CSTNode, flags: Set[str]) -> bool:
 
 
 def find_function(module: cst.Module, qualname: str) -> cst.FunctionDef:
-    from .rewriter import _Mismatch, find_function as find
+    from .rewriter import _Mismatch
+    from .rewriter import find_function as find
 
     try:
         return find(module, qualname)

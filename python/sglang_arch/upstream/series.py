@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
-from . import glue, texts
-from . import replace
+from . import glue, replace, texts
 from .rewriter import (
     ALREADY,
-    ModuleResult,
     UNTOUCHED,
     UPDATED,
+    ModuleResult,
     SiteOutcome,
     count_changes,
     rewrite_source,

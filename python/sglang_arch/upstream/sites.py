@@ -20,7 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from .replace import AndCondition, Delete, ReplaceArms, ReplaceBody, ReplaceOperands, ReplaceSpan
+from .replace import (
+    AndCondition,
+    Delete,
+    ReplaceArms,
+    ReplaceBody,
+    ReplaceOperands,
+    ReplaceSpan,
+)
 from .rewriter import FunctionSite, ModulePlan
 
 # The SGLang releases these sites were written against (and tested with).

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ..profile import MIB
-from ..validate import SYMM_MEM_MAX_MIB
 from ..registry import Resolution
 from ..topology import Topology
+from ..validate import SYMM_MEM_MAX_MIB
 
 # SGLang 0.5.23 JIT custom all-reduce: the default cap of its workspaces
 # (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB = 16 MiB), and the conservative thresholds it

@@ -7,7 +7,6 @@ import json
 import os
 from typing import Any, Dict
 
-
 from ... import args as cli_args
 
 
