@@ -58,6 +58,56 @@ def _spread(samples: List[float]) -> Dict[str, Any]:
     return {"median": statistics.median(v), "min": v[0], "max": v[-1], "q1": q1, "q3": q3, "trials": list(samples)}
 
 
+class _StubFinder:
+    """Serves ``sgl_kernel`` and its submodules as stubs, where the real package is not
+    installed (its wheel is 373 MB; the GPU host has no network).  SGLang's ServerArgs
+    resolution imports it (model_config -> quantization -> ``from sgl_kernel import
+    int8_scaled_mm``); no all-reduce path calls it: a stub function raises if called."""
+
+    PREFIX = "sgl_kernel"
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+
+        if name == self.PREFIX or name.startswith(self.PREFIX + "."):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        import types
+
+        mod = types.ModuleType(spec.name)
+        mod.__path__ = []
+        mod.__sglang_arch_stub__ = True
+
+        def missing(attr, _name=spec.name):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+
+            def stub(*args, **kwargs):
+                raise RuntimeError(f"{_name}.{attr}: sgl_kernel is a stub in this benchmark")
+            stub.__name__ = attr
+            return stub
+        mod.__getattr__ = missing
+        return mod
+
+    def exec_module(self, module):
+        pass
+
+
+def stub_sgl_kernel_if_missing() -> bool:
+    """Install the stub finder when ``sgl_kernel`` cannot be imported; True if it did."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("sgl_kernel") is not None:
+            return False
+    except (ImportError, ValueError):
+        pass
+    sys.meta_path.append(_StubFinder())
+    return True
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -104,6 +154,14 @@ class Chain:
             if not dist.is_initialized():
                 dist.init_process_group("gloo" if cpu else "nccl", rank=rank, world_size=world,
                                         init_method=f"tcp://127.0.0.1:{port}")
+            try:  # what the custom all-reduce's P2P check reads, where publishing stopped early
+                from sglang.srt.distributed import parallel_state as ps
+                from sglang.srt.runtime_context import get_parallel
+
+                if ps._WORLD is not None:
+                    get_parallel().override_permanently(world_group=ps._WORLD)
+            except Exception as exc2:
+                info["world_group_override_error"] = f"{type(exc2).__name__}: {exc2}"[:300]
             self._build_one_by_one(info)
         self.group = dist.group.WORLD
         info["communicators"] = {
@@ -301,6 +359,7 @@ def _rank(rank: int, world: int, port: int, args: Dict[str, Any], queue) -> None
         import torch
         import torch.distributed as dist
 
+        info["sgl_kernel_stubbed"] = stub_sgl_kernel_if_missing()
         t0 = time.perf_counter()
         from sglang.srt.plugins import load_plugins
 
@@ -377,21 +436,32 @@ def run_mode(mode: str, args: Dict[str, Any]) -> Dict[str, Any]:
     os.environ.update(MULTICAST_OFF)
     try:
         ctx = mp.get_context("spawn")
-        queue = ctx.SimpleQueue()
+        queue = ctx.Queue()
         port = _free_port()
         procs = [ctx.Process(target=_rank, args=(r, args["world"], port, args, queue)) for r in range(args["world"])]
         t0 = time.perf_counter()
         for p in procs:
             p.start()
-        results = [queue.get() for _ in procs]
+        results = []
+        for _ in procs:
+            try:
+                results.append(queue.get(timeout=max(1.0, args["mode_timeout"] - (time.perf_counter() - t0))))
+            except Exception:
+                break
         for p in procs:
-            p.join(60)
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+        if len(results) < len(procs):
+            got = {r["rank"] for r in results}
+            results += [{"rank": r, "fatal": f"no result within {args['mode_timeout']} s"}
+                        for r in range(args["world"]) if r not in got]
         results.sort(key=lambda r: r["rank"])
         out = dict(results[0])
         out["wall_s"] = time.perf_counter() - t0
         if any("fatal" in r for r in results):
             out["fatal_ranks"] = {r["rank"]: r.get("fatal") for r in results if "fatal" in r}
-            out["traceback"] = next(r["traceback"] for r in results if "fatal" in r)
+            out["traceback"] = next((r.get("traceback") for r in results if "fatal" in r), None)
         return out
     finally:
         if saved is None:
@@ -404,7 +474,7 @@ def summarize(result: Dict[str, Any]) -> List[str]:
     lines = []
     for mode, r in result["modes"].items():
         lines.append(f"== {mode} plugin: {r.get('coordinator')}; communicators {r.get('communicators')}")
-        for key in ("coordinator_error", "ca_error", "fatal"):
+        for key in ("coordinator_error", "ca_error", "torch_symm_mem_error", "pynccl_error", "fatal", "fatal_ranks"):
             if r.get(key):
                 lines.append(f"   {key}: {r[key]}")
         for row in r.get("rows", []):
@@ -430,9 +500,10 @@ def main() -> int:
     parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
     parser.add_argument("--modes", default="without,with")
     parser.add_argument("--cpu", action="store_true", help="gloo on CPUs: checks the harness only")
+    parser.add_argument("--mode-timeout", type=float, default=600, help="seconds for each mode's processes")
     parser.add_argument("--out")
     a = parser.parse_args()
-    args = {"world": a.world_size, "trials": a.trials, "iters": a.iters, "cpu": a.cpu,
+    args = {"world": a.world_size, "trials": a.trials, "iters": a.iters, "cpu": a.cpu, "mode_timeout": a.mode_timeout,
             "hidden": [int(h) for h in a.hidden.split(",")], "batches": [int(b) for b in a.batches.split(",")]}
     result: Dict[str, Any] = {
         "command": "python benchmark/sglang_allreduce.py " + " ".join(sys.argv[1:]),
