@@ -37,7 +37,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit  # noqa: E402
@@ -129,7 +129,12 @@ class Chain:
         self.tp = None
         try:
             from sglang.srt.distributed import parallel_state as ps
-            from sglang.srt.runtime_context import SpawnRanks, get_parallel, publish, reset_context
+            from sglang.srt.runtime_context import (
+                SpawnRanks,
+                get_parallel,
+                publish,
+                reset_context,
+            )
             from sglang.srt.server_args import ServerArgs
 
             ps.init_distributed_environment(world_size=world, rank=rank, local_rank=rank,
@@ -182,13 +187,17 @@ class Chain:
             return
         cpu_group = dist.new_group(backend="gloo")
         try:
-            from sglang.srt.distributed.device_communicators.pynccl import PyNcclCommunicator
+            from sglang.srt.distributed.device_communicators.pynccl import (
+                PyNcclCommunicator,
+            )
 
             self.pynccl = PyNcclCommunicator(group=cpu_group, device=self.device)
         except Exception as exc:
             info["pynccl_error"] = f"{type(exc).__name__}: {exc}"[:600]
         try:
-            from sglang.srt.distributed.device_communicators.custom_all_reduce import dispatch_custom_allreduce
+            from sglang.srt.distributed.device_communicators.custom_all_reduce import (
+                dispatch_custom_allreduce,
+            )
 
             cls = dispatch_custom_allreduce(group=cpu_group, device=self.device)
             self.ca = cls(group=cpu_group, device=self.device)
@@ -196,7 +205,9 @@ class Chain:
             info["ca_error"] = f"{type(exc).__name__}: {exc}"[:600]
             info["ca_traceback"] = traceback.format_exc()[-3000:]
         try:
-            from sglang.srt.distributed.device_communicators.torch_symm_mem import TorchSymmMemCommunicator
+            from sglang.srt.distributed.device_communicators.torch_symm_mem import (
+                TorchSymmMemCommunicator,
+            )
 
             self.tsm = TorchSymmMemCommunicator(group=cpu_group, device=self.device)
         except Exception as exc:
@@ -249,8 +260,6 @@ class Chain:
         return out
 
     def capture_context(self):
-        from contextlib import nullcontext
-
         if self.tp is not None:
             return self.tp.graph_capture()
         return self._emulated_capture()
@@ -299,7 +308,7 @@ def _time_eager(chain: Chain, fn, iters: int, trials: int) -> List[float]:
     return _slowest(chain, samples)
 
 
-def _time_graph(chain: Chain, fn, x, trials: int) -> (List[float], str):
+def _time_graph(chain: Chain, fn, x, trials: int) -> Tuple[List[float], str]:
     """Capture GRAPH_CALLS calls inside SGLang's graph_capture(), replay after it."""
     import torch
     import torch.distributed as dist
@@ -366,7 +375,9 @@ def _rank(rank: int, world: int, port: int, args: Dict[str, Any], queue) -> None
         load_plugins()
         info["load_plugins_s"] = time.perf_counter() - t0
         try:
-            from sglang.srt.distributed.device_communicators.torch_symm_mem import TorchSymmMemCommunicator
+            from sglang.srt.distributed.device_communicators.torch_symm_mem import (
+                TorchSymmMemCommunicator,
+            )
 
             init = TorchSymmMemCommunicator.__init__
             info["torch_symm_mem_init"] = f"{init.__module__}.{init.__qualname__}"
