@@ -20,8 +20,8 @@ counts as slower only where the medians differ by more than 10% *and* the trials
 overlap (the faster path's slowest trial is quicker than the slower path's quickest):
 a difference inside the spread decides nothing.
 
-SGLang's own JIT custom all-reduce is not among them: it needs SGLang's kernel JIT
-toolchain on the node, which this harness does not assume.
+SGLang's own JIT custom all-reduce is not among them (it needs SGLang and nvcc on the
+node); ``benchmark/sglang_allreduce.py`` times it with SGLang's other communicators.
 
 Multicast stays off in every process (``NCCL_NVLS_ENABLE=0``,
 ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``, ``NVSHMEM_DISABLE_NVLS=1``): on shared machines
