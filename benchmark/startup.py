@@ -2,9 +2,11 @@
 
     python benchmark/startup.py [--runs N] [--out FILE]
 
-Times ``python -m sglang.launch_server --help`` with the plugin (registered through
-SGLang's entry point) and with ``SGLANG_ARCH_DISABLE=1``, interleaved, and reports
-the medians and their ratio; also the in-process cost of ``load_plugins()`` after
+Times ``python -m sglang.launch_server --help`` with the plugin and with
+``SGLANG_ARCH_DISABLE=1``, in interleaved pairs (the order inside a pair alternates), and
+reports the medians, their ratio, and the spread of the per-pair ratios (min, quartiles,
+max).  "With" is whatever an installed sglang-arch does on start (SGLang's entry point, an
+early import hook, ...): the script only sets or clears ``SGLANG_ARCH_DISABLE``; also the in-process cost of ``load_plugins()`` after
 ``import sglang.launch_server``, and of the plugin's two steps (``register()``: detect,
 resolve, check every target; SGLang's ``HookRegistry.apply_hooks()``).  The subprocess
 ratio is noisy on a small machine; the in-process numbers are the cost itself.
@@ -39,15 +41,17 @@ SPLIT = [sys.executable, "-c", (
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=7, help="interleaved pairs (default 7)")
     parser.add_argument("--out")
     args = parser.parse_args()
     base = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
     modes = {"with plugin": dict(base), "plugin disabled": dict(base, SGLANG_ARCH_DISABLE="1")}
     help_times = {m: [] for m in modes}
     load_times = {m: [] for m in modes}
-    for _ in range(args.runs):
-        for mode, env in modes.items():
+    pair_ratios = []
+    for i in range(args.runs):
+        order = list(modes.items()) if i % 2 == 0 else list(reversed(modes.items()))
+        for mode, env in order:
             t0 = time.perf_counter()
             out = subprocess.run(HELP, env=env, capture_output=True, text=True)
             help_times[mode].append(time.perf_counter() - t0)
@@ -55,6 +59,7 @@ def main() -> int:
                 raise SystemExit(f"launch_server --help failed ({mode}): {out.stderr[-500:]}")
             out = subprocess.run(LOAD, env=env, capture_output=True, text=True, check=True)
             load_times[mode].append(float(out.stdout.strip().splitlines()[-1]))
+        pair_ratios.append(help_times["with plugin"][-1] / help_times["plugin disabled"][-1])
     split = [json.loads(subprocess.run(SPLIT, env=modes["with plugin"], capture_output=True, text=True, check=True)
                         .stdout.strip().splitlines()[-1]) for _ in range(args.runs)]
     med = {m: statistics.median(v) for m, v in help_times.items()}
@@ -65,6 +70,9 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d"),
         "launch_server_help_median_s": med,
         "ratio_with_over_without": med["with plugin"] / med["plugin disabled"],
+        "pair_ratios": pair_ratios,
+        "pair_ratio_spread": _spread(pair_ratios),
+        "launch_server_help_s": help_times,
         "load_plugins_median_s": load,
         "load_plugins_added_s": load["with plugin"] - load["plugin disabled"],
         "plugin_steps_median_s": {k: statistics.median(d[k] for d in split) for k in ("register", "apply_hooks")},
@@ -72,6 +80,12 @@ def main() -> int:
                 "once per target",
     }
     return emit(result, args.out)
+
+
+def _spread(values):
+    """median, min, max and the quartiles (statistics' inclusive method) of ``values``."""
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else (values[0],) * 3
+    return {"median": statistics.median(values), "min": min(values), "q1": q1, "q3": q3, "max": max(values)}
 
 
 if __name__ == "__main__":

@@ -65,6 +65,7 @@ world_size = bounded(1, MAX_WORLD_SIZE, "world size")
 nnodes = bounded(1, MAX_NODES, "node count")
 gpus = bounded(1, MAX_GPUS_PER_NODE, "GPU count")
 iters = bounded(1, 100_000, "iteration count", flag="--iters")
+trials = bounded(1, 1000, "trial count", flag="--trials")
 
 
 def machine(args: argparse.Namespace, world: str = "world_size") -> None:

@@ -1,5 +1,5 @@
-"""The collectives tuner: analysis on synthetic measurements, the override it writes,
-and the real harness on CPUs (gloo, correctness only)."""
+"""The collectives tuner: analysis on synthetic measurements and the override it writes.
+The real harness on CPUs (gloo, spawned processes) is in test/integration/test_tune_harness.py."""
 
 import json
 
@@ -92,6 +92,8 @@ def test_explain_reports_the_tuned_override(tmp_path, monkeypatch, capsys):
     (["tune", "collectives", "--backend", "gloo", "--sizes", "3"], "a positive multiple of 4 bytes"),
     (["tune", "collectives", "--backend", "gloo", "--sizes", "4Q"], "invalid size '4Q'"),
     (["tune", "collectives", "--backend", "gloo", "--iters", "0"], "invalid --iters 0"),
+    (["tune", "collectives", "--backend", "gloo", "--trials", "0"], "invalid --trials 0"),
+    (["tune", "collectives", "--backend", "gloo", "--modes", "fast"], "invalid modes 'fast'"),
     (["tune"], "the following arguments are required: WHAT"),
 ])
 def test_tune_bad_input(capsys, argv, message):
@@ -100,14 +102,33 @@ def test_tune_bad_input(capsys, argv, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_harness_on_cpus_with_gloo(tmp_path, capsys):
-    pytest.importorskip("torch")
-    results = tmp_path / "run.json"
-    assert main(["tune", "collectives", "--backend", "gloo", "--world-sizes", "2,3", "--sizes", "4K,64K",
-                 "--iters", "2", "--results", str(results)]) == 0
-    run = json.loads(results.read_text())["run"]
-    cells = {(m["world_size"], m["size"]): m for m in run["measurements"]}
-    assert set(cells) == {(2, 4096), (2, 65536), (3, 4096), (3, 65536)}
-    for m in cells.values():
-        assert m["errors"] == {}  # the gloo sum equals the exact sum on every rank's data
-        assert m["times_us"]["nccl"] > 0
+def spread_cell(size, **paths):
+    """paths: name -> list of trial times; both modes get the same trials."""
+    stats = {p: tc.spread(v) for p, v in paths.items()}
+    medians = {p: st["median"] for p, st in stats.items()}
+    return {"world_size": 2, "size": size, "times_us": medians, "graph_times_us": dict(medians), "errors": {},
+            "stats": {"eager": stats, "graph": stats}}
+
+
+def test_a_difference_inside_the_spread_decides_nothing():
+    # two-shot's median is 30% above NCCL's, but the trials overlap: no crossover there
+    overlap = spread_cell(16 * MIB, nccl=[10, 10, 11, 30, 10], two_shot=[13, 13, 14, 12, 13])
+    apart = spread_cell(64 * MIB, nccl=[10, 10, 11, 11, 10], two_shot=[14, 14, 15, 14, 14])
+    run = {"measurements": [overlap, apart]}
+    for mode in ("eager", "graph"):
+        assert not tc.slower(overlap, mode, "two_shot", "nccl")
+        assert tc.slower(apart, mode, "two_shot", "nccl")
+        assert tc.tuned_sizes(run, mode=mode) == {2: 64}
+    rows = {r["size"]: r for r in tc.check(run, resolve("9.0"), TOPOLOGIES["nvlink"], mode="graph")}
+    assert rows[16 * MIB]["pick"] == "two_shot" and rows[16 * MIB]["ok"]  # 1.3x, but inside the spread
+
+
+def test_graph_timing_control_flow_with_a_fake_timer(monkeypatch):
+    calls = []
+    monkeypatch.setattr(tc, "_slowest_rank", lambda samples, cuda, group: samples)
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist, "barrier", lambda group=None: None)
+    samples = tc._time_graph(lambda: calls.append(1), trials=5, group=None, calls=20, timer=lambda replay: (replay(), 2e-4)[1])
+    assert samples == [pytest.approx(10.0)] * 5  # 200 us per replay of 20 calls
+    assert len(calls) == 5 * 20

@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from .. import args as cli_args
 from ..arch.validate import MAX_FILE_BYTES, MAX_GPUS_PER_NODE, read_regular_file, shown
+
+
+def _modes(text: str) -> List[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    if not modes or any(m not in ("eager", "graph") for m in modes):
+        raise argparse.ArgumentTypeError(f"invalid modes {text!r}; accepted: eager, graph (comma-separated)")
+    return modes
 
 
 def add_command(sub) -> None:
@@ -17,13 +24,22 @@ def add_command(sub) -> None:
     tsub = p.add_subparsers(dest="what", metavar="WHAT", required=True)
     c = tsub.add_parser(
         "collectives", help="NCCL vs torch symmetric memory (two-shot, one-shot), per world size and size",
-        description="One process per GPU; checks each path against NCCL, times it (bf16, multicast off), reports "
-                    "whether the registry's pick is within 10%% of the fastest path, and writes an override file "
-                    "(the table's schema) with the measured symm-mem sizes. Use it with SGLANG_ARCH_CONFIG=FILE.")
+        description="One process per GPU; checks each path against NCCL, times it (bf16, multicast off) eager and "
+                    "under CUDA-graph replay, --trials times each, reports the median and spread and whether the "
+                    "registry's pick is slower than the fastest path beyond 10%% and beyond the spread, and writes "
+                    "an override file (the table's schema) with the measured symm-mem sizes. Use it with "
+                    "SGLANG_ARCH_CONFIG=FILE.")
     c.add_argument("--world-sizes", type=cli_args.tune_world_sizes, default=None, metavar="N,M",
                    help="default: 2 up to the visible GPU count (powers of two)")
-    c.add_argument("--sizes", type=cli_args.tune_sizes, default=None, metavar="S,S", help="message sizes (default 4K..256M, x4 steps)")
-    c.add_argument("--iters", type=cli_args.iters, default=20, help="timed iterations per cell (default 20)")
+    c.add_argument("--sizes", type=cli_args.tune_sizes, default=None, metavar="S,S",
+                   help="message sizes (default 4K..256M, x2 steps)")
+    c.add_argument("--iters", type=cli_args.iters, default=20, help="eager calls per trial (default 20)")
+    c.add_argument("--trials", type=cli_args.trials, default=7, help="timed trials per path, mode and size (default 7)")
+    c.add_argument("--modes", default="eager,graph", type=_modes, metavar="M,M",
+                   help="eager (prefill: calls back to back) and/or graph (decode: 20 calls captured in a "
+                        "CUDA graph, replayed); default both")
+    c.add_argument("--tune-mode", choices=("eager", "graph"), default=None,
+                   help="which timing decides the override's sizes (default: graph where measured)")
     c.add_argument("--backend", choices=("nccl", "gloo"), default="nccl",
                    help="gloo runs on CPUs and checks the harness only")
     c.add_argument("--topology", type=cli_args.topology, default=None, metavar="T",
@@ -57,7 +73,8 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
             world_sizes = [w for w in (2, 4, 8) if w <= n]
             if not world_sizes:
                 raise ValueError(f"tune collectives needs at least 2 GPUs; {n} visible (or --backend gloo)")
-    run = tc.measure(world_sizes, args.sizes or tc.DEFAULT_SIZES, args.iters, args.backend).to_dict()
+    run = tc.measure(world_sizes, args.sizes or tc.DEFAULT_SIZES, args.iters, args.backend,
+                     trials=args.trials, modes=args.modes).to_dict()
     return _report(args, run, world_sizes, topology_name=args.topology)
 
 
@@ -134,13 +151,17 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
         node = detect() if not args.from_results else None
         res = node_resolution(node.capabilities) if node and node.gpus else resolve(run["capability"])
         topology = parse_topology(topology_name) if topology_name else node.topology
-        rows = tc.check(run, res, topology)
-        tuned = tc.tuned_sizes(run)
+        measured = [m for m in ("eager", "graph") if any(tc._cell_times(c, m) for c in run["measurements"])]
+        tune_mode = args.tune_mode or ("graph" if "graph" in measured else "eager")
+        rows = [r for mode in measured for r in tc.check(run, res, topology, mode)]
+        tuned = tc.tuned_sizes(run, mode=tune_mode)
         report.update(tier=str(res.resolved), match=res.match, topology=topology.name, check=rows, tuned_mib=tuned,
-                      within_10_percent=all(r["ok"] for r in rows))
+                      tune_mode=tune_mode, tuned_mib_by_mode={m: tc.tuned_sizes(run, mode=m) for m in measured},
+                      within_10_percent=all(r["ok"] for r in rows),
+                      within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
             source = (f"sglang-arch tune collectives, {run['started']}, {max(world_sizes)}x {run['device']}, "
-                      f"topology {topology.name}, multicast off")
+                      f"topology {topology.name}, multicast off, {tune_mode} timing")
             entry = tc.override_entry(str(res.resolved), dict(res.profile.torch_symm_mem), tuned, source)
             tc.write_override(args.out, entry)
             report["override_file"] = args.out
@@ -156,29 +177,46 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
 
 def render(report) -> str:
     run = report["run"]
-    lines = [f"{run['device']} ({run['backend']}), world sizes {run['world_sizes']}, {run['iters']} iterations"]
-    paths = sorted({p for m in run["measurements"] for p in m["times_us"]} | {p for m in run["measurements"] for p in m["errors"]})
-    lines.append(f"{'ws':>3} {'size':>10}  " + "  ".join(f"{p:>12}" for p in paths) + "   registry pick")
-    checks = {(r["world_size"], r["size"]): r for r in report.get("check", [])}
+    trials = run.get("trials") or "?"
+    lines = [f"{run['device']} ({run['backend']}), world sizes {run['world_sizes']}, {trials} trials; "
+             f"eager: {run['iters']} calls per trial; graph: {run.get('graph_calls') or '-'} calls per replay",
+             "times per all-reduce in us: median [min-max] of the trials, slowest rank"]
+    checks = {(r["world_size"], r["size"], r.get("mode", "eager")): r for r in report.get("check", [])}
+    for mode in ("eager", "graph"):
+        key = "times_us" if mode == "eager" else "graph_times_us"
+        cells = [m for m in run["measurements"] if m.get(key)]
+        if not cells:
+            continue
+        paths = sorted({p for m in cells for p in m[key]})
+        lines.append(f"-- {mode}")
+        lines.append(f"{'ws':>3} {'size':>8}  " + "  ".join(f"{p:>22}" for p in paths) + "   registry pick")
+        for m in cells:
+            row = []
+            for p in paths:
+                if p in m[key]:
+                    st = m.get("stats", {}).get(mode, {}).get(p, {})
+                    lo, hi = st.get("min", m[key][p]), st.get("max", m[key][p])
+                    row.append(f"{m[key][p]:>8.1f} [{lo:>5.1f}-{hi:>5.1f}]".rjust(22))
+                else:
+                    row.append(f"{'-':>22}")
+            r = checks.get((m["world_size"], m["size"], mode))
+            if r is None:
+                pick = ""
+            elif r["pick_over_fastest"] is None:
+                pick = f"{r['pick']} (not measured)"
+            else:
+                pick = f"{r['pick']} ({r['pick_over_fastest']:.2f}x SGLang's fastest){'' if r['ok'] else '  slower!'}"
+                if r["fastest_measured"] != r["fastest"]:
+                    pick += f"; {r['fastest_measured']} {r['pick_over_fastest_measured']:.2f}x faster"
+            lines.append(f"{m['world_size']:>3} {_fmt(m['size']):>8}  " + "  ".join(row) + f"   {pick}")
     for m in run["measurements"]:
-        cells = []
-        for p in paths:
-            cells.append(f"{m['times_us'][p]:>10.1f}us" if p in m["times_us"] else f"{'-':>12}")
-        r = checks.get((m["world_size"], m["size"]))
-        if r is None:
-            pick = ""
-        elif r["pick_over_fastest"] is None:
-            pick = f"{r['pick']} (not measured)"
-        else:
-            pick = f"{r['pick']} ({r['pick_over_fastest']:.2f}x SGLang's fastest){'' if r['ok'] else '  > 10%!'}"
-            if r["fastest_measured"] != r["fastest"]:
-                pick += f"; {r['fastest_measured']} {r['pick_over_fastest_measured']:.2f}x faster"
-        lines.append(f"{m['world_size']:>3} {_fmt(m['size']):>10}  " + "  ".join(cells) + f"   {pick}")
         for p, why in m["errors"].items():
-            lines.append(f"      {p}: {why}")
+            lines.append(f"  {m['world_size']} {_fmt(m['size'])} {p}: {why}")
     if "tuned_mib" in report:
-        lines.append(f"measured symm-mem max sizes (MiB): {report['tuned_mib']}; registry within 10%: "
-                     f"{report['within_10_percent']}")
+        by_mode = report.get("tuned_mib_by_mode", {})
+        lines.append(f"measured symm-mem max sizes (MiB), decided from {report.get('tune_mode', 'eager')} timing: "
+                     f"{report['tuned_mib']} (by mode: {by_mode}); registry's pick never slower beyond 10% and the "
+                     f"spread: {report.get('within_10_percent_by_mode', report['within_10_percent'])}")
     if report.get("override_file"):
         lines.append(f"override written to {report['override_file']} (use SGLANG_ARCH_CONFIG={report['override_file']})")
     return "\n".join(lines)

@@ -8,8 +8,20 @@ the sums are exact), then times it.  Paths:
 - ``two_shot`` / ``one_shot``: torch symmetric memory, timed as SGLang uses it (copy into
   the symmetric buffer, the kernel, copy out).
 
-SGLang's own JIT custom all-reduce is not among them: it needs SGLang's kernel JIT
-toolchain on the node, which this harness does not assume.
+Each path is timed two ways, ``trials`` times each (default 7), the slowest rank's time
+per trial:
+
+- ``eager`` (prefill): ``iters`` calls back to back between two CUDA events;
+- ``graph`` (decode): ``GRAPH_CALLS`` calls captured in one ``torch.cuda.CUDAGraph``,
+  one replay between two CUDA events (how SGLang's decode runs the all-reduce).
+
+Every cell keeps its trials and their spread (median, min, max, quartiles).  A path
+counts as slower only where the medians differ by more than 10% *and* the trials do not
+overlap (the faster path's slowest trial is quicker than the slower path's quickest):
+a difference inside the spread decides nothing.
+
+SGLang's own JIT custom all-reduce is not among them (it needs SGLang and nvcc on the
+node); ``benchmark/sglang_allreduce.py`` times it with SGLang's other communicators.
 
 Multicast stays off in every process (``NCCL_NVLS_ENABLE=0``,
 ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``, ``NVSHMEM_DISABLE_NVLS=1``): on shared machines
@@ -31,7 +43,10 @@ from ..arch.validate import SYMM_MEM_MAX_MIB
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 KIB = 1024
 MIB = 1024 * KIB
-DEFAULT_SIZES = tuple(4 * KIB * 4 ** i for i in range(9))  # 4 KiB .. 256 MiB
+DEFAULT_SIZES = tuple(4 * KIB * 2 ** i for i in range(17))  # 4 KiB .. 256 MiB, x2 steps
+DEFAULT_TRIALS = 7
+GRAPH_CALLS = 20  # all-reduce calls captured in one CUDA graph
+MODES = ("eager", "graph")
 TOLERANCE = 0.10  # the registry's pick may be this much slower than the fastest path
 # The paths SGLang's TorchSymmMemCommunicator can take (or fall back to).  one_shot is
 # measured too, as information: the communicator has no one-shot kernel call.
@@ -42,8 +57,11 @@ SGLANG_PATHS = ("nccl", "two_shot", "multimem")
 class Measurement:
     world_size: int
     size: int  # bytes
-    times_us: Dict[str, float] = field(default_factory=dict)  # path -> median time (slowest rank)
+    times_us: Dict[str, float] = field(default_factory=dict)  # path -> eager median (slowest rank)
     errors: Dict[str, str] = field(default_factory=dict)  # path -> why it did not run or was wrong
+    graph_times_us: Dict[str, float] = field(default_factory=dict)  # path -> graph-replay median
+    # mode ("eager" / "graph") -> path -> {"median", "min", "max", "q1", "q3", "trials"}
+    stats: Dict[str, Dict[str, Dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -55,6 +73,9 @@ class RunInfo:
     iters: int
     started: str
     measurements: List[Measurement]
+    trials: int = 0
+    graph_calls: int = 0
+    modes: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -67,7 +88,7 @@ def _free_port() -> int:
 
 
 def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, iters: int = 20,
-            backend: str = "nccl") -> RunInfo:
+            backend: str = "nccl", trials: int = DEFAULT_TRIALS, modes: Sequence[str] = MODES) -> RunInfo:
     """Run the measurement for each world size; returns every (world size, size) cell."""
     import torch
     import torch.multiprocessing as mp
@@ -75,6 +96,8 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
     os.environ.update(MULTICAST_OFF)
     if backend not in ("nccl", "gloo"):
         raise ValueError(f"invalid backend {backend!r}; accepted: nccl, gloo")
+    if trials < 1:
+        raise ValueError(f"invalid trials {trials}; accepted: an integer >= 1")
     if backend == "nccl":
         available = torch.cuda.device_count()
         too_big = [w for w in world_sizes if w > available]
@@ -89,7 +112,7 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
     for world in world_sizes:
         queue = ctx.SimpleQueue()
         port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(rank, world, port, list(sizes), iters, backend, queue))
+        procs = [ctx.Process(target=_worker, args=(rank, world, port, list(sizes), iters, backend, queue, trials, modes))
                  for rank in range(world)]
         for p in procs:
             p.start()
@@ -102,18 +125,21 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
         rank0 = next(r for r in results if r["rank"] == 0)
         measurements.extend(Measurement(**m) for m in rank0["measurements"])
     return RunInfo(device, capability, backend, list(world_sizes), iters,
-                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measurements)
+                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measurements,
+                   trials=trials, graph_calls=GRAPH_CALLS if "graph" in modes else 0, modes=list(modes))
 
 
-def _worker(rank: int, world: int, port: int, sizes: List[int], iters: int, backend: str, queue) -> None:
+def _worker(rank: int, world: int, port: int, sizes: List[int], iters: int, backend: str, queue,
+            trials: int = DEFAULT_TRIALS, modes: Sequence[str] = ("eager",)) -> None:
     os.environ.update(MULTICAST_OFF)
     try:
-        queue.put({"rank": rank, "measurements": _run_rank(rank, world, port, sizes, iters, backend)})
+        queue.put({"rank": rank, "measurements": _run_rank(rank, world, port, sizes, iters, backend, trials, modes)})
     except Exception as exc:  # reported to the parent, which raises with it
         queue.put({"rank": rank, "fatal": f"rank {rank}: {type(exc).__name__}: {exc}"})
 
 
-def _run_rank(rank: int, world: int, port: int, sizes: List[int], iters: int, backend: str) -> List[Dict]:
+def _run_rank(rank: int, world: int, port: int, sizes: List[int], iters: int, backend: str,
+              trials: int = DEFAULT_TRIALS, modes: Sequence[str] = ("eager",)) -> List[Dict]:
     import torch
     import torch.distributed as dist
 
@@ -145,11 +171,24 @@ def _run_rank(rank: int, world: int, port: int, sizes: List[int], iters: int, ba
                 except Exception as exc:
                     cell.errors[name] = f"{type(exc).__name__}: {exc}"[:200]
             scratch = x.clone()  # NCCL reduces in place; time it on a copy
-            if "nccl" not in cell.errors:
-                cell.times_us["nccl"] = _time(lambda: dist.all_reduce(scratch), iters, cuda, group)
-            for name, run in paths.items():
-                if name not in cell.errors:
-                    cell.times_us[name] = _time(lambda: run(x), iters, cuda, group)
+            timed = {"nccl": lambda: dist.all_reduce(scratch), **{n: (lambda r=r: r(x)) for n, r in paths.items()}}
+            for mode in modes:
+                for name, fn in timed.items():
+                    if name in cell.errors:
+                        continue
+                    try:
+                        if mode == "graph":  # on CPUs (gloo): the same control flow, wall-clock timed
+                            samples = _time_graph(fn, trials, group, timer=None if cuda else _wall)
+                        else:
+                            samples = _time(fn, iters, cuda, group, reps=trials)
+                    except Exception as exc:  # e.g. a path that cannot be captured in a graph
+                        cell.errors[name if mode == "eager" else f"{name}@graph"] = f"{type(exc).__name__}: {exc}"[:200]
+                        if mode == "graph" and cuda:
+                            torch.cuda.synchronize()
+                        continue
+                    st = spread(samples)
+                    cell.stats.setdefault(mode, {})[name] = st
+                    (cell.times_us if mode == "eager" else cell.graph_times_us)[name] = st["median"]
             if symm is None and cuda:
                 cell.errors["two_shot"] = "torch symmetric memory unavailable"
             out.append(asdict(cell))
@@ -186,9 +225,9 @@ def _symm_paths(buf, group, numel: int):
     return {"two_shot": two_shot, "one_shot": one_shot}
 
 
-def _time(fn, iters: int, cuda: bool, group, reps: int = 5) -> float:
-    """Per-call time in microseconds: ``iters`` calls back to back between two events (so
-    launch gaps overlap as in a real forward pass), median of ``reps`` repetitions, the
+def _time(fn, iters: int, cuda: bool, group, reps: int = DEFAULT_TRIALS) -> List[float]:
+    """Eager per-call times in microseconds, one per trial: ``iters`` calls back to back
+    between two events (so launch gaps overlap as in a real forward pass); each trial the
     slowest rank's."""
     import torch
     import torch.distributed as dist
@@ -211,11 +250,76 @@ def _time(fn, iters: int, cuda: bool, group, reps: int = 5) -> float:
             for _ in range(iters):
                 fn()
             samples.append((time.perf_counter() - t0) * 1e6 / iters)
-    samples.sort()
-    median = torch.tensor([samples[len(samples) // 2]], dtype=torch.float64,
-                          device="cuda" if cuda else "cpu")
-    dist.all_reduce(median, op=dist.ReduceOp.MAX, group=group)
-    return float(median.item())
+    return _slowest_rank(samples, cuda, group)
+
+
+def _slowest_rank(samples: List[float], cuda: bool, group) -> List[float]:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(samples, dtype=torch.float64, device="cuda" if cuda else "cpu")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return [float(v) for v in t.tolist()]
+
+
+def _time_graph(fn, trials: int, group, calls: int = GRAPH_CALLS, timer=None) -> List[float]:
+    """Graph-replay per-call times in microseconds, one per trial: ``calls`` calls of ``fn``
+    captured in one CUDA graph (after a warm-up on a side stream, as PyTorch asks), then per
+    trial one replay between two CUDA events; each trial the slowest rank's.  ``timer``
+    (tests only) replaces the CUDA parts: ``timer(graph_replay) -> seconds``."""
+    import torch
+    import torch.distributed as dist
+
+    if timer is not None:  # the CPU test path: same control flow, no CUDA
+        samples = []
+        for _ in range(trials):
+            dist.barrier(group=group)
+            samples.append(timer(lambda: [fn() for _ in range(calls)]) * 1e6 / calls)
+        return _slowest_rank(samples, False, group)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    dist.barrier(group=group)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    torch.cuda.synchronize()
+    dist.barrier(group=group)
+    graph.replay()  # warm-up replay
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(trials):
+        dist.barrier(group=group)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000.0 / calls)
+    del graph
+    torch.cuda.synchronize()
+    return _slowest_rank(samples, True, group)
+
+
+def _wall(run) -> float:
+    t0 = time.perf_counter()
+    run()
+    return time.perf_counter() - t0
+
+
+def spread(samples: Sequence[float]) -> Dict[str, Any]:
+    """median, min, max and quartiles (statistics' inclusive method) of the trials."""
+    import statistics
+
+    values = sorted(samples)
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive") if len(values) > 1 else (values[0],) * 3
+    return {"median": statistics.median(values), "min": values[0], "max": values[-1], "q1": q1, "q3": q3,
+            "trials": list(samples)}
 
 
 # --- analysis ---------------------------------------------------------------------------
@@ -227,14 +331,41 @@ def registry_pick(decision, size: int) -> str:
     return "nccl"
 
 
-def check(run: Dict[str, Any], res, topology) -> List[Dict[str, Any]]:
+def _cell_times(m: Dict[str, Any], mode: str) -> Dict[str, float]:
+    return m["times_us"] if mode == "eager" else m.get("graph_times_us", {})
+
+
+def _cell_stats(m: Dict[str, Any], mode: str, path: str) -> Dict[str, Any]:
+    """The spread of one path in one cell; a single value where only a median was saved."""
+    st = m.get("stats", {}).get(mode, {}).get(path)
+    if st is None:
+        t = _cell_times(m, mode)[path]
+        st = {"median": t, "min": t, "max": t}
+    return st
+
+
+def slower(m: Dict[str, Any], mode: str, path: str, than: str, tolerance: float = TOLERANCE) -> bool:
+    """``path`` is slower than ``than`` in this cell beyond noise: its median more than
+    ``tolerance`` above, and the trials apart (``than``'s slowest trial quicker than
+    ``path``'s quickest)."""
+    a, b = _cell_stats(m, mode, path), _cell_stats(m, mode, than)
+    return a["median"] > (1 + tolerance) * b["median"] and a["min"] > b["max"]
+
+
+def _fastest(m: Dict[str, Any], mode: str, paths) -> Optional[str]:
+    times = {p: t for p, t in _cell_times(m, mode).items() if p in paths}
+    return min(times, key=times.get) if times else None
+
+
+def check(run: Dict[str, Any], res, topology, mode: str = "eager") -> List[Dict[str, Any]]:
     """Per cell: the registry's pick, the fastest path SGLang can take, and whether the pick
-    is within 10% of it; also how much faster any measured path (one-shot) would be."""
+    is within 10% of it (or inside the spread of the trials); also how much faster any
+    measured path (one-shot) would be."""
     from ..arch.policies.collectives import torch_symm_mem
 
     rows = []
     for m in run["measurements"]:
-        times = m["times_us"]
+        times = _cell_times(m, mode)
         usable = {p: t for p, t in times.items() if p in SGLANG_PATHS}
         if not usable:
             continue
@@ -243,22 +374,24 @@ def check(run: Dict[str, Any], res, topology) -> List[Dict[str, Any]]:
         fastest = min(usable, key=usable.get)
         fastest_any = min(times, key=times.get)
         ratio = times[pick] / usable[fastest] if pick in times else None
-        rows.append({"world_size": m["world_size"], "size": m["size"], "pick": pick, "fastest": fastest,
-                     "pick_over_fastest": ratio, "ok": ratio is not None and ratio <= 1 + TOLERANCE,
+        ok = ratio is not None and (pick == fastest or not slower(m, mode, pick, fastest))
+        rows.append({"world_size": m["world_size"], "size": m["size"], "mode": mode, "pick": pick,
+                     "fastest": fastest, "pick_over_fastest": ratio, "ok": ok,
                      "fastest_measured": fastest_any,
                      "pick_over_fastest_measured": times[pick] / times[fastest_any] if pick in times else None,
                      "times_us": times})
     return rows
 
 
-def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot") -> Dict[int, Optional[int]]:
+def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot", mode: str = "eager") -> Dict[int, Optional[int]]:
     """Per world size, the symm-mem max size (MiB) the measurements support.
 
     The maximum (exclusive) is the smallest measured size from which ``algorithm`` stays
-    more than 10% slower than the fastest path SGLang can take (``SGLANG_PATHS``) at every
-    larger size: one slow small size among fast ones is launch noise, not a crossover.
-    ``None``: it loses from the smallest size on (turn the size off).  A world size where
-    ``algorithm`` never ran is left out: nothing was measured.
+    slower than the fastest path SGLang can take (``SGLANG_PATHS``) at every larger size,
+    where slower means beyond noise (``slower``: over 10% and outside the trials' spread):
+    one slow small size among fast ones is launch noise, not a crossover.  ``None``: it
+    loses from the smallest size on (turn the size off).  A world size where ``algorithm``
+    never ran in ``mode`` is left out: nothing was measured.
     """
     by_ws: Dict[int, List[Dict]] = {}
     for m in run["measurements"]:
@@ -266,14 +399,14 @@ def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot") -> Dict[int, O
     out: Dict[int, Optional[int]] = {}
     for ws, cells in by_ws.items():
         cells = sorted(cells, key=lambda c: c["size"])
-        if algorithm not in cells[0]["times_us"]:
+        if algorithm not in _cell_times(cells[0], mode):
             continue
 
         def loses(m: Dict) -> bool:
-            times = m["times_us"]
-            if algorithm not in times:
+            if algorithm not in _cell_times(m, mode):
                 return True
-            return times[algorithm] > (1 + TOLERANCE) * min(t for p, t in times.items() if p in SGLANG_PATHS)
+            best = _fastest(m, mode, SGLANG_PATHS)
+            return best != algorithm and slower(m, mode, algorithm, best)
 
         limit = 2 * cells[-1]["size"]
         for i in range(len(cells) - 1, -1, -1):
