@@ -172,3 +172,21 @@ def test_symm_mem_through_the_plugin_publishes_the_routed_table_in_both_sglang_m
     assert d["upstream_had_12"] is False
     assert d["routed"] == d["utils"] == d["module"] == {"12": {"2": 64 << 20, "4": 64 << 20, "6": 128 << 20,
                                                                "8": 128 << 20}}
+
+
+def test_a_target_imported_after_load_plugins_is_routed_on_import():
+    """The entry point imports no target module itself; the early finder routes it on import."""
+    code = textwrap.dedent("""
+        import sys
+        from sglang.srt.plugins import load_plugins
+        load_plugins()
+        name = "sglang.srt.distributed.device_communicators.torch_symm_mem"
+        before = name in sys.modules
+        import importlib
+        module = importlib.import_module(name)
+        print(before, getattr(module.TorchSymmMemCommunicator.__init__, "__sglang_arch_target__", None))
+    """)
+    out = python(code, SGLANG_ARCH_CAPABILITY="12.0")
+    before, target = out.stdout.split()[-2:]
+    assert before == "False"
+    assert target == "sglang.srt.distributed.device_communicators.torch_symm_mem.TorchSymmMemCommunicator.__init__"

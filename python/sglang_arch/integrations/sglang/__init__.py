@@ -9,6 +9,7 @@ allow-list) or ``SGLANG_ARCH_DISABLE=1`` keep it out.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import List
 
 logger = logging.getLogger("sglang_arch")
@@ -62,11 +63,19 @@ def _register() -> None:
     routed: List[str] = []
     skipped: List[str] = []
     late = 0
+    on_import = _early.installed() and not _early.error()
     for target in routing.all_routed_targets():
-        problem = check_target(target)  # imports the module: the early finder routes it then
+        if on_import and target.module not in sys.modules:
+            # Not imported yet: the early finder routes it (or reports it) when it is, so
+            # start-up imports nothing SGLang would not import itself.
+            if target.concern not in routed:
+                routed.append(target.concern)
+            continue
+        problem = routing.early_state()["problems"].get(target.path) or check_target(target)
         if problem:
             routing.unroute(target)
-            skipped.append(problem)
+            if target.path not in routing.early_state()["problems"]:
+                skipped.append(problem)
             continue
         if not routing.is_routed(target):
             HookRegistry.register(target.path, target.hook, HookType.AROUND)

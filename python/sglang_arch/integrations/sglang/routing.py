@@ -57,6 +57,7 @@ def module_loaded(module: Any, imported_meanwhile: Iterable[str] = ()) -> None:
         problem = check_target(target, early=True)
         if problem:
             _problems[target.path] = problem
+            logger.warning("sglang-arch: left to SGLang: %s", problem)
             continue
         original = current_function(target)
         if route(target):
