@@ -7,8 +7,8 @@ Nothing here names a site: a site's status follows from
   other means).  A site inside one of them (or a nested function, or the module-level
   assignment that defines it) is ``routed``;
 - the probe helpers routed (``Routing.helpers``, in ``Routing.helper_modules``): the
-  plugin's ``FACT_HELPERS`` and its targets in ``sglang.srt.utils.common``; the series'
-  ``ProbeSite``s and the ``FunctionSite``s of ``srt/utils/common.py``.  A call of one,
+  plugin's ``FACT_HELPERS`` and its targets in ``sglang.srt.utils.common``; in a patched
+  tree SGLang's own probes, which answer the same identity.  A call of one,
   or a ``get_platform()`` fact that reads one (SGLang's ``runtime_context`` maps facts
   to helpers; read from the scanned tree), is ``probe``;
 - ``import_time_probes``: whether a probe called while a module is imported already
@@ -99,7 +99,6 @@ def plugin_routing(targets=None, extra: Sequence[Routed] = (), early_routing: bo
 def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     """What a tree patched by ``sglang-arch upstream`` routes, read from ``STEPS``."""
     from ..integrations.sglang.targets import FACT_HELPERS
-    from ..upstream import rewriter
     from ..upstream import sites as sites_mod
 
     routing = Routing("patched", import_time_probes=True)
@@ -111,9 +110,6 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
         for plan in step.modules:
             module = package_module(plan.path)
             for site in plan.sites:
-                if isinstance(site, rewriter.ProbeSite):
-                    _add_helpers(routing, module, site.names)
-                    continue
                 qualname = getattr(site, "qualname", None)
                 if qualname is None:  # a deletion: the names are gone from the patched tree
                     for name in tuple(site.names) + tuple(getattr(site, "unused", ())):

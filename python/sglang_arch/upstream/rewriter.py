@@ -4,9 +4,9 @@ The rewrite is additive and keeps the file's own formatting and comments: a rout
 function gets one guard statement at the top of its body (after the docstring), marked
 by ``MARKER``, that asks a glue function in ``sglang.srt.arch.glue`` and returns its
 answer unless the answer is ``None``; upstream's body stays below it, untouched, as the
-fallback.  A probe assignment (``x = lru_cache(...)(partial(...))``) gets its value
-wrapped in ``routed_probe("fact", ...)``.  Each rewritten module gains one import of its
-glue module.
+fallback (the ``check`` form of the explicit attention-backend check); the replace-form
+edits of ``replace.py`` delete what they replace.  Each rewritten module gains one import
+of its glue module.
 
 Every site is checked against the shape it was written for (present once, the expected
 parameters, the module names the glue reads) before anything is rewritten; when one
@@ -69,22 +69,7 @@ class FunctionSite:
         return self.qualname
 
 
-@dataclass(frozen=True)
-class ProbeSite:
-    """A module-level ``a = b = lru_cache(...)(partial(wrapped, **keywords))`` probe."""
-
-    names: Tuple[str, ...]
-    fact: str
-    wrapped: str = "_check_cuda_device_version"
-    keywords: Tuple[str, ...] = ("device_capability_majors", "cuda_version")
-    router: str = "routed_probe"
-
-    @property
-    def label(self) -> str:
-        return " = ".join(self.names)
-
-
-Site = Union[FunctionSite, ProbeSite]
+Site = FunctionSite
 
 
 @dataclass(frozen=True)
@@ -150,13 +135,10 @@ def rewrite_source(source: str, plan: ModulePlan) -> ModuleResult:
         if site.label in problems or isinstance(site, replace.EDITS):
             continue
         try:
-            if isinstance(site, FunctionSite):
-                missing = [name for name in site.uses if name not in bound]
-                if missing:
-                    raise _Mismatch(f"the module no longer defines {', '.join(missing)} (the routed code reads it)")
-                original, new, status = _route_function(module, site, plan.alias)
-            else:
-                original, new, status = _route_probe(module, site, plan.alias)
+            missing = [name for name in site.uses if name not in bound]
+            if missing:
+                raise _Mismatch(f"the module no longer defines {', '.join(missing)} (the routed code reads it)")
+            original, new, status = _route_function(module, site, plan.alias)
         except _Mismatch as exc:
             problems[site.label] = str(exc)
             continue
@@ -318,52 +300,6 @@ def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
-# --- probe sites ----------------------------------------------------------------------
-
-def _route_probe(module: cst.Module, site: ProbeSite, alias: str) -> Planned:
-    """Keep upstream's assignment as it is and rebind its names to the routed probe below it."""
-    assigned = [(i, cast(cst.SimpleStatementLine, stmt)) for i, stmt in enumerate(module.body)
-                if _assigns(stmt) == site.names]
-    rebinds = [(i, stmt) for i, stmt in assigned if _is_router_call(_assign_value(stmt), site, alias)]
-    originals = [(i, stmt) for i, stmt in assigned if (i, stmt) not in rebinds]
-    if not originals:
-        others = [stmt for stmt in module.body if set(_assigns(stmt) or ()) & set(site.names)]
-        if others:
-            raise _Mismatch(f"assigned as {' = '.join(_assigns(others[0]) or ())}, expected {site.label} = ...")
-        raise _Mismatch(f"{site.label} is missing")
-    if len(originals) > 1 or len(rebinds) > 1:
-        raise _Mismatch(f"{site.label} is assigned {len(originals) + len(rebinds)} times")
-    index, original = originals[0]
-    _check_probe_value(_assign_value(original), site)
-    if rebinds:
-        at, rebind = rebinds[0]
-        if at < index:
-            raise _Mismatch("the routed rebinding comes before upstream's assignment")
-        expected = _probe_rebind(site, alias)
-        if _code(rebind.with_changes(leading_lines=())) != _code(expected.with_changes(leading_lines=())):
-            raise _Mismatch("routed with other arguments than expected")
-        if _has_marker(rebind):
-            return original, None, ALREADY
-        return rebind, rebind.with_changes(leading_lines=[*rebind.leading_lines, _marker_line()]), UPDATED
-    return original, cst.FlattenSentinel([original, _probe_rebind(site, alias)]), REWRITTEN
-
-
-def _probe_rebind(site: ProbeSite, alias: str) -> cst.SimpleStatementLine:
-    """``a = b = alias.routed_probe("fact", a)``, laid out as black would, with the marker above."""
-    targets = " = ".join(site.names) + " = "
-    code = _call_lines(targets, f"{alias}.{site.router}", (f'"{site.fact}"', site.names[0]), 0)
-    stmt = cast(cst.SimpleStatementLine, cst.parse_statement(code + "\n"))
-    return stmt.with_changes(leading_lines=[_marker_line()])
-
-
-def _assign_value(stmt: cst.SimpleStatementLine) -> cst.BaseExpression:
-    return cast(cst.Assign, stmt.body[0]).value
-
-
-def _is_router_call(value: cst.BaseExpression, site: ProbeSite, alias: str) -> bool:
-    return isinstance(value, cst.Call) and _callee(value.func) == f"{alias}.{site.router}"
-
-
 def _assigns(stmt: cst.CSTNode) -> Optional[Tuple[str, ...]]:
     """The target names of a plain ``a = b = value`` statement, else None."""
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)):
@@ -380,22 +316,6 @@ def _callee(node: cst.BaseExpression) -> Optional[str]:
         base = _callee(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
-
-
-def _check_probe_value(value: cst.BaseExpression, site: ProbeSite) -> None:
-    expected = f"lru_cache(...)(partial({site.wrapped}, {', '.join(k + '=...' for k in site.keywords)}))"
-    ok = (isinstance(value, cst.Call) and isinstance(value.func, cst.Call)
-          and (_callee(value.func.func) or "").split(".")[-1] == "lru_cache"
-          and len(value.args) == 1 and value.args[0].keyword is None and value.args[0].star == "")
-    if ok:
-        part = cast(cst.Call, value).args[0].value
-        keywords = [a.keyword.value for a in part.args[1:] if a.keyword is not None] if isinstance(part, cst.Call) else []
-        ok = (isinstance(part, cst.Call) and (_callee(part.func) or "").split(".")[-1] == "partial"
-              and len(part.args) >= 1 and part.args[0].keyword is None
-              and _callee(part.args[0].value) == site.wrapped
-              and len(keywords) == len(part.args) - 1 and sorted(keywords) == sorted(site.keywords))
-    if not ok:
-        raise _Mismatch(f"its value is not {expected}")
 
 
 def _marker_line() -> cst.EmptyLine:

@@ -10,7 +10,7 @@ the upstream rewriter inserts at the top of a routed function (``upstream/rewrit
 - ``answer``: the glue's answer unless it is ``None``, else the original's;
 - ``done``: a true answer means the glue did the work (``TorchSymmMemCommunicator.__init__``);
 - ``check``: the glue raises or does nothing, then the original runs;
-- ``fact``: a platform probe, answered as a patched tree's ``routed_probe`` answers it.
+- ``fact``: a platform probe, answered with the device's identity (docs/fallback.md).
 
 ``ArchDecisionError`` is the one error the glue raises on purpose (a user choice that
 cannot run on this GPU); through the plugin its message also names the kill switch.
@@ -80,7 +80,7 @@ def check(ask: Callable) -> Callable:
 
 
 def fact(name: str) -> Callable:
-    """A platform probe (``is_sm90_supported`` answers fact ``is_sm90``), as ``routed_probe``.
+    """A platform probe (``is_sm90_supported`` answers fact ``is_sm90``): the device's identity.
 
     The probe's own arguments (``device_id`` of ``get_device_capability``) only reach
     upstream's original: the registry answers for this process's machine.

@@ -1,16 +1,18 @@
 """Platform probes answered by the registry (``get_platform().is_sm90`` and friends).
 
 ``sglang.srt.runtime_context.get_platform()`` reads the probes in
-``sglang.srt.utils.common`` at call time; routing them makes every ``is_sm*`` fact,
-``device_capability`` and ``device_sm`` report the resolved tier, so a GPU SGLang does
-not know yet takes its nearest tier's paths instead of none.  On a known GPU the
-answers equal SGLang's own (the registry's platform policy uses the same majors and
-CUDA minimums).
+``sglang.srt.utils.common`` at call time.  They are identity (docs/fallback.md): every
+``is_sm*`` fact, ``device_capability`` and ``device_sm`` describes the device itself,
+with SGLang 0.5.23's own (majors, minimum CUDA) rule, so on a real GPU the answers equal
+SGLang's probes on every capability, known or not, and agree with every site that reads
+torch directly.  Routing them gives every process one cached answer, and lets a GPU
+simulated through the registry (``SGLANG_ARCH_CAPABILITY``) look like that GPU to SGLang.
+A fallback changes decisions at the decision sites, never these.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from . import fail_open, routed_context
 
@@ -22,27 +24,3 @@ def fact(name: str) -> Optional[Any]:
     if ctx is None:
         return None
     return ctx.facts.get(name)
-
-
-def routed_probe(name: str, probe: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap one of SGLang's cached probes so the registry answers fact ``name`` first.
-
-    The registry is asked on every call (one cached look-up), so a process that
-    re-resolves its machine sees the new answer; SGLang's own cached probe answers
-    whenever the registry has nothing to say.
-    """
-
-    def routed(*args: Any, **kwargs: Any) -> Any:
-        answer = fact(name)
-        return probe(*args, **kwargs) if answer is None else answer
-
-    routed.__name__ = routed.__qualname__ = f"routed_probe_{name}"
-    routed.__doc__ = (
-        f"Platform fact {name!r}: the registry's answer, else SGLang's own probe."
-    )
-    routed.__wrapped__ = probe  # type: ignore[attr-defined]
-    # Callers that reset SGLang's cached probe keep working.
-    for attr in ("cache_clear", "cache_info"):
-        if hasattr(probe, attr):
-            setattr(routed, attr, getattr(probe, attr))
-    return routed
