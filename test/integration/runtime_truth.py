@@ -41,6 +41,9 @@ DECODE_TOKENS, HIDDEN = 64, 4096
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--patched", action="store_true",
+                        help="a tree patched by `sglang-arch upstream` (no plugin): the registry is "
+                             "sglang.srt.arch, and SGLang's own probes are given the simulated device's facts")
     parser.add_argument("--stub-missing", action="append", default=[], metavar="PACKAGE",
                         help="stand in for a kernel package that is not installed (the GPU host has no "
                              "sgl_kernel: its wheel is too large to carry); reported in the output")
@@ -58,13 +61,17 @@ def main() -> int:
     from sglang.srt.layers.layer_boundary import exit as boundary_exit
     from sglang.srt.layers.layer_boundary.fusions import allreduce as fusion_stage
     from sglang.srt.layers.layer_boundary.residual import add_norm
-    from sglang_arch.arch.runtime import current
+    import importlib
+
     from sglang_arch.integrations.sglang.plan import (
         SIMULATED_MACHINE,
         simulated_torch_device,
+        upstream_platform_facts,
     )
 
-    ctx = current()
+    registry = "sglang.srt.arch" if args.patched else "sglang_arch.arch"
+    ctx = importlib.import_module(f"{registry}.runtime").current()
+    traits_class = importlib.import_module(f"{registry}.policies.attention").ModelTraits
     res = ctx.resolution
     cap = res.requested
     gpus = len(ctx.node.gpus)
@@ -72,12 +79,14 @@ def main() -> int:
                        "tier": str(res.resolved), "match": res.match},
            "import_s": round(import_s, 1),
            "stubbed": stubbed,
-           # The gate other modules imported by name is the routed one (early routing).
-           "gate_references_routed": all(
-               getattr(m.flashinfer_ar_fusion_applies, "__sglang_arch_target__", None)
-               for m in (add_norm, boundary_exit, fusion_stage)),
-           "add_norm_import_flags": {"is_sm90": bool(add_norm._is_sm90_supported),
-                                     "is_sm100": bool(add_norm._is_sm100_supported)}}
+           # The modules that imported the fusion gate by name hold the module's own function,
+           # and (through the plugin) that is the routed one: early routing.
+           "gate_references_one_function": all(
+               m.flashinfer_ar_fusion_applies is add_norm.flashinfer_ar_fusion_applies
+               for m in (boundary_exit, fusion_stage)),
+           "gate_routed_by_plugin": bool(getattr(add_norm.flashinfer_ar_fusion_applies, "__sglang_arch_target__", None)),
+           "add_norm_import_flags": {"is_sm90": getattr(add_norm, "_is_sm90_supported", None),
+                                     "is_sm100": getattr(add_norm, "_is_sm100_supported", None)}}
 
     import contextlib
 
@@ -87,18 +96,21 @@ def main() -> int:
         add_norm._is_cuda = True
         add_norm._is_flashinfer_available = True
         faked = contextlib.ExitStack()
-        faked.enter_context(override_platform(**SIMULATED_MACHINE))
+        facts = dict(SIMULATED_MACHINE)
+        if args.patched:  # the tree's probes are SGLang's own: they see the simulated device this way
+            facts.update(upstream_platform_facts(cap, ctx.cuda))
+        faked.enter_context(override_platform(**facts))
         faked.enter_context(simulated_torch_device(cap))
     else:
         faked = contextlib.ExitStack()
-    from sglang.srt.utils import common
-    from sglang_arch.arch.policies.attention import ModelTraits
+    from sglang.srt.runtime_context import get_platform
 
-    out["identity"] = {"device_capability": list(common.get_device_capability()), "device_sm": common.get_device_sm(),
-                       "is_sm120": bool(common.is_sm120_supported())}
     out["registry_attention"] = {
-        kind: list(_pair(ctx.attention_default(ModelTraits(kind=kind, cuda=ctx.cuda)))) for kind in ("mha", "mla")}
+        kind: list(_pair(ctx.attention_default(traits_class(kind=kind, cuda=ctx.cuda)))) for kind in ("mha", "mla")}
     with faked:
+        platform = get_platform()  # SGLang's own facts: the routed probes, or the tree's own
+        out["identity"] = {"device_capability": list(platform.device_capability), "device_sm": platform.device_sm,
+                           "is_sm120": bool(platform.is_sm120)}
         out["attention"] = {kind: attention(kind, gpus, ctx) for kind in MODELS}
         out["fusion"] = fusion(gpus, ctx, add_norm)
         out["symm_mem"] = symm_mem(gpus, ctx, args.cpu)
@@ -230,7 +242,8 @@ def fusion(gpus: int, ctx, add_norm) -> dict:
     return {"server_args_backend": get_exec().comm.flashinfer_allreduce_fusion_backend,
             "flashinfer_available": bool(add_norm._is_flashinfer_available),
             "gate_at_64": bool(add_norm.flashinfer_ar_fusion_applies(DECODE_TOKENS)),
-            "upstream_gate_at_64": bool(add_norm.flashinfer_ar_fusion_applies.__wrapped__(DECODE_TOKENS)),
+            "upstream_gate_at_64": (bool(add_norm.flashinfer_ar_fusion_applies.__wrapped__(DECODE_TOKENS))
+                                    if hasattr(add_norm.flashinfer_ar_fusion_applies, "__wrapped__") else None),
             "registry": {"enabled": bool(decision and decision.enabled),
                          "backend": decision.backend if decision else None}}
 

@@ -280,3 +280,49 @@ def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_pa
         "from sglang.srt.arch.glue import attention as arch_attention\n", "") == overrides_before
     for step in ("[2/4]", "[4/4]"):
         assert re.search(rf"^{re.escape(step)} .*commit|^{re.escape(step)} .*file\(s\)", run.stdout, re.M), step
+
+
+# --- runtime truth on the patched tree (no plugin) ------------------------------------
+
+TRUTH = Path(__file__).resolve().parent / "runtime_truth.py"
+TRUTH_MACHINES = [("12.0", 8, "pcie-p2p"), ("9.0", 2, "nvlink"), ("13.0", 8, "pcie-p2p")]
+
+
+@pytest.fixture(scope="module")
+def patched_truth(clone):
+    def one(machine):
+        cap, gpus, topology = machine
+        env = _patched_env(clone.python, Path(__file__).resolve().parents[2] / "python",
+                           SGLANG_ARCH_CAPABILITY=cap, SGLANG_ARCH_GPU_COUNT=str(gpus),
+                           SGLANG_ARCH_TOPOLOGY=topology, SGLANG_ARCH_CUDA="13.0")
+        out = subprocess.run([sys.executable, str(TRUTH), "--cpu", "--patched"], capture_output=True, text=True,
+                             env=env, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip(TRUTH_MACHINES, pool.map(one, TRUTH_MACHINES)))
+
+
+@pytest.mark.parametrize("machine", TRUTH_MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")
+def test_the_patched_tree_runs_what_the_registry_decides(patched_truth, machine):
+    """issue 11: SGLang's own runtime gates in the patched tree, scheduler import order, no plugin."""
+    result = patched_truth[machine]
+    assert result["gate_routed_by_plugin"] is False and result["gate_references_one_function"] is True
+    assert result["add_norm_import_flags"] == {"is_sm90": None, "is_sm100": None}  # deleted by step 3
+    fusion = result["fusion"]
+    assert fusion["gate_at_64"] is fusion["registry"]["enabled"]
+    symm = result["symm_mem"]
+    assert symm["sglang"]["enabled"] is symm["registry"]["enabled"]
+    if symm["registry"]["enabled"]:
+        assert (symm["sglang"]["kernel"], symm["sglang"]["max_bytes"]) == (
+            symm["registry"]["algorithm"], symm["registry"]["max_bytes"])
+    mha = result["attention"]["mha"]
+    assert [mha["prefill"], mha["decode"]] == result["registry_attention"]["mha"]
+
+
+def test_the_patched_sm120_fuses_and_keeps_its_identity(patched_truth):
+    sm120 = patched_truth[("12.0", 8, "pcie-p2p")]
+    assert sm120["fusion"]["registry"] == {"enabled": True, "backend": "trtllm"} and sm120["fusion"]["gate_at_64"]
+    assert (sm120["symm_mem"]["sglang"]["kernel"], sm120["symm_mem"]["sglang"]["max_bytes"]) == ("two_shot", 128 << 20)
+    assert patched_truth[("13.0", 8, "pcie-p2p")]["identity"]["device_capability"] == [13, 0]
