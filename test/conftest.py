@@ -29,9 +29,14 @@ def clean_arch_env(monkeypatch):
 WATCHED_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 
 
+# What the shell gave this run, taken when this file is imported: before any other
+# conftest (test/gpu/conftest.py is loaded after this one, even when named on the
+# command line) and before any test module.
+ENV_AT_START = {name: os.environ.get(name) for name in WATCHED_ENV}
+
+
 def pytest_configure(config):
-    # Before any test module is collected: what the shell gave this run.
-    config.env_at_start = {name: os.environ.get(name) for name in WATCHED_ENV}
+    config.env_at_start = dict(ENV_AT_START)
 
 
 def pytest_report_header(config):

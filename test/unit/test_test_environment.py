@@ -17,11 +17,14 @@ WATCHED = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISA
 def test_multicast_variables_are_as_the_shell_left_them(request):
     now = {name: os.environ.get(name) for name in WATCHED}
     assert now == request.config.env_at_start
+    if os.environ.get("SGLANG_ARCH_TEST_LEAK_CHECK") == "1":  # started without them (below)
+        assert now == {name: None for name in WATCHED}
 
 
 def test_collecting_the_gpu_tests_leaks_nothing_into_a_unit_test():
     """A run that collects (imports) every GPU test module, then runs the check above."""
     env = {k: v for k, v in os.environ.items() if k not in WATCHED}
+    env["SGLANG_ARCH_TEST_LEAK_CHECK"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "python"), os.environ.get("PYTHONPATH")) if p)
     out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test/gpu",
                           "test/unit/test_test_environment.py", "-k", "shell_left_them", "-p", "no:randomly"],
