@@ -267,3 +267,67 @@ def test_torch_without_cuda_is_no_node(torch_fake, fake):
 def test_torch_not_installed_is_no_node(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     assert _torch_node() is None
+
+
+# --- simulation and the smaller rules (found by mutation testing: docs/mutation.md) ---
+
+def test_simulation_by_arguments_wins_and_says_so(monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_TOPOLOGY", "nvswitch")
+    node = detect(capability="12.0", topology="pcie", gpu_count=2)
+    assert node.source == "simulated" and node.notes == ("simulated",)
+    assert node.topology.name == "pcie"  # the argument, not the environment
+    assert node.gpus == (Gpu(0, "simulated sm_120", Capability(12, 0)), Gpu(1, "simulated sm_120", Capability(12, 0)))
+
+
+def test_simulation_by_environment_names_the_variable(monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "sm_90")
+    node = detect()
+    assert node.notes == ("simulated by SGLANG_ARCH_CAPABILITY=9.0",)
+    assert node.topology.name == "single" and len(node.gpus) == 1  # one GPU by default
+    monkeypatch.setenv("SGLANG_ARCH_GPU_COUNT", "2")
+    assert detect().topology.name == "nvswitch"  # 9.0's typical topology from 2 GPUs on
+
+
+def test_forced_topology_replaces_the_probed_one(monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_TOPOLOGY", "pcie")
+    node = detect(probes=[lambda: FakeProbeNode()])
+    assert node.topology.name == "pcie" and node.notes[-1] == "topology set by SGLANG_ARCH_TOPOLOGY"
+    monkeypatch.setenv("SGLANG_ARCH_TOPOLOGY", "mesh")
+    with pytest.raises(ValueError, match=r"^SGLANG_ARCH_TOPOLOGY: invalid topology 'mesh'"):
+        detect(probes=[lambda: FakeProbeNode()])
+
+
+def FakeProbeNode():
+    from sglang_arch.arch.detect import Node
+    from sglang_arch.arch.topology import TOPOLOGIES
+
+    return Node((Gpu(0, "h", Capability(9, 0)), Gpu(1, "h", Capability(9, 0))), TOPOLOGIES["nvswitch"], "nvml")
+
+
+def test_a_broken_probe_is_named_without_its_underscores():
+    def Xprobe_():
+        raise OSError("gone")
+
+    node = detect(probes=[Xprobe_, lambda: None])
+    assert node.notes[0] == "Xprobe: OSError: gone"
+
+
+def test_a_visible_index_past_the_end_is_dropped(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,4,3")
+    gpus = [Gpu(i, f"g{i}", Capability(9, 0)) for i in range(4)]
+    assert [g.index for g in _visible(gpus)] == [0, 3]
+
+
+def test_nvswitch_is_asked_of_the_first_gpu():
+    class Fake(FakeNvml):
+        def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle, link):
+            return 2 if handle == "h0" else 0
+
+    assert _nvml_topology(Fake(nvlink=lambda a, b: True), ["h0", "h1"]).name == "nvswitch"
+
+
+def test_two_gpus_through_torch_are_a_pair(torch_fake):
+    torch_fake(FakeTorch([(12, 0), (12, 0)]))
+    assert _torch_node().topology.name == "pcie-p2p"
+    torch_fake(FakeTorch([(12, 0), (12, 0)], peer=lambda i, j: False))
+    assert _torch_node().topology.name == "pcie"

@@ -165,3 +165,10 @@ def test_json_override_round_trip(tmp_path):
     path = tmp_path / "o.json"
     path.write_text(json.dumps({"architectures": {"12.0": {"name": "é"}}}), encoding="utf-8")
     assert load_override_file(str(path)) == {"12.0": {"name": "é"}}
+
+
+def test_mixed_node_demotion_compares_the_lowest_and_the_highest_gpu():
+    res = node_resolution([Capability(10, 0), Capability(10, 3), Capability(12, 0)])
+    assert res.match == "generation"  # 10.x and 12.0 share no family
+    same = node_resolution([Capability(10, 5), Capability(10, 6)])
+    assert same.match == "family" and same.reason == resolve("10.5").reason  # already family: unchanged
