@@ -23,7 +23,14 @@ pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install 
 from helpers import run_upstream_oracle  # noqa: E402
 from hypothesis import HealthCheck, assume, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from upstream_oracle import FACTS, FUSION_REQUESTS, MODELS, model_config, model_key, server_args  # noqa: E402
+from upstream_oracle import (  # noqa: E402
+    FACTS,
+    FUSION_REQUESTS,
+    MODELS,
+    model_config,
+    model_key,
+    server_args,
+)
 
 # The tiers SGLang 0.5.23 decides for (docs/differences.md "where upstream decides").
 KNOWN = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]

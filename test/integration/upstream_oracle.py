@@ -64,10 +64,20 @@ def main() -> int:
     logging.disable(logging.CRITICAL)
     import torch
     from sglang.srt.arg_groups import model_override_base
-    from sglang.srt.distributed.device_communicators import all_reduce_utils, torch_symm_mem
-    from sglang.srt.distributed.device_communicators.configs import custom_all_reduce_v2 as car
+    from sglang.srt.distributed.device_communicators import (
+        all_reduce_utils,
+        torch_symm_mem,
+    )
+    from sglang.srt.distributed.device_communicators.configs import (
+        custom_all_reduce_v2 as car,
+    )
     from sglang.srt.layers import flashinfer_comm_fusion
-    from sglang.srt.runtime_context import _PLATFORM_PROBES, _PLATFORM_VALUES, get_platform, override_platform
+    from sglang.srt.runtime_context import (
+        _PLATFORM_PROBES,
+        _PLATFORM_VALUES,
+        get_platform,
+        override_platform,
+    )
     from sglang.srt.utils import common
 
     attn, fusion = model_override_base.get_default_attn_backend, flashinfer_comm_fusion._resolve_backend

@@ -59,3 +59,10 @@ traits = st.builds(
     flashinfer_available=st.booleans(),
     cuda=cuda_versions,
 )
+
+# Collective decisions have tables only on some tiers (SGLang's symm-mem and fusion tables:
+# majors 9 and 10; docs/differences.md D1/D3: 12.x) and world sizes (2, 4, 6, 8; multimem at
+# 4, 6, 8): half of the collective properties' draws go there, with fallbacks onto them.
+COLLECTIVE_TIERS = [(9, 0), (10, 0), (10, 3), (10, 7), (12, 0), (12, 1), (9, 5), (10, 5), (12, 5), (13, 0)]
+collective_capabilities = weighted((1, capabilities), (1, st.sampled_from([Capability(*t) for t in COLLECTIVE_TIERS])))
+collective_world_sizes = weighted((1, world_sizes), (1, st.sampled_from([2, 4, 6, 8])))

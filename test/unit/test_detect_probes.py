@@ -9,7 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 from sglang_arch.arch import Capability, detect
-from sglang_arch.arch.detect import Gpu, _has_nvswitch, _nvml_node, _nvml_topology, _torch_node, _visible
+from sglang_arch.arch.detect import (
+    Gpu,
+    _has_nvswitch,
+    _nvml_node,
+    _nvml_topology,
+    _torch_node,
+    _visible,
+)
 
 OK, NOT_OK = 0, 1
 

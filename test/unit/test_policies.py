@@ -9,13 +9,20 @@ from sglang_arch.arch.policies.attention import (
     default_backend,
 )
 
-from unit.strategies import capabilities, topologies, traits, world_sizes
+from unit.strategies import (
+    capabilities,
+    collective_capabilities,
+    collective_world_sizes,
+    topologies,
+    traits,
+    world_sizes,
+)
 
 MIB = 1 << 20
 
 
 @settings(max_examples=400)
-@given(capabilities, topologies, world_sizes)
+@given(collective_capabilities, topologies, collective_world_sizes)
 def test_symm_mem_enabled_means_a_bounded_size_and_a_possible_algorithm(cap, topo, ws):
     res = resolve(cap)
     event(f"match: {res.match}")
@@ -34,7 +41,7 @@ def test_symm_mem_enabled_means_a_bounded_size_and_a_possible_algorithm(cap, top
         assert d.algorithm == "two_shot" and topo.p2p
 
 
-@given(capabilities, topologies, world_sizes)
+@given(collective_capabilities, topologies, collective_world_sizes)
 def test_custom_allreduce_needs_p2p_and_nvlink_above_two(cap, topo, ws):
     d = collectives.custom_allreduce(resolve(cap), topo, ws)
     assert d.reason
@@ -46,7 +53,8 @@ def test_custom_allreduce_needs_p2p_and_nvlink_above_two(cap, topo, ws):
 
 
 @settings(max_examples=400)
-@given(capabilities, topologies, world_sizes, st.integers(1, 4), st.sampled_from(collectives.FUSION_REQUESTS))
+@given(collective_capabilities, topologies, collective_world_sizes, st.integers(1, 4),
+       st.sampled_from(collectives.FUSION_REQUESTS))
 def test_fusion_backend_is_listed_and_runnable(cap, topo, ws, nnodes, requested):
     res = resolve(cap)
     d = collectives.allreduce_fusion(res, topo, ws, nnodes, requested)

@@ -6,7 +6,13 @@ import json
 import logging
 
 import pytest
-from sglang_arch.arch import Capability, TableError, UnknownCapabilityError, build_registry, resolve
+from sglang_arch.arch import (
+    Capability,
+    TableError,
+    UnknownCapabilityError,
+    build_registry,
+    resolve,
+)
 from sglang_arch.arch.detect import node_resolution
 from sglang_arch.arch.registry import Registry, env_flag, load_override_file
 
