@@ -112,7 +112,10 @@ DECIDING = [c for c in KNOWN if c.split(".")[0] in ("9", "10", "12")]
 # A known tier and a CUDA that can run on it: the tier decides which versions are drawn.
 runnable = st.sampled_from(KNOWN + DECIDING * 2).flatmap(
     lambda cap: st.tuples(st.just(cap), st.sampled_from([c for c in CUDAS if c >= MIN_CUDA[cap]])))
-fact_caps = st.one_of(st.sampled_from([f"{a}.{b}" for a, b in FACT_CAPS]), st.sampled_from(KNOWN))
+# A third anything, a third known tiers, a third every capability of the majors SGLang's
+# facts name (9-12: known or not).
+fact_caps = st.one_of(st.sampled_from([f"{a}.{b}" for a, b in FACT_CAPS]), st.sampled_from(KNOWN),
+                      st.sampled_from([f"{a}.{b}" for a, b in FACT_CAPS if 9 <= a <= 12]))
 model = st.sampled_from(MODELS)
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
