@@ -1,12 +1,16 @@
-"""What this machine has, for the GPU tests (imported by conftest and the test modules)."""
+"""What this machine has, for the GPU tests (imported by conftest and the test modules).
 
-import os
+Nothing here touches ``os.environ``: the multicast-off variables are set per GPU test by
+the ``multicast_off`` fixture (test/gpu/conftest.py), so they never reach the unit or
+integration tests of the same run (test/unit/test_test_environment.py checks that).
+"""
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-for _name, _value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ.setdefault(_name, _value)  # multicast stays off on shared machines
+# Multicast stays off on shared machines: NCCL (NVLS), torch symmetric memory, NVSHMEM.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def _gpu_count() -> int:

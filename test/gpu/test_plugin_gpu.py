@@ -128,4 +128,4 @@ def test_symm_mem_two_shot_runs_where_upstream_gives_up(tmp_path, report):
 
 def test_launch_server_help_on_the_gpu_machine():
     out = _run("import runpy, sys; sys.argv = ['sglang.launch_server', '--help']; runpy.run_module('sglang.launch_server', run_name='__main__')")
-    assert "--enable-torch-symm-mem" in out.stdout and "routed:" in out.stderr
+    assert "--enable-torch-symm-mem" in out.stdout and "; routed" in out.stderr

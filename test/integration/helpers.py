@@ -12,10 +12,25 @@ SUITE = Path(__file__).with_name("decision_suite.py")
 
 
 def clean_env(**extra):
+    """The environment for a subprocess: no SGLANG_ARCH_* of this process, and this
+    checkout's sglang_arch first on the path (whatever the venv has installed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
     env.pop("SGLANG_PLUGINS", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "python"), os.environ.get("PYTHONPATH")) if p)
     env.update(extra)
     return env
+
+
+ORACLE = Path(__file__).with_name("upstream_oracle.py")
+
+
+def run_upstream_oracle(spec):
+    """SGLang alone in its own process (upstream_oracle.py): the plugin disabled, nothing
+    of this process's environment that names sglang-arch."""
+    out = subprocess.run([sys.executable, str(ORACLE), json.dumps(spec)], capture_output=True, text=True,
+                         env=clean_env(SGLANG_ARCH_DISABLE="1"), timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run_suite(mode, runtime="sglang_arch.arch.runtime", env=None, cwd=None):

@@ -36,7 +36,7 @@ def facts(out):
 def test_loads_through_the_entry_point_in_a_fresh_interpreter():
     out = python(PROBE, SGLANG_ARCH_CAPABILITY="12.0", SGLANG_ARCH_GPU_COUNT="8")
     assert facts(out) == {"is_sm120": True, "capability": [12, 0]}
-    line = [line for line in out.stderr.splitlines() if line.startswith("sglang_arch|") and "routed:" in line]
+    line = [line for line in out.stderr.splitlines() if line.startswith("sglang_arch|") and "; routed" in line]
     assert len(line) == 1, out.stderr[-2000:]
     assert "8x simulated sm_120" in line[0] and "tier 12.0 [exact]" in line[0]
     for concern in ("platform facts", "torch symm mem", "custom all-reduce v2", "all-reduce fusion", "attention backend"):
@@ -83,7 +83,7 @@ def test_opting_out_leaves_sglang_alone(env):
     # With the GPU simulated only for the registry, SGLang alone sees a CPU machine.
     out = python(PROBE, SGLANG_ARCH_CAPABILITY="12.0", **env)
     assert facts(out)["is_sm120"] is False
-    assert "routed:" not in out.stderr
+    assert "; routed" not in out.stderr
     if "SGLANG_ARCH_DISABLE" in env:
         assert "disabled by SGLANG_ARCH_DISABLE" in out.stderr
 
@@ -143,7 +143,7 @@ def test_launch_server_help_works_with_the_plugin():
                          env=clean_env(SGLANG_ARCH_CAPABILITY="12.0"), timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "--enable-torch-symm-mem" in out.stdout
-    assert "routed:" in out.stderr
+    assert "; routed" in out.stderr
 
 
 def test_symm_mem_through_the_plugin_publishes_the_routed_table_in_both_sglang_modules():

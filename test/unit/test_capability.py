@@ -39,9 +39,34 @@ def test_round_trip_through_every_spelling(cap):
         assert parse_capability(f"sm_{cap.sm}a") == cap
 
 
+# Hardware generations, oldest first (CUDA C++ Programming Guide, compute capabilities):
+# numeric, not textual ("10.0" sorts before "9.0" as text), minor within a major.
+GENERATIONS = ["0.0", "6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "9.5", "10.0", "10.3", "10.7",
+               "11.0", "12.0", "12.1", "13.0", "20.0", "99.9"]
+
+
+def test_order_follows_generations():
+    caps = [parse_capability(c) for c in GENERATIONS]
+    for i, a in enumerate(caps):
+        for j, b in enumerate(caps):
+            assert (a < b) is (i < j) and (a <= b) is (i <= j) and (a == b) is (i == j), (a, b)
+    assert sorted(reversed(caps)) == caps and max(caps) == Capability(99, 9) and min(caps) == Capability(0, 0)
+
+
 @given(capabilities, capabilities)
-def test_order_follows_generations(a, b):
-    assert (a < b) == (a.as_tuple() < b.as_tuple())
+def test_order_is_major_first_then_minor(a, b):
+    if a.major != b.major:
+        assert (a < b) is (a.major < b.major)
+    else:
+        assert (a < b) is (a.minor < b.minor)
+    assert (a == b) is (a.major == b.major and a.minor == b.minor)
+
+
+@pytest.mark.parametrize("cap,sm,text", [((12, 0), 120, "12.0"), ((9, 0), 90, "9.0"), ((10, 3), 103, "10.3"),
+                                         ((0, 0), 0, "0.0"), ((99, 9), 999, "99.9")])
+def test_sm_number_and_text(cap, sm, text):
+    c = Capability(*cap)
+    assert c.sm == sm and str(c) == text and c.as_tuple() == cap
 
 
 @given(st.integers(0, 2 ** 16))

@@ -39,11 +39,66 @@ def test_probe_order_and_broken_probe_is_a_note():
     assert none.source == "none" and not none.gpus and "no NVIDIA GPU found" in none.notes[-1]
 
 
-def test_multicast_switched_off_by_environment(monkeypatch):
-    node = Node((Gpu(0, "h", Capability(9, 0)), Gpu(1, "h", Capability(9, 0))), TOPOLOGIES["nvswitch"], "nvml")
-    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
-    out = _apply_topology_env(node)
-    assert out.topology.name == "nvlink" and "NCCL_NVLS_ENABLE=0" in out.notes[-1]
+# Each library's own switch for NVLS multicast (from its documentation), and values
+# that leave it on.  Any one of them set to "off" must keep multimem from being chosen.
+MULTICAST_OFF = [
+    ("NCCL_NVLS_ENABLE", "0"),  # NCCL environment variables: NVLS (NVLink SHARP) support
+    ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),  # PyTorch symmetric memory
+    ("NVSHMEM_DISABLE_NVLS", "1"),  # NVSHMEM environment variables
+]
+MULTICAST_LEFT_ON = [("NCCL_NVLS_ENABLE", "1"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "0"),
+                     ("NVSHMEM_DISABLE_NVLS", "0"), ("NCCL_NVLS_ENABLE", "")]
+
+
+def _nvswitch_node():
+    return Node((Gpu(0, "h", Capability(9, 0)), Gpu(1, "h", Capability(9, 0))), TOPOLOGIES["nvswitch"], "nvml")
+
+
+@pytest.fixture
+def no_multicast_env(monkeypatch):
+    for name, _ in MULTICAST_OFF:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("name,value", MULTICAST_OFF)
+def test_multicast_switched_off_by_each_variable(no_multicast_env, name, value):
+    no_multicast_env.setenv(name, value)
+    out = _apply_topology_env(_nvswitch_node())
+    assert out.topology.name == "nvlink" and f"multicast turned off by {name}={value}" == out.notes[-1]
+    # ... and through detect(), as the plugin sees the node
+    node = detect(probes=[_nvswitch_node])
+    assert node.topology.name == "nvlink" and not node.topology.multicast
+
+
+@pytest.mark.parametrize("name,value", MULTICAST_LEFT_ON)
+def test_multicast_stays_on_otherwise(no_multicast_env, name, value):
+    no_multicast_env.setenv(name, value)
+    assert detect(probes=[_nvswitch_node]).topology.name == "nvswitch"
+    assert _apply_topology_env(_nvswitch_node()).notes == ()
+
+
+def test_multicast_off_names_every_variable_that_asked(no_multicast_env):
+    for name, value in MULTICAST_OFF:
+        no_multicast_env.setenv(name, value)
+    out = _apply_topology_env(_nvswitch_node())
+    prefix = "multicast turned off by "
+    assert out.notes[-1].startswith(prefix)
+    assert sorted(out.notes[-1][len(prefix):].split(", ")) == sorted(f"{n}={v}" for n, v in MULTICAST_OFF)
+
+
+def test_multicast_off_leaves_other_topologies_alone(no_multicast_env):
+    no_multicast_env.setenv("NCCL_NVLS_ENABLE", "0")
+    for name in ("single", "nvlink", "pcie-p2p", "pcie"):
+        node = Node((Gpu(0, "g", Capability(12, 0)),), TOPOLOGIES[name], "nvml")
+        assert _apply_topology_env(node) == node
+
+
+def test_forced_topology_wins_over_multicast_off(no_multicast_env):
+    no_multicast_env.setenv("NCCL_NVLS_ENABLE", "0")
+    no_multicast_env.setenv("SGLANG_ARCH_TOPOLOGY", "nvswitch")
+    out = _apply_topology_env(_nvswitch_node())
+    assert out.topology.name == "nvswitch" and out.notes[-1] == "topology set by SGLANG_ARCH_TOPOLOGY"
 
 
 def test_mixed_node_demotes_the_match():

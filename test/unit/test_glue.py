@@ -221,17 +221,61 @@ def test_a_decision_error_through_the_plugin_names_the_kill_switch():
         hooks.check(ask)(_original, "view")
 
 
-def test_without_a_gpu_every_hook_is_upstreams_original(monkeypatch):
-    """No NVIDIA GPU: the glue answers None and each hook is the original, arguments and all."""
-    from types import SimpleNamespace
+class _Recorder:
+    """Stands in for the glue's logger: keeps what fail_open would have logged."""
 
+    def __init__(self):
+        self.records = []
+
+    def warning(self, msg, *args):
+        self.records.append(msg % args)
+
+    def __getattr__(self, name):  # info/debug/...: recorded too
+        return lambda msg, *args, **kw: self.records.append(f"{name}: {msg % args}")
+
+
+def _every_hook_with_the_glue_answering(monkeypatch, current):
+    """Call every hook over ``_original``; what each returned, and what fail_open logged."""
     from sglang_arch.integrations.sglang import glue
     from sglang_arch.integrations.sglang.targets import all_targets
 
-    monkeypatch.setattr(glue, "current", lambda: SimpleNamespace(resolution=None))
-    before = set(sys.modules)
+    recorder = _Recorder()
+    monkeypatch.setattr(glue, "current", current)
+    monkeypatch.setattr(glue, "logger", recorder)
+    monkeypatch.setattr(glue, "_warned", set())  # fail_open warns once per function and run
+    results = []
     for target in all_targets():
         args = tuple(f"arg{i}" for i in range(len(target.params)))
-        assert target.hook(_original, *args) == ("original", args, {}), target.path
+        results.append((target.path, args, target.hook(_original, *args)))
+    return results, recorder.records
+
+
+def test_without_a_gpu_every_hook_is_upstreams_original(monkeypatch):
+    """No NVIDIA GPU: the glue answers None and each hook is the original, arguments and all.
+
+    fail_open also answers None when the glue crashes, so the test checks that nothing
+    was logged: the original ran because there is no GPU, not because the glue broke.
+    """
+    from types import SimpleNamespace
+
+    before = set(sys.modules)
+    results, logged = _every_hook_with_the_glue_answering(monkeypatch, lambda: SimpleNamespace(resolution=None))
+    assert results
+    for path, args, result in results:
+        assert result == ("original", args, {}), path
+    assert logged == [], logged
     # Decided before any SGLang module is needed (other tests may have imported some already).
     assert not [m for m in set(sys.modules) - before if m == "sglang" or m.startswith("sglang.")]
+
+
+def test_a_crashing_glue_is_told_apart_from_no_gpu(monkeypatch):
+    """The check above can fail: a glue that crashes still falls back to the original,
+    but fail_open's warning names the function and the error."""
+
+    def broken():
+        raise RuntimeError("glue on fire")
+
+    results, logged = _every_hook_with_the_glue_answering(monkeypatch, broken)
+    for path, args, result in results:
+        assert result == ("original", args, {}), path
+    assert logged and all("glue on fire" in line and "SGLang's own code decides" in line for line in logged)

@@ -1,5 +1,5 @@
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from sglang_arch.arch import TOPOLOGIES, decide, explain, resolve
 from sglang_arch.arch.policies import attention, collectives
@@ -9,15 +9,25 @@ from sglang_arch.arch.policies.attention import (
     default_backend,
 )
 
-from unit.strategies import capabilities, topologies, traits, world_sizes
+from unit.strategies import (
+    capabilities,
+    collective_capabilities,
+    collective_world_sizes,
+    topologies,
+    traits,
+    world_sizes,
+)
 
 MIB = 1 << 20
 
 
-@given(capabilities, topologies, world_sizes)
+@settings(max_examples=400)
+@given(collective_capabilities, topologies, collective_world_sizes)
 def test_symm_mem_enabled_means_a_bounded_size_and_a_possible_algorithm(cap, topo, ws):
     res = resolve(cap)
+    event(f"match: {res.match}")
     d = collectives.torch_symm_mem(res, topo, ws)
+    event(f"symm mem: {d.algorithm or 'off'} on {topo.name}")
     assert d.reason
     if not d.enabled:
         assert d.max_bytes == 0 and d.algorithm is None
@@ -31,7 +41,7 @@ def test_symm_mem_enabled_means_a_bounded_size_and_a_possible_algorithm(cap, top
         assert d.algorithm == "two_shot" and topo.p2p
 
 
-@given(capabilities, topologies, world_sizes)
+@given(collective_capabilities, topologies, collective_world_sizes)
 def test_custom_allreduce_needs_p2p_and_nvlink_above_two(cap, topo, ws):
     d = collectives.custom_allreduce(resolve(cap), topo, ws)
     assert d.reason
@@ -42,10 +52,13 @@ def test_custom_allreduce_needs_p2p_and_nvlink_above_two(cap, topo, ws):
         assert d.max_bytes == 0
 
 
-@given(capabilities, topologies, world_sizes, st.integers(1, 4), st.sampled_from(collectives.FUSION_REQUESTS))
+@settings(max_examples=400)
+@given(collective_capabilities, topologies, collective_world_sizes, st.integers(1, 4),
+       st.sampled_from(collectives.FUSION_REQUESTS))
 def test_fusion_backend_is_listed_and_runnable(cap, topo, ws, nnodes, requested):
     res = resolve(cap)
     d = collectives.allreduce_fusion(res, topo, ws, nnodes, requested)
+    event(f"fusion: {d.backend or 'off'}")
     assert d.reason
     if not d.enabled:
         assert d.backend is None

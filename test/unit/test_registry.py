@@ -53,22 +53,47 @@ def test_exact_capabilities_resolve_to_themselves(cap):
         assert res.resolved == cap
 
 
+# The fallback rule (README, "The fallback rule") worked out by hand for capabilities
+# around every tier: requested -> (resolved tier, match).
+FALLBACK = {
+    "0.0": (None, "portable"), "6.1": (None, "portable"), "6.9": (None, "portable"),
+    "7.0": ("7.0", "exact"), "7.1": ("7.0", "family"), "7.4": ("7.0", "family"), "7.5": ("7.5", "exact"),
+    "7.9": ("7.5", "family"), "8.0": ("8.0", "exact"), "8.5": ("8.0", "family"), "8.6": ("8.6", "exact"),
+    "8.8": ("8.7", "family"), "8.9": ("8.9", "exact"), "9.0": ("9.0", "exact"), "9.5": ("9.0", "family"),
+    "9.9": ("9.0", "family"), "10.0": ("10.0", "exact"), "10.1": ("10.0", "family"), "10.2": ("10.0", "family"),
+    "10.3": ("10.3", "exact"), "10.4": ("10.3", "family"), "10.6": ("10.3", "family"), "10.7": ("10.7", "exact"),
+    "10.9": ("10.7", "family"), "11.0": ("11.0", "exact"), "11.5": ("11.0", "family"), "12.0": ("12.0", "exact"),
+    "12.1": ("12.1", "exact"), "12.2": ("12.1", "family"), "12.9": ("12.1", "family"),
+    "13.0": ("12.1", "generation"), "14.2": ("12.1", "generation"), "99.9": ("12.1", "generation"),
+}
+
+
+@pytest.mark.parametrize("cap", sorted(FALLBACK, key=lambda c: tuple(map(int, c.split(".")))))
+def test_fallback_worked_examples(cap):
+    tier, match = FALLBACK[cap]
+    res = resolve(cap)
+    assert res.match == match, res.reason
+    assert str(res.requested) == cap
+    assert str(res.resolved) == (tier or cap)  # portable: the device itself, with no tier's paths
+    if match == "portable":
+        assert res.profile.name == "portable" and not any(res.features.values())
+
+
 @given(capabilities)
 def test_fallback_is_the_nearest_known_tier_below(cap):
+    """Invariants of the rule: never upward, nothing known in between, the match names
+    whether the tier shares the device's major."""
     res = resolve(cap)
     if res.match == "exact":
+        assert res.resolved == cap
         return
-    below = [k for k in KNOWN if k < cap]
-    if not below:
-        assert res.match == "portable"
+    assert cap not in KNOWN
+    if res.match == "portable":
+        assert all(k > cap for k in KNOWN)
         return
-    same = [k for k in below if k.major == cap.major]
-    if same:
-        assert res.match == "family" and res.resolved == max(same)
-    else:
-        assert res.match == "generation" and res.resolved == max(below)
-    # nothing known lies strictly between the tier and the device
+    assert res.resolved < cap and res.resolved in KNOWN
     assert not [k for k in KNOWN if res.resolved < k < cap]
+    assert res.match == ("family" if res.resolved.major == cap.major else "generation")
 
 
 @given(capabilities)

@@ -1,0 +1,216 @@
+"""Expected values from their sources, not from the code under test.
+
+Every expectation here is data written in this file with the source beside it: SGLang
+0.5.23's own tables and rules (``test/integration/test_sources_upstream.py`` checks that
+these literals still equal the installed package), the field report behind
+docs/differences.md D1, and the topology definitions of the README.  Nothing is
+imported from ``arch/table.py``; the registry is only ever the thing being checked.
+"""
+
+import pytest
+from sglang_arch.arch import TOPOLOGIES, Capability, default_registry, resolve
+from sglang_arch.arch.policies import collectives
+from sglang_arch.arch.policies.platform import platform_facts
+
+MIB = 1 << 20
+
+# --- sources -------------------------------------------------------------------------
+
+# The tiers the registry must know, as docs/support-matrix.md lists them.
+KNOWN_TIERS = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]
+
+# sglang 0.5.23, srt/utils/common.py: each probe is
+# lru_cache(partial(_check_cuda_device_version, device_capability_majors=..., cuda_version=...)),
+# true when the device's major is listed and torch.version.cuda >= cuda_version.
+UPSTREAM_FACT_RULES = {
+    "is_sm90": ((9,), (12, 3)),  # is_sm90_supported
+    "is_hopper_with_cuda_12_3": ((9,), (12, 3)),  # is_hopper_with_cuda_12_3
+    "is_sm100": ((10,), (12, 8)),  # is_sm100_supported
+    "is_sm100_or_sm110": ((10, 11), (12, 8)),  # is_sm100_or_sm110_supported
+    "is_sm110": ((11,), (12, 8)),  # is_sm110_supported
+    "is_sm120": ((12,), (12, 8)),  # is_sm120_supported
+    "is_blackwell": ((10, 11, 12), (12, 8)),  # is_blackwell_supported
+}
+
+# sglang 0.5.23, srt/distributed/device_communicators/all_reduce_utils.py
+# TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (device major -> world size -> bytes), in MiB.
+UPSTREAM_SYMM_MEM_MIB = {9: {2: 64, 4: 64, 6: 128, 8: 128}, 10: {2: 64, 4: 64, 6: 128, 8: 128}}
+# sglang 0.5.23, torch_symm_mem.py TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM.
+UPSTREAM_MULTIMEM_WORLD_SIZES = {9: (4, 6, 8), 10: (4, 6, 8)}
+# docs/differences.md D1, from the field report (8x RTX PRO 6000 on PCIe): 12.0 and 12.1
+# carry these sizes; the cards have no NVLink and no multicast, so no multimem.
+FIELD_REPORT_SYMM_MEM_MIB = {2: 64, 4: 64, 6: 128, 8: 128}
+FIELD_REPORT_MULTIMEM_WORLD_SIZES = ()
+
+# sglang 0.5.23, configs/custom_all_reduce_v2.py _get_all_reduce_configs: major 9 ->
+# _sm90_configs, major 10 with minor >= 7 -> _sm107_configs, other 10.x -> _sm100_configs,
+# anything else the default for world sizes 2..16; and environ.py
+# SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB = 16 * 1024.
+UPSTREAM_CAR_TABLES = {"sm90": (2, 3, 4, 5, 6, 7, 8), "sm100": (2, 3, 4, 5, 6, 7, 8, 16),
+                       "sm107": (2, 3, 4, 5, 6, 7, 8, 16), None: tuple(range(2, 17))}
+UPSTREAM_CAR_MAX_BYTES = 16 * 1024 * 1024
+
+# README "Using it": what each topology name means.
+TOPOLOGY_FACTS = {  # name: (peer-to-peer, full NVLink, multicast)
+    "single": (False, False, False),
+    "nvswitch": (True, True, True),
+    "nvlink": (True, True, False),
+    "pcie-p2p": (True, False, False),
+    "pcie": (False, False, False),
+}
+
+# sglang 0.5.23, srt/layers/flashinfer_comm_fusion.py _resolve_backend: SM90 auto ->
+# trtllm (single node only), SM10x auto -> mnnvl (also multi-node), cutedsl on SM10x.
+# docs/differences.md D3: 12.x -> trtllm with P2P (FlashInfer PR #3903); D4: trtllm needs P2P.
+FUSION_AUTO = {  # tier: (one node, several nodes)
+    "9.0": ("trtllm", None), "10.0": ("mnnvl", "mnnvl"), "10.3": ("mnnvl", "mnnvl"), "10.7": ("mnnvl", "mnnvl"),
+    "12.0": ("trtllm", None), "12.1": ("trtllm", None),
+}
+# The CUDA each tier's fusion kernels need: sglang gates SM90 at 12.3 and SM10x at 12.8
+# (common.py); FlashInfer's SM12x comm module needs 12.8 (CUDA 12.8 release notes: sm_120).
+FUSION_MIN_CUDA = {"9.0": (12, 3), "10.0": (12, 8), "10.3": (12, 8), "10.7": (12, 8), "12.0": (12, 8), "12.1": (12, 8)}
+
+# Capabilities around every tier: the tier, X.Y-1, X.Y+1, the next major, and a few
+# far away; CUDA versions around every minimum above.
+NEIGHBOURS = sorted({f"{t.split('.')[0]}.{m}" for t in KNOWN_TIERS for m in range(10)}
+                    | {f"{int(t.split('.')[0]) + 1}.0" for t in KNOWN_TIERS} | {"0.0", "6.1", "6.9", "13.5", "20.0", "99.9"},
+                    key=lambda s: tuple(map(int, s.split("."))))
+CUDAS = [(11, 0), (11, 8), (12, 0), (12, 2), (12, 3), (12, 4), (12, 7), (12, 8), (12, 9), (13, 0), (13, 1)]
+WORLD_SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 16]
+
+
+def _upstream_fact(name, cap, cuda):
+    majors, min_cuda = UPSTREAM_FACT_RULES[name]
+    return cap.major in majors and cuda >= min_cuda
+
+
+def _symm_mem_source(tier):
+    major = int(tier.split(".")[0])
+    if major in UPSTREAM_SYMM_MEM_MIB:
+        return UPSTREAM_SYMM_MEM_MIB[major], UPSTREAM_MULTIMEM_WORLD_SIZES[major]
+    if major == 12:
+        return FIELD_REPORT_SYMM_MEM_MIB, FIELD_REPORT_MULTIMEM_WORLD_SIZES
+    return {}, ()
+
+
+def _car_table(tier):
+    major, minor = map(int, tier.split("."))
+    if major == 9:
+        return "sm90"
+    if major == 10:
+        return "sm107" if minor >= 7 else "sm100"
+    return None
+
+
+# --- checks ----------------------------------------------------------------------------
+
+def test_the_registry_knows_exactly_the_documented_tiers():
+    assert [str(c) for c in default_registry().known] == KNOWN_TIERS
+
+
+@pytest.mark.parametrize("cap", NEIGHBOURS)
+def test_platform_facts_are_upstreams_rule_on_the_devices_own_capability(cap):
+    """SGLang's probes answer from the device's own major and torch's CUDA; so must the
+    routed facts, for known and unknown capabilities alike (identity, not a decision)."""
+    c = Capability(*map(int, cap.split(".")))
+    res = resolve(c)
+    for cuda in CUDAS:
+        facts = platform_facts(res, cuda)
+        expected = {name: _upstream_fact(name, c, cuda) for name in UPSTREAM_FACT_RULES}
+        expected.update(device_capability=(c.major, c.minor), device_sm=c.major * 10 + c.minor)
+        assert facts == expected, (cap, cuda)
+
+
+def test_platform_facts_without_a_gpu_or_without_cuda_are_all_false():
+    assert platform_facts(None, (13, 0)) == {name: False for name in UPSTREAM_FACT_RULES}
+    facts = platform_facts(resolve("9.0"), None)
+    assert {k: v for k, v in facts.items() if k in UPSTREAM_FACT_RULES} == {n: False for n in UPSTREAM_FACT_RULES}
+    assert facts["device_capability"] == (9, 0) and facts["device_sm"] == 90
+
+
+def test_topologies_mean_what_the_readme_says():
+    assert {name: (t.p2p, t.full_nvlink, t.multicast) for name, t in TOPOLOGIES.items()} == TOPOLOGY_FACTS
+
+
+@pytest.mark.parametrize("tier", KNOWN_TIERS)
+def test_symm_mem_sizes_and_algorithm_come_from_sglang_or_the_field_report(tier):
+    """Every topology x world size: multimem only with multicast and a multimem world
+    size of the source, two-shot wherever there is P2P (D2), the size from the source."""
+    sizes, multimem = _symm_mem_source(tier)
+    res = resolve(tier)
+    for topo, (p2p, _, multicast) in TOPOLOGY_FACTS.items():
+        for ws in WORLD_SIZES:
+            d = collectives.torch_symm_mem(res, TOPOLOGIES[topo], ws)
+            if ws == 1 or ws not in sizes:
+                expected = (False, 0, None)
+            elif multicast and ws in multimem:
+                expected = (True, sizes[ws] * MIB, "multimem")
+            elif p2p:
+                expected = (True, sizes[ws] * MIB, "two_shot")
+            else:
+                expected = (False, 0, None)
+            assert (d.enabled, d.max_bytes, d.algorithm) == expected, (tier, topo, ws, d.reason)
+            assert d.reason
+
+
+def test_multimem_is_never_chosen_without_multicast():
+    """Over every capability near a tier, every topology and world size."""
+    for cap in NEIGHBOURS:
+        res = resolve(cap)
+        for topo, (_, _, multicast) in TOPOLOGY_FACTS.items():
+            for ws in WORLD_SIZES:
+                d = collectives.torch_symm_mem(res, TOPOLOGIES[topo], ws)
+                if d.algorithm == "multimem":
+                    assert multicast, (cap, topo, ws)
+
+
+@pytest.mark.parametrize("tier", KNOWN_TIERS)
+def test_custom_allreduce_table_and_world_sizes_are_sglangs(tier):
+    table = _car_table(tier)
+    res = resolve(tier)
+    for topo, (p2p, full_nvlink, _) in TOPOLOGY_FACTS.items():
+        for ws in WORLD_SIZES:
+            d = collectives.custom_allreduce(res, TOPOLOGIES[topo], ws)
+            enabled = ws in UPSTREAM_CAR_TABLES[table] and p2p and (ws == 2 or full_nvlink)
+            assert (d.enabled, d.max_bytes) == ((True, UPSTREAM_CAR_MAX_BYTES) if enabled else (False, 0)), (tier, topo, ws)
+            if ws > 1:
+                assert d.table == table
+            assert d.reason
+
+
+@pytest.mark.parametrize("tier", KNOWN_TIERS)
+def test_fusion_backend_from_sglang_and_d3_d4(tier):
+    one, several = FUSION_AUTO.get(tier, (None, None))
+    res = resolve(tier)
+    for topo, (p2p, _, _) in TOPOLOGY_FACTS.items():
+        for ws in (1, 2, 4, 8):
+            for nnodes, expected in ((1, one), (2, several)):
+                if ws == 1 or (expected == "trtllm" and not p2p):
+                    expected = None
+                d = collectives.allreduce_fusion(res, TOPOLOGIES[topo], ws, nnodes)
+                assert (d.enabled, d.backend) == (expected is not None, expected), (tier, topo, ws, nnodes, d.reason)
+
+
+@pytest.mark.parametrize("tier", sorted(FUSION_MIN_CUDA))
+def test_fusion_needs_the_cuda_of_its_kernels(tier):
+    need = FUSION_MIN_CUDA[tier]
+    res = resolve(tier)
+    for cuda in CUDAS:
+        d = collectives.allreduce_fusion(res, TOPOLOGIES["nvswitch"], 8, 1, "auto", cuda)
+        assert d.enabled is (cuda >= need), (tier, cuda, d.reason)
+        if cuda < need:
+            assert f"needs torch CUDA >= {need[0]}.{need[1]} (found {cuda[0]}.{cuda[1]})" in d.reason
+
+
+@pytest.mark.parametrize("tier,requested,nnodes,expected", [
+    # sglang 0.5.23 _resolve_backend: explicit backends.
+    ("9.0", "trtllm", 1, "trtllm"), ("9.0", "mnnvl", 1, "mnnvl"), ("9.0", "cutedsl", 1, None),
+    ("9.0", "trtllm", 2, None), ("9.0", "mnnvl", 2, None),
+    ("10.0", "trtllm", 1, "trtllm"), ("10.0", "cutedsl", 1, "cutedsl"), ("10.0", "cutedsl", 2, "cutedsl"),
+    ("10.0", "mnnvl", 2, "mnnvl"), ("10.0", "trtllm", 2, None),
+    ("12.0", "trtllm", 1, "trtllm"), ("12.0", "mnnvl", 1, None), ("12.0", "cutedsl", 1, None),
+    ("8.0", "trtllm", 1, None), ("11.0", "auto", 1, None),
+])
+def test_explicit_fusion_backends(tier, requested, nnodes, expected):
+    d = collectives.allreduce_fusion(resolve(tier), TOPOLOGIES["nvswitch"], 8, nnodes, requested)
+    assert (d.enabled, d.backend) == (expected is not None, expected), d.reason
