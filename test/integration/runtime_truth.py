@@ -58,11 +58,11 @@ def main() -> int:
     load_plugins()  # what run_scheduler_process does after its imports
     import_s = time.time() - started
 
+    import importlib
+
     from sglang.srt.layers.layer_boundary import exit as boundary_exit
     from sglang.srt.layers.layer_boundary.fusions import allreduce as fusion_stage
     from sglang.srt.layers.layer_boundary.residual import add_norm
-    import importlib
-
     from sglang_arch.integrations.sglang.plan import (
         SIMULATED_MACHINE,
         simulated_torch_device,

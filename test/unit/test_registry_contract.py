@@ -88,11 +88,11 @@ def test_only_generation_and_portable_fallbacks_warn(caplog, cap, warned):
 
 
 def test_override_files_must_hold_a_table(tmp_path):
-    with pytest.raises(TableError, match=r"^site: expected a table of capability -> fields$"):
+    with pytest.raises(TableError, match=r"^site: expected a table of capability -> fields, got \['12.0'\]$"):
         build_registry(["12.0"], override_source="site")
     path = tmp_path / "list.json"
     path.write_text("[1, 2]")
-    with pytest.raises(TableError, match=rf"^{path}: expected a table of capability -> fields at the top level$"):
+    with pytest.raises(TableError, match=rf"^{path}: expected a table of capability -> fields at the top level, got list$"):
         load_override_file(str(path))
 
 
