@@ -48,6 +48,17 @@ def _d4_trtllm_fusion_needs_p2p(cap, topo, ws, section, up, rt):
     return False
 
 
+def _d9_mnnvl_fusion_needs_nvlink(cap, topo, ws, section, up, rt):
+    if topo not in ("pcie", "pcie-p2p"):
+        return False
+    if section == "fusion_auto_enable":
+        return rt == {} and up.get("flashinfer_allreduce_fusion_backend") == "auto"
+    if section == "fusion":
+        changed = {k for k in up if up[k] != rt[k]}
+        return bool(changed) and all(up[k] == "mnnvl" and rt[k] == "ValueError" for k in changed)
+    return False
+
+
 def _d5_flashinfer_needs_sm75(cap, topo, ws, section, up, rt):
     if section != "attention" or cap not in ("7.0",):
         return False
@@ -60,6 +71,7 @@ DIFFERENCES = {
     "D3": _d3_sm12x_fusion,
     "D4": _d4_trtllm_fusion_needs_p2p,
     "D5": _d5_flashinfer_needs_sm75,
+    "D9": _d9_mnnvl_fusion_needs_nvlink,
 }
 
 

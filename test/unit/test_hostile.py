@@ -442,3 +442,17 @@ def test_show_without_gpu_still_checks_the_environment(tmp_path, monkeypatch, ca
     monkeypatch.delenv("SGLANG_ARCH_CONFIG")
     monkeypatch.setenv("SGLANG_ARCH_CUDA", "twelve")
     one_line_2(capsys, "show", expect="SGLANG_ARCH_CUDA")
+
+
+@pytest.mark.parametrize("topology,nnodes,enabled", [
+    ("pcie", 16, False), ("pcie-p2p", 2, False), ("pcie-p2p", 1, False), ("nvlink", 1, True), ("nvswitch", 2, True),
+])
+def test_mnnvl_needs_nvlink(topology, nnodes, enabled):
+    """issue 10 / D9: `explain 10.0 --nnodes 16 --topology pcie` enabled mnnvl."""
+    from sglang_arch.arch import TOPOLOGIES, resolve
+    from sglang_arch.arch.policies.collectives import allreduce_fusion
+
+    d = allreduce_fusion(resolve("10.0"), TOPOLOGIES[topology], 16, nnodes=nnodes, requested="mnnvl")
+    assert d.enabled is enabled
+    if not enabled:
+        assert d.reason == f"mnnvl fusion needs NVLink between the GPUs; {topology} has none"

@@ -113,7 +113,8 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
 
     ``auto`` takes the tier's first backend; an explicit one must be listed for the
     tier; across nodes only the tier's multi-node backends; trtllm's IPC workspace needs
-    P2P.  FlashInfer's comm kernels are built per family, so a generation fallback does
+    P2P, mnnvl's (multi-node) NVLink workspace needs NVLink between every pair.
+    FlashInfer's comm kernels are built per family, so a generation fallback does
     not keep them.  ``cuda`` (torch's CUDA version), when given, must reach the tier's
     minimum for these kernels.
     """
@@ -148,6 +149,8 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
     choice = candidates[0]
     if choice == "trtllm" and not topology.p2p:
         return FusionDecision(False, None, f"trtllm fusion needs peer-to-peer access; {topology.name} has none")
+    if choice == "mnnvl" and not topology.full_nvlink:
+        return FusionDecision(False, None, f"mnnvl fusion needs NVLink between the GPUs; {topology.name} has none")
     return FusionDecision(True, choice, f"tier {tier}, {world_size} GPUs on {topology.name}, {where}: {choice}")
 
 
