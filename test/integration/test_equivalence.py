@@ -37,14 +37,30 @@ def _d3_sm12x_fusion(cap, topo, ws, section, up, rt):
     return False
 
 
+def _fusion_refused_by_interconnect(topo, up, rt):
+    """The fusion keys that differ, each refused for its interconnect: D4 (trtllm needs P2P)
+    or D9 (mnnvl needs NVLink); None when a difference is anything else."""
+    changed = {k for k in up if up[k] != rt[k]}
+    kinds = set()
+    for k in changed:
+        if rt[k] != "ValueError":
+            return None
+        if up[k] == "trtllm" and topo == "pcie":
+            kinds.add("D4")
+        elif up[k] == "mnnvl" and topo in ("pcie", "pcie-p2p"):
+            kinds.add("D9")
+        else:
+            return None
+    return kinds
+
+
 def _d4_trtllm_fusion_needs_p2p(cap, topo, ws, section, up, rt):
     if topo != "pcie":
         return False
     if section == "fusion_auto_enable":
         return rt == {} and up.get("flashinfer_allreduce_fusion_backend") == "auto"
     if section == "fusion":
-        changed = {k for k in up if up[k] != rt[k]}
-        return bool(changed) and all(up[k] == "trtllm" and rt[k] == "ValueError" for k in changed)
+        return "D4" in (_fusion_refused_by_interconnect(topo, up, rt) or ())
     return False
 
 
@@ -54,8 +70,7 @@ def _d9_mnnvl_fusion_needs_nvlink(cap, topo, ws, section, up, rt):
     if section == "fusion_auto_enable":
         return rt == {} and up.get("flashinfer_allreduce_fusion_backend") == "auto"
     if section == "fusion":
-        changed = {k for k in up if up[k] != rt[k]}
-        return bool(changed) and all(up[k] == "mnnvl" and rt[k] == "ValueError" for k in changed)
+        return "D9" in (_fusion_refused_by_interconnect(topo, up, rt) or ())
     return False
 
 
