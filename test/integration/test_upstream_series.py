@@ -204,7 +204,7 @@ def test_the_report_names_every_site_and_each_step_size(clone):
             for site in plan.sites:
                 assert re.search(rf"{re.escape(site.label)}\s+rewritten", out), site.label
     sizes = [tuple(map(int, m)) for m in re.findall(r"^\[\d/\d\] .*?\+(\d+) -(\d+)(?: \([^)]*\))?, commit", out, re.M)]
-    sites = [tuple(map(int, m)) for m in re.findall(r"\(call sites \+(\d+) -(\d+)\)", out)]
+    sites = [tuple(map(int, m)) for m in re.findall(r"\(call sites \+(\d+) -(\d+)[,)]", out)]
     log = _git(clone.root, "log", "--reverse", "--format=%H", f"{clone.base}..HEAD").split()
     numstat = []
     for sha in log:

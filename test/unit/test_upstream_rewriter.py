@@ -519,7 +519,7 @@ def test_a_git_clone_gets_the_test_files_counted_apart_from_the_call_sites(synth
         1: [f"{series.TESTS_DIR}/test_arch_registry.py"], 4: [f"{series.TESTS_DIR}/test_arch_call_sites.py"]}
     four = steps[3]
     lines = sum(change.counts[0] for change in tests[4])
-    assert four.test_counts == (lines, 0) and four.call_site_counts[0] < four.counts[0] - lines + 1
+    assert four.test_counts == (lines, 0)
     assert four.call_site_counts == tuple(map(sum, zip(*[c.counts for c in four.changes if not c.is_test
                                                          and not c.path.startswith("srt/arch/")])))
     assert main(["upstream", str(synthetic_tree)]) == 0
