@@ -29,7 +29,17 @@ from sglang_arch.upstream import texts  # noqa: E402
 from sglang_arch.upstream.sites import STEPS  # noqa: E402
 
 INSTALLED = Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
-IGNORE = shutil.ignore_patterns("__pycache__", "multimodal_gen", "test")
+
+
+def IGNORE(directory: str, names: list) -> set:
+    """No caches, no multimodal_gen, no nested test folders; ``sglang/test`` itself is kept
+    (the series' tests import its ``ci_register`` and ``test_utils``, as in a clone)."""
+    ignored = {n for n in names if n in ("__pycache__", "multimodal_gen")}
+    if Path(directory) != INSTALLED and "test" in names:
+        ignored.add("test")
+    return ignored
+
+
 SUBJECTS = [
     "[arch] Add sglang.srt.arch, one GPU architecture registry",
     "[arch] Torch symm mem and custom all-reduce v2: read the registry, delete the capability tables",
@@ -38,6 +48,25 @@ SUBJECTS = [
 ]
 PATCHED_SUITE = Path(__file__).resolve().parent / "patched_suite.py"
 TARGET_FILES = sorted({plan.path for step in STEPS for plan in step.modules})
+TESTS_DIR = "test/registered/unit/arch"
+TEST_FILES = {1: f"{TESTS_DIR}/test_arch_registry.py", 4: f"{TESTS_DIR}/test_arch_call_sites.py"}
+# The written tests, run as SGLang's CPU CI would: the patched tree only, sglang_arch refused.
+RUN_TESTS = textwrap.dedent("""
+    import sys
+
+    import pytest
+
+    class NoPlugin:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "sglang_arch" and name != "sglang_arch._early":
+                raise ImportError(f"{name}: sglang_arch is not on the path here")
+
+    sys.meta_path.insert(0, NoPlugin())
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "-W", "ignore", *sys.argv[1:]])
+    import sglang.srt.arch
+    print("REGISTRY", sglang.srt.arch.__file__)
+    sys.exit(code)
+""")
 
 
 def _copy(src: str, dst: str) -> None:
@@ -156,6 +185,9 @@ def test_one_commit_per_concern_with_the_pr_texts(clone):
         body = _git(clone.root, "log", "-1", "--format=%b", sha)
         assert texts.pr_text(step)[1] in body
         files = set(_git(clone.root, "show", "--name-only", "--format=", sha).split())
+        tests = {TEST_FILES[step.number]} if step.number in TEST_FILES else set()
+        assert tests <= files
+        files -= tests
         if step.glue is None:
             assert files and all(f.startswith("python/sglang/srt/arch/") for f in files)
             assert "python/sglang/srt/arch/glue/__init__.py" in files
@@ -171,8 +203,8 @@ def test_the_report_names_every_site_and_each_step_size(clone):
         for plan in step.modules:
             for site in plan.sites:
                 assert re.search(rf"{re.escape(site.label)}\s+rewritten", out), site.label
-    sizes = [tuple(map(int, m)) for m in re.findall(r"^\[\d/\d\] .*?\+(\d+) -(\d+)(?: \(call sites [^)]*\))?, commit", out, re.M)]
-    sites = [tuple(map(int, m)) for m in re.findall(r"\(call sites \+(\d+) -(\d+)\)", out)]
+    sizes = [tuple(map(int, m)) for m in re.findall(r"^\[\d/\d\] .*?\+(\d+) -(\d+)(?: \([^)]*\))?, commit", out, re.M)]
+    sites = [tuple(map(int, m)) for m in re.findall(r"\(call sites \+(\d+) -(\d+)[,)]", out)]
     log = _git(clone.root, "log", "--reverse", "--format=%H", f"{clone.base}..HEAD").split()
     numstat = []
     for sha in log:
@@ -183,10 +215,25 @@ def test_the_report_names_every_site_and_each_step_size(clone):
     site_numstat = []
     for sha in log[1:]:
         rows = [line.split("\t") for line in _git(clone.root, "show", "--numstat", "--format=", sha).splitlines()]
-        rows = [r for r in rows if not r[2].startswith("python/sglang/srt/arch/")]
+        rows = [r for r in rows if not r[2].startswith(("python/sglang/srt/arch/", "test/"))]
         site_numstat.append((sum(int(r[0]) for r in rows), sum(int(r[1]) for r in rows)))
     assert sites == site_numstat and len(sites) == len(STEPS) - 1
     assert all(removed > added for added, removed in sites), sites
+    # The series' tests are counted apart: "tests +N -0" with the lines each step's commit adds there.
+    tests = [int(m) for m in re.findall(r"tests \+(\d+) -0\)", out)]
+    assert tests == [int(_git(clone.root, "show", "--numstat", "--format=", log[n - 1], "--", path).split()[0])
+                     for n, path in sorted(TEST_FILES.items())]
+
+
+def test_the_written_tests_pass_on_the_patched_tree(clone):
+    """issue 11: the series' own tests, in SGLang's layout, run on the patched tree alone."""
+    out = subprocess.run([sys.executable, "-c", RUN_TESTS, *TEST_FILES.values()], capture_output=True, text=True,
+                         cwd=clone.root, env=_patched_env(clone.python, PYTHONDONTWRITEBYTECODE="1"), timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert re.search(r"^\d+ passed", out.stdout, re.M) and " failed" not in out.stdout, out.stdout[-2000:]
+    registry = out.stdout.split("REGISTRY ")[-1].strip()
+    assert Path(registry).is_relative_to(clone.python), registry
+    assert _git(clone.root, "status", "--porcelain") == ""
 
 
 def test_the_registry_is_a_byte_for_byte_copy(clone):

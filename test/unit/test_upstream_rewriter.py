@@ -482,3 +482,104 @@ def test_written_files_keep_their_mode(synthetic_tree):
     os.chmod(target, 0o640)
     assert main(["upstream", str(synthetic_tree)]) == 0
     assert target.stat().st_mode & 0o777 == 0o640
+
+
+# --- the series' own tests (SGLang's CPU CI layout, git clone only) ----------------------
+
+TEST_TEMPLATES = sorted(series.TEST_FILES.values())
+
+
+@pytest.mark.parametrize("name", TEST_TEMPLATES)
+def test_the_test_templates_are_sglang_style_python(name):
+    import ast
+    import sys
+
+    text = texts.template(f"tests/{name}")
+    compile(text, name, "exec")
+    tree = ast.parse(text)
+    calls = [n.value for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)]
+    assert [ast.unparse(c.func) for c in calls] == ["register_cpu_ci"]
+    assert [a.value for a in calls[0].args][1] == "base-a-test-cpu" and not calls[0].keywords
+    imports = {n.module for n in tree.body if isinstance(n, ast.ImportFrom)}
+    assert {"sglang.test.ci.ci_register", "sglang.test.test_utils"} <= imports
+    for module in imports | {a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names}:
+        assert module.split(".")[0] in sys.stdlib_module_names or module.startswith(
+            ("sglang.srt.arch", "sglang.test.", "sglang.srt.")), module  # no hypothesis, no sglang_arch
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    assert classes and all(c.name.startswith(("Test", "Arch")) for c in classes)
+    assert all(ast.unparse(c.bases[0]) in ("CustomTestCase", "ArchMachineTestCase") for c in classes)
+    assert ast.unparse(tree.body[-1]) == "if __name__ == '__main__':\n    unittest.main()"
+
+
+def test_a_git_clone_gets_the_test_files_counted_apart_from_the_call_sites(synthetic_tree, capsys):
+    tree = series.locate(str(synthetic_tree))
+    steps = series.plan_series(tree)
+    tests = {s.step.number: [c for c in s.changes if c.is_test] for s in steps}
+    assert {n: [c.path for c in cs] for n, cs in tests.items() if cs} == {
+        1: [f"{series.TESTS_DIR}/test_arch_registry.py"], 4: [f"{series.TESTS_DIR}/test_arch_call_sites.py"]}
+    four = steps[3]
+    lines = sum(change.counts[0] for change in tests[4])
+    assert four.test_counts == (lines, 0)
+    assert four.call_site_counts == tuple(map(sum, zip(*[c.counts for c in four.changes if not c.is_test
+                                                         and not c.path.startswith("srt/arch/")])))
+    assert main(["upstream", str(synthetic_tree)]) == 0
+    out = capsys.readouterr().out
+    assert f"(call sites +{four.call_site_counts[0]} -{four.call_site_counts[1]}, tests +{lines} -0)" in out
+    for name in TEST_TEMPLATES:
+        written = synthetic_tree / series.TESTS_DIR / name
+        assert written.read_text(encoding="utf-8") == texts.template(f"tests/{name}")
+    assert main(["upstream", str(synthetic_tree), "--check"]) == 0  # up to date, tests included
+
+
+def test_the_commits_include_the_test_files(synthetic_tree, tmp_path, monkeypatch):
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    _git(synthetic_tree, "init", "-q")
+    _git(synthetic_tree, "add", ".")
+    _git(synthetic_tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
+    first = _git(synthetic_tree, "show", "--name-only", "--format=", "HEAD~3").split()
+    last = _git(synthetic_tree, "show", "--name-only", "--format=", "HEAD").split()
+    assert f"{series.TESTS_DIR}/test_arch_registry.py" in first
+    assert f"{series.TESTS_DIR}/test_arch_call_sites.py" in last
+    assert _git(synthetic_tree, "status", "--porcelain") == ""
+
+
+def test_an_installed_package_gets_no_tests_and_one_line_saying_so(synthetic_tree, capsys):
+    package = synthetic_tree / "python" / "sglang"
+    assert main(["upstream", str(package)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(series.NO_TEST_TREE) == 1 and "tests +" not in out
+    assert not (synthetic_tree / "test").exists() and not (package / "test").exists()
+
+
+def test_a_left_out_step_leaves_the_call_site_tests_out(synthetic_tree, capsys):
+    fusion = synthetic_tree / "python/sglang/srt/layers/flashinfer_comm_fusion.py"
+    fusion.write_text(fusion.read_text().replace("is_multi_node: bool = False) -> str:",
+                                                 "is_multi_node: bool = False, x: int = 1) -> str:"))
+    assert main(["upstream", str(synthetic_tree)]) == 1
+    out = capsys.readouterr().out
+    assert "test_arch_call_sites.py not written: it tests every step, and step(s) 3 were left out" in out
+    assert (synthetic_tree / series.TESTS_DIR / "test_arch_registry.py").is_file()
+    assert not (synthetic_tree / series.TESTS_DIR / "test_arch_call_sites.py").exists()
+
+
+def test_a_symlinked_test_folder_is_refused_before_anything_is_written(synthetic_tree, tmp_path, capsys):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (synthetic_tree / "test").mkdir()
+    (synthetic_tree / "test" / "registered").symlink_to(outside, target_is_directory=True)
+    before = {p: p.read_bytes() for p in synthetic_tree.rglob("*") if p.is_file()}
+    assert main(["upstream", str(synthetic_tree)]) == 2
+    err = capsys.readouterr().err
+    assert "is a symlink" in err and len(err.strip().splitlines()) == 1
+    assert list(outside.iterdir()) == [] and not (synthetic_tree / "python/sglang/srt/arch").exists()
+    assert {p: p.read_bytes() for p in synthetic_tree.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("rel", ["../outside.py", "test/../../x.py", "/etc/passwd"])
+def test_paths_relative_to_src_stay_inside_it(synthetic_tree, rel):
+    tree = series.locate(str(synthetic_tree))
+    with pytest.raises(ValueError):
+        series.confine(tree, rel, "src")
+    assert series.confine(tree, "test/registered/unit/arch/x.py", "src") == tree.src / "test/registered/unit/arch/x.py"

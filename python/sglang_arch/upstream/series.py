@@ -33,6 +33,12 @@ from .rewriter import (
 from .sites import SGLANG_TESTED, STEPS, Step, glue_files
 
 ARCH_DIR = "srt/arch"
+# SGLang's registered-test layout (git clone only): the series' own tests, relative to SRC.
+TESTS_DIR = "test/registered/unit/arch"
+# The step that writes each test file (templates/tests/<name>); the call-site test
+# exercises every concern step, so it is written with the last one.
+TEST_FILES = {1: "test_arch_registry.py", 4: "test_arch_call_sites.py"}
+NO_TEST_TREE = "no tests written: an installed package has no test tree (SGLang's tests live in a git clone)"
 WRITTEN = "written"
 UP_TO_DATE = "up to date"
 # Absolute imports the registry may make besides the standard library: optional
@@ -57,9 +63,14 @@ class Tree:
 
 @dataclass(frozen=True)
 class FileChange:
-    path: str  # relative to the package directory
+    path: str  # relative to the package directory, or to SRC when base is "src"
     old: Optional[str]  # None: the file is new
     new: Optional[str]  # None: the file is removed
+    base: str = "package"  # "package" | "src" (the series' test files)
+
+    @property
+    def is_test(self) -> bool:
+        return self.base == "src"
 
     @property
     def counts(self) -> Tuple[int, int]:
@@ -73,6 +84,17 @@ class StepResult:
     changes: List[FileChange] = field(default_factory=list)
     skipped: Optional[str] = None  # why nothing of this step is written
     commit: Optional[str] = None
+    tests_note: Optional[str] = None  # why this step's test file is not written
+
+    @property
+    def test_counts(self) -> Tuple[int, int]:
+        """(added, removed) in the series' test files (SRC/test/...)."""
+        added = removed = 0
+        for change in self.changes:
+            if change.is_test:
+                a, r = change.counts
+                added, removed = added + a, removed + r
+        return added, removed
 
     @property
     def counts(self) -> Tuple[int, int]:
@@ -87,7 +109,7 @@ class StepResult:
         """(added, removed) in SGLang's own files: everything outside ``srt/arch/``."""
         added = removed = 0
         for change in self.changes:
-            if not change.path.startswith(ARCH_DIR + "/"):
+            if not change.is_test and not change.path.startswith(ARCH_DIR + "/"):
                 a, r = change.counts
                 added, removed = added + a, removed + r
         return added, removed
@@ -132,11 +154,14 @@ def locate(src: str) -> Tree:
     return tree
 
 
-def confine(tree: Tree, rel: str) -> Path:
-    """``package/rel`` when neither it nor any folder on the way down from SRC is a
-    symlink and it resolves inside SRC; else ValueError.  Every path the series reads,
-    writes or deletes goes through this first, so nothing outside SRC is ever touched."""
-    path = tree.package / rel
+def confine(tree: Tree, rel: str, base: str = "package") -> Path:
+    """``package/rel`` (``SRC/rel`` with ``base="src"``) when neither it nor any folder on
+    the way down from SRC is a symlink and it resolves inside SRC; else ValueError.  Every
+    path the series reads, writes or deletes goes through this first, so nothing outside
+    SRC is ever touched."""
+    if base not in ("package", "src"):
+        raise ValueError(f"unknown base {base!r}")
+    path = (tree.package if base == "package" else tree.src) / rel
     try:
         parts = path.relative_to(tree.src).parts
     except ValueError:
@@ -330,15 +355,38 @@ class _Overlay:
         self.tree = tree
         self.planned: Dict[str, Optional[str]] = {}
 
-    def read(self, rel: str) -> Optional[str]:
-        if rel in self.planned:
-            return self.planned[rel]
-        path = confine(self.tree, rel) if self.tree is not None else self.package / rel
+    def read(self, rel: str, base: str = "package") -> Optional[str]:
+        key = rel if base == "package" else f"{base}:{rel}"
+        if key in self.planned:
+            return self.planned[key]
+        if base != "package" and self.tree is None:
+            raise ValueError("a path relative to SRC needs the tree")
+        path = confine(self.tree, rel, base) if self.tree is not None else self.package / rel
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
     def apply(self, changes: Sequence[FileChange]) -> None:
         for change in changes:
-            self.planned[change.path] = change.new
+            self.planned[change.path if change.base == "package" else f"{change.base}:{change.path}"] = change.new
+
+
+def _plan_tests(step: Step, tree: Tree, overlay: _Overlay, results: Sequence[StepResult]) -> None:
+    """Add the step's test file (``templates/tests/``) to ``results[-1]`` (a git clone only)."""
+    result = results[-1]
+    name = TEST_FILES.get(step.number)
+    if name is None or result.skipped:
+        return
+    if tree.layout != "git clone":
+        return  # the report says so once (NO_TEST_TREE)
+    left_out = [r.step.number for r in results if r.skipped]
+    if left_out:
+        result.tests_note = (f"{TESTS_DIR}/{name} not written: it tests every step, and step(s) "
+                             f"{', '.join(map(str, left_out))} were left out")
+        return
+    rel = f"{TESTS_DIR}/{name}"
+    text = texts.template(f"tests/{name}")
+    old = overlay.read(rel, "src")
+    if old != text:
+        result.changes.append(FileChange(rel, old, text, base="src"))
 
 
 def plan_series(tree: Tree, registry_source: Optional[Path] = None) -> List[StepResult]:
@@ -354,9 +402,10 @@ def plan_series(tree: Tree, registry_source: Optional[Path] = None) -> List[Step
             registry_ok = result.skipped is None
         else:
             result = _plan_sites(step, overlay, registry_ok)
+        results.append(result)
+        _plan_tests(step, tree, overlay, results)
         if not result.skipped:
             overlay.apply(result.changes)
-        results.append(result)
     return results
 
 
@@ -376,17 +425,22 @@ def run_series(src: str, into_git: bool = False, check: bool = False,
     for result in steps:  # every target checked before the first write
         if not result.skipped:
             for change in result.changes:
-                confine(tree, change.path)
+                confine(tree, change.path, change.base)
     if git_root is not None:
         _refuse_local_changes(git_root, tree, steps)
     for result in steps:
         if result.skipped or not result.changes:
             continue
         for change in result.changes:
-            _write(confine(tree, change.path), change.new)
+            _write(confine(tree, change.path, change.base), change.new)
         if git_root is not None:
             result.commit = _commit(git_root, tree, result)
     return series
+
+
+def _target(tree: Tree, change: FileChange) -> Path:
+    """Where ``change`` is written (through ``confine``: inside SRC, no symlink on the way)."""
+    return confine(tree, change.path, change.base)
 
 
 def _write(path: Path, text: Optional[str]) -> None:
@@ -422,7 +476,7 @@ def _git_root(tree: Tree) -> Path:
 
 def _refuse_local_changes(root: Path, tree: Tree, steps: Sequence[StepResult]) -> None:
     """Refuse to commit over uncommitted edits of a file the series writes."""
-    paths = sorted({str(tree.package / c.path) for s in steps if not s.skipped for c in s.changes})
+    paths = sorted({str(_target(tree, c)) for s in steps if not s.skipped for c in s.changes})
     if not paths:
         return
     out = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *paths)
@@ -452,7 +506,7 @@ def commit_message(result: StepResult) -> str:
 
 
 def _commit(root: Path, tree: Tree, result: StepResult) -> str:
-    paths = [str(tree.package / c.path) for c in result.changes]
+    paths = [str(_target(tree, c)) for c in result.changes]
     out = _git(root, "add", "--", *paths)
     if out.returncode != 0:
         raise ValueError(f"--into-git: git add failed: {out.stderr.strip()}")
@@ -481,15 +535,9 @@ def render(series: SeriesResult) -> str:
         elif not result.changes:
             state = "no change"
         elif series.check:
-            state = f"would change {len(result.changes)} file(s), +{added} -{removed}"
-            if result.step.glue is not None:
-                site_added, site_removed = result.call_site_counts
-                state += f" (call sites +{site_added} -{site_removed})"
+            state = f"would change {len(result.changes)} file(s), +{added} -{removed}{_split(result)}"
         else:
-            state = f"{len(result.changes)} file(s), +{added} -{removed}"
-            if result.step.glue is not None:
-                site_added, site_removed = result.call_site_counts
-                state += f" (call sites +{site_added} -{site_removed})"
+            state = f"{len(result.changes)} file(s), +{added} -{removed}{_split(result)}"
             if result.commit:
                 state += f", commit {result.commit}"
         lines.append(f"[{result.step.number}/{total}] {result.step.title}: {state}")
@@ -501,7 +549,17 @@ def render(series: SeriesResult) -> str:
             status = _WOULD.get(outcome.status, outcome.status) if series.check else outcome.status
             text = f"{status}: {outcome.reason}" if outcome.reason else status
             lines.append(f"        {outcome.site:<45} {text}")
+        for change in result.changes:
+            if change.is_test:
+                status = (UPDATED if change.old is not None else WRITTEN) if change.new is not None else "removed"
+                status = _WOULD.get(status, status) if series.check else status
+                lines.append(f"    {change.path} (SRC, SGLang's CPU CI)")
+                lines.append(f"        {'unit tests, +%d -%d' % change.counts:<45} {status}")
+        if result.tests_note and not result.skipped:
+            lines.append(f"    {result.tests_note}")
     commits = sum(1 for s in series.steps if s.commit)
+    if series.tree.layout != "git clone":
+        lines.append(NO_TEST_TREE)
     if series.untouched:
         tail = ("some call sites do not have the shape this sglang-arch was written for; their steps were "
                 "left out (see docs/upstreaming.md, 'When a site is left untouched')")
@@ -512,6 +570,16 @@ def render(series: SeriesResult) -> str:
         tail = "nothing to do: every step is routed and up to date"
     lines.append(tail)
     return "\n".join(lines)
+
+
+def _split(result: StepResult) -> str:
+    """`` (call sites +a -r, tests +t -u)``: the parts of a step's size, where it has them."""
+    parts = []
+    if result.step.glue is not None:
+        parts.append("call sites +%d -%d" % result.call_site_counts)
+    if any(c.is_test for c in result.changes):
+        parts.append("tests +%d -%d" % result.test_counts)
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def exit_status(series: SeriesResult) -> int:
