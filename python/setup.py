@@ -1,4 +1,4 @@
-"""Ships ``sglang_arch_early.pth`` at the top of site-packages (see ``sglang_arch/_early.py``).
+"""Ships ``sglang_arch_early.pth`` at the top of site-packages (see ``_sglang_arch_early.py``).
 
 Everything else is in pyproject.toml.  A ``.pth`` file is not part of any package, so
 setuptools needs two small commands to put it in the wheel: ``build_py`` for a normal

@@ -1,5 +1,6 @@
 """The plugin inside the real SGLang: loading, opting out, guards, CLI start-up."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -190,3 +191,27 @@ def test_a_target_imported_after_load_plugins_is_routed_on_import():
     before, target = out.stdout.split()[-2:]
     assert before == "False"
     assert target == "sglang.srt.distributed.device_communicators.torch_symm_mem.TorchSymmMemCommunicator.__init__"
+
+
+def test_the_wheel_ships_the_early_hook(tmp_path):
+    """`pip install` puts sglang_arch_early.pth and its top-level module into site-packages."""
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                          "-w", str(tmp_path), str(root / "python")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = tmp_path.glob("sglang_arch-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "sglang_arch_early.pth" in names and "_sglang_arch_early.py" in names
+    pth = zipfile.ZipFile(wheel).read("sglang_arch_early.pth").decode()
+    assert "import _sglang_arch_early" in pth and "sglang_arch." not in pth
+
+
+def test_start_up_imports_only_the_hook_module():
+    """Every interpreter of the venv runs the .pth: it must not pin the sglang_arch package."""
+    out = python("import sys, json; print(json.dumps(sorted(m for m in sys.modules if 'sglang_arch' in m)))")
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    # (an editable install adds setuptools' own finder module, __editable___sglang_arch_*)
+    assert [m for m in loaded if not m.startswith("__editable__")] == ["_sglang_arch_early"]

@@ -1,4 +1,4 @@
-"""The early finder (``sglang_arch._early``): opt-outs, loader hand-off, no recursion, no failure."""
+"""The early finder (``_sglang_arch_early``): opt-outs, loader hand-off, no recursion, no failure."""
 
 import importlib
 import importlib.abc
@@ -6,7 +6,7 @@ import sys
 import textwrap
 
 import pytest
-from sglang_arch import _early
+import _sglang_arch_early as _early
 from sglang_arch.arch import validate
 
 

@@ -50,7 +50,7 @@ def _register() -> None:
 
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    from ... import _early
+    import _sglang_arch_early as _early
     from ...arch.runtime import current
     from . import routing
     from .targets import TESTED_SGLANG_VERSIONS, check_target

@@ -1,6 +1,6 @@
 """Applying the plugin's targets: early (as each module loads) or late (SGLang's hooks).
 
-Early: ``sglang_arch._early``'s finder calls :func:`module_loaded` right after a module
+Early: ``_sglang_arch_early``'s finder calls :func:`module_loaded` right after a module
 that holds targets has run its own code, before any other module imports from it, so a
 routed function is the only version anybody sees, and module-level values computed
 later from it see the registry.  Late: the entry point (``register``) hands whatever is

@@ -20,7 +20,10 @@ honoured here as in the entry point: ``SGLANG_ARCH_DISABLE=1``, or ``SGLANG_PLUG
 set without ``sglang_arch``.  Nothing here may raise: a failure leaves SGLang as it is
 (the entry point then logs why).
 
-This module imports only ``os`` and ``sys`` at module level: it runs at every start.
+This module imports only ``os`` and ``sys`` at module level: it runs at every start.  It
+is a top-level module, not part of the ``sglang_arch`` package, so that the start-up hook
+imports nothing of sglang-arch: a program that puts another copy of the package on
+``sys.path`` later (a checkout, a mutation-testing tree) gets that copy.
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ class _Router:
     def _learn_targets(self) -> bool:
         """On the first import of SGLang: which modules hold the plugin's targets."""
         try:
-            from .integrations.sglang import routing
+            from sglang_arch.integrations.sglang import routing
 
             self.watched.update(routing.target_modules())
             self._on_loaded = routing.module_loaded
