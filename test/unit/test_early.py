@@ -5,8 +5,8 @@ import importlib.abc
 import sys
 import textwrap
 
-import pytest
 import _sglang_arch_early as _early
+import pytest
 from sglang_arch.arch import validate
 
 

@@ -48,9 +48,9 @@ def _register() -> None:
         return
     from importlib.metadata import version
 
+    import _sglang_arch_early as _early
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    import _sglang_arch_early as _early
     from ...arch.runtime import current
     from . import routing
     from .targets import TESTED_SGLANG_VERSIONS, check_target
