@@ -335,18 +335,9 @@ def _time_graph(chain: Chain, fn, x, trials: int) -> Tuple[List[float], str]:
             for _ in range(GRAPH_CALLS):
                 fn()
     torch.cuda.synchronize()
-    dist.barrier()
-    graph.replay()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(trials):
-        dist.barrier()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0 / GRAPH_CALLS)
+    from sglang_arch.tune.collectives import replay_samples
+
+    samples = replay_samples(graph, GRAPH_CALLS, trials, dist.barrier)
     del graph
     torch.cuda.synchronize()
     return _slowest(chain, samples), method

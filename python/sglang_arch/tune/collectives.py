@@ -36,7 +36,7 @@ import os
 import socket
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..arch.validate import SYMM_MEM_MAX_MIB
 
@@ -289,21 +289,30 @@ def _time_graph(fn, trials: int, group, calls: int = GRAPH_CALLS, timer=None) ->
         for _ in range(calls):
             fn()
     torch.cuda.synchronize()
-    dist.barrier(group=group)
+    samples = replay_samples(graph, calls, trials, lambda: dist.barrier(group=group))
+    del graph
+    torch.cuda.synchronize()
+    return _slowest_rank(samples, True, group)
+
+
+def replay_samples(graph: Any, calls: int, trials: int, barrier: Callable[[], None]) -> List[float]:
+    """Microseconds per call of a captured CUDA graph of ``calls`` calls: one warm-up
+    replay, then ``trials`` replays timed between CUDA events, all ranks starting together."""
+    import torch
+
+    barrier()
     graph.replay()  # warm-up replay
     torch.cuda.synchronize()
     samples = []
     for _ in range(trials):
-        dist.barrier(group=group)
+        barrier()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         graph.replay()
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) * 1000.0 / calls)
-    del graph
-    torch.cuda.synchronize()
-    return _slowest_rank(samples, True, group)
+    return samples
 
 
 def _wall(run) -> float:

@@ -28,28 +28,9 @@ def default_backend(
 
     None without an NVIDIA GPU, off CUDA, and on out-of-tree platforms.
     """
-    ctx = routed_context()
-    if ctx is None:
+    if routed_context() is None or sys.modules[_BASE].current_platform.is_out_of_tree():
         return None
-    from sglang.srt.runtime_context import get_platform
-
-    platform = get_platform()
-    base = sys.modules[_BASE]
-    if (
-        not platform.is_cuda
-        or platform.is_hip
-        or base.current_platform.is_out_of_tree()
-    ):
-        return None
-    traits = _model_traits(
-        base,
-        server_args,
-        use_mla_backend,
-        model_config,
-        bool(platform.has_flashinfer),
-        ctx.cuda,
-    )
-    return ctx.attention_default(traits).prefill
+    return nvidia_default_backend(server_args, use_mla_backend, model_config)
 
 
 def _model_traits(
