@@ -1,0 +1,135 @@
+"""``decide``/``explain`` defaults and ``to_dict`` keys (a contract for tools: see the
+module docstring of decisions.py), the runtime's machine and its CUDA version, and the
+input limits of validate.py (README "Limits").  Found by mutation testing:
+docs/mutation.md."""
+
+import os
+import sys
+import types
+
+import pytest
+from sglang_arch.arch import TOPOLOGIES, resolve, runtime
+from sglang_arch.arch import validate as v
+from sglang_arch.arch.decisions import decide, explain
+from sglang_arch.arch.policies.attention import ModelTraits
+from sglang_arch.arch.profile import format_version
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
+        monkeypatch.delenv(k)
+    fake = types.ModuleType("torch")
+    fake.version = types.SimpleNamespace(cuda=None)  # a CPU build of torch
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    yield
+    runtime.reset()
+
+
+def test_decide_defaults_to_one_gpu_on_one_node():
+    d = decide(resolve("9.0"))
+    assert (d.world_size, d.nnodes, d.topology.name) == (1, 1, "single")
+
+
+def test_decide_keeps_world_size_and_node_count():
+    d = decide(resolve("10.0"), TOPOLOGIES["nvswitch"], world_size=8, nnodes=2)
+    assert (d.world_size, d.nnodes) == (8, 2)
+    assert "2 nodes" in d.fusion.reason  # the node count reaches the fusion decision
+
+
+def test_decide_mha_and_mla_whatever_kind_the_traits_name():
+    # tier 10.0 prefers trtllm_mha for MHA and flashinfer for MLA
+    for kind in ("mha", "mla"):
+        d = decide(resolve("10.0"), traits=ModelTraits(kind=kind))
+        assert (d.mha.prefill, d.mla.prefill) == ("trtllm_mha", "flashinfer")
+
+
+def test_explain_defaults_and_cuda():
+    d = explain("9.0")
+    assert (d.world_size, d.nnodes, d.topology.name) == (1, 1, "single")
+    # fa3 on Hopper needs CUDA 12.3
+    assert explain("9.0", cuda=(12, 2)).mha.prefill == "flashinfer"
+    assert explain("9.0", cuda=(12, 3)).mha.prefill == "fa3"
+
+
+def test_to_dict_keys():
+    d = explain("9.0", world_size=8, topology="nvswitch", nnodes=2).to_dict()
+    assert (d["name"], d["world_size"], d["nnodes"]) == ("Hopper", 8, 2)
+    assert d["collectives"]["custom_allreduce"]["table"] == "sm90"
+    assert d["attention"]["mha"] == {"prefill": "fa3", "decode": "fa3", "reason": "tier 9.0 prefers fa3"}
+    assert set(d["attention"]["mla"]) == {"prefill", "decode", "reason"}
+
+
+def test_format_version():
+    assert format_version(None) is None
+    assert format_version((12, 8)) == "12.8"
+
+
+def test_no_gpu_context_refuses_decisions():
+    ctx = runtime.MachineContext(node=None, resolution=None, cuda=None, facts={})
+    with pytest.raises(RuntimeError) as e:
+        ctx.attention_default(ModelTraits())
+    assert str(e.value) == "no NVIDIA GPU: the registry has nothing to decide"
+
+
+def test_cuda_version_without_torch_cuda(clean_env):
+    assert runtime._cuda_version(True) == (13, 0)  # simulated GPU: SIMULATED_CUDA_DEFAULT
+    assert runtime._cuda_version(False) is None
+
+
+def test_simulated_machine(clean_env):
+    m = runtime.machine(capability="9.0", topology="nvlink", gpu_count=8)
+    assert m.topology.name == "nvlink"
+    assert m.cuda == (13, 0)
+
+
+def test_machine_facts(clean_env):
+    # sglang's is_sm90_supported needs CUDA 12.3; the SM100 family 12.8
+    m = runtime.machine(capability="9.0", gpu_count=1, cuda=(12, 3))
+    assert m.facts["is_sm90"] is True and m.facts["is_hopper_with_cuda_12_3"] is True
+    assert m.facts["is_sm100"] is False
+    assert (m.facts["device_capability"], m.facts["device_sm"]) == ((9, 0), 90)
+
+
+def test_current_is_built_once(monkeypatch):
+    made = []
+    monkeypatch.setattr(runtime, "machine", lambda: made.append(object()) or made[-1])
+    runtime.reset()
+    try:
+        first = runtime.current()
+        assert runtime.current() is first and len(made) == 1
+    finally:
+        runtime.reset()
+
+
+@pytest.mark.parametrize("world_size, nnodes, message", [
+    (8, 0, "node count: expected an integer >= 1 and <= 1024, got 0"),
+    (0, 1, "world size: expected an integer >= 1 and <= 73728, got 0"),
+    (145, 2, "world size 145 on 2 node(s) is 73 GPUs per node; accepted: at most 72 GPUs per node (NVL72)"),
+])
+def test_check_machine_messages(world_size, nnodes, message):
+    with pytest.raises(ValueError) as e:
+        v.check_machine(world_size, nnodes)
+    assert str(e.value) == message
+
+
+def test_check_machine_accepts_72_per_node():
+    v.check_machine(144, 2)
+
+
+def test_read_regular_file_refuses_a_directory(tmp_path):
+    with pytest.raises(ValueError) as e:
+        v.read_regular_file(str(tmp_path))
+    assert str(e.value) == "not a regular file"
+
+
+def test_read_regular_file_opens_read_only_non_blocking_without_a_terminal(tmp_path, monkeypatch):
+    p = tmp_path / "f"
+    p.write_bytes(b"abc")
+    seen = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, flags, *a: seen.append(flags) or real_open(path, flags, *a))
+    assert v.read_regular_file(str(p)) == b"abc"
+    (flags,) = seen
+    assert flags & os.O_NONBLOCK and flags & os.O_NOCTTY
+    assert flags & (os.O_WRONLY | os.O_RDWR) == 0
