@@ -9,7 +9,12 @@ import pytest
 from sglang_arch.arch import resolve
 from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import attention as a
-from sglang_arch.arch.policies.attention import ModelTraits, Need, check_backend, default_backend
+from sglang_arch.arch.policies.attention import (
+    ModelTraits,
+    Need,
+    check_backend,
+    default_backend,
+)
 from sglang_arch.arch.registry import Resolution
 
 
