@@ -26,3 +26,16 @@ def test_harness_on_cpus_with_gloo(tmp_path, capsys):
             assert len(st["trials"]) == 3 and st["min"] <= st["q1"] <= st["median"] <= st["q3"] <= st["max"]
     out = capsys.readouterr().out
     assert "-- eager" in out and "-- graph" in out
+
+
+def test_the_harness_leaves_the_callers_environment_alone(tmp_path, capsys, monkeypatch):
+    """The multicast-off variables hold for the measurement only (they leaked into every later
+    test of a full run before)."""
+    import os
+
+    pytest.importorskip("torch")
+    for name in tc.MULTICAST_OFF:
+        monkeypatch.delenv(name, raising=False)
+    assert main(["tune", "collectives", "--backend", "gloo", "--world-sizes", "2", "--sizes", "4K",
+                 "--iters", "1", "--trials", "1", "--modes", "eager"]) == 0
+    assert {name: os.environ.get(name) for name in tc.MULTICAST_OFF} == {name: None for name in tc.MULTICAST_OFF}

@@ -73,9 +73,10 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
             world_sizes = [w for w in (2, 4, 8) if w <= n]
             if not world_sizes:
                 raise ValueError(f"tune collectives needs at least 2 GPUs; {n} visible (or --backend gloo)")
-    run = tc.measure(world_sizes, args.sizes or tc.DEFAULT_SIZES, args.iters, args.backend,
-                     trials=args.trials, modes=args.modes).to_dict()
-    return _report(args, run, world_sizes, topology_name=args.topology)
+    with tc.multicast_off():  # as the measurement ran; the caller's environment is restored
+        run = tc.measure(world_sizes, args.sizes or tc.DEFAULT_SIZES, args.iters, args.backend,
+                         trials=args.trials, modes=args.modes).to_dict()
+        return _report(args, run, world_sizes, topology_name=args.topology)
 
 
 def load_results(path: str) -> Dict[str, Any]:

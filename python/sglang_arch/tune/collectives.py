@@ -31,16 +31,34 @@ box) in which the registry must choose two-shot.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from ..arch.validate import SYMM_MEM_MAX_MIB
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+@contextlib.contextmanager
+def multicast_off() -> Iterator[None]:
+    """The multicast-off variables for what runs inside (the measurement's processes and the
+    registry's check of the same node), restored afterwards: a caller's environment is
+    left as it was."""
+    saved = {name: os.environ.get(name) for name in MULTICAST_OFF}
+    os.environ.update(MULTICAST_OFF)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 KIB = 1024
 MIB = 1024 * KIB
 DEFAULT_SIZES = tuple(4 * KIB * 2 ** i for i in range(17))  # 4 KiB .. 256 MiB, x2 steps
@@ -93,7 +111,6 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
     import torch
     import torch.multiprocessing as mp
 
-    os.environ.update(MULTICAST_OFF)
     if backend not in ("nccl", "gloo"):
         raise ValueError(f"invalid backend {backend!r}; accepted: nccl, gloo")
     if trials < 1:
