@@ -284,27 +284,15 @@ class Chain:
 
 
 def _time_eager(chain: Chain, fn, iters: int, trials: int) -> List[float]:
-    import torch
     import torch.distributed as dist
+    from sglang_arch.tune.collectives import eager_us
 
     for _ in range(3):
         fn()
     samples = []
     for _ in range(trials):
         dist.barrier()
-        if chain.cpu:
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            samples.append((time.perf_counter() - t0) * 1e6 / iters)
-            continue
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0 / iters)
+        samples.append(eager_us(fn, iters, cuda=not chain.cpu))
     return _slowest(chain, samples)
 
 

@@ -246,7 +246,6 @@ def _time(fn, iters: int, cuda: bool, group, reps: int = DEFAULT_TRIALS) -> List
     """Eager per-call times in microseconds, one per trial: ``iters`` calls back to back
     between two events (so launch gaps overlap as in a real forward pass); each trial the
     slowest rank's."""
-    import torch
     import torch.distributed as dist
 
     for _ in range(3):
@@ -254,19 +253,7 @@ def _time(fn, iters: int, cuda: bool, group, reps: int = DEFAULT_TRIALS) -> List
     samples = []
     for _ in range(reps):
         dist.barrier(group=group)
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1000.0 / iters)
-        else:
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            samples.append((time.perf_counter() - t0) * 1e6 / iters)
+        samples.append(eager_us(fn, iters, cuda))
     return _slowest_rank(samples, cuda, group)
 
 
@@ -310,6 +297,25 @@ def _time_graph(fn, trials: int, group, calls: int = GRAPH_CALLS, timer=None) ->
     del graph
     torch.cuda.synchronize()
     return _slowest_rank(samples, True, group)
+
+
+def eager_us(fn: Callable[[], Any], iters: int, cuda: bool) -> float:
+    """Microseconds per call of ``iters`` back-to-back calls: between CUDA events on a GPU,
+    by the wall clock on CPUs."""
+    if not cuda:
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        return (time.perf_counter() - t0) * 1e6 / iters
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1000.0 / iters
 
 
 def replay_samples(graph: Any, calls: int, trials: int, barrier: Callable[[], None]) -> List[float]:
