@@ -384,12 +384,17 @@ def test_check_reports_and_writes_nothing_then_apply_and_reapply(synthetic_tree,
     assert "nothing to do" in capsys.readouterr().out
 
 
-def test_into_git_commits_each_step_with_its_pr_text(synthetic_tree, tmp_path, capsys, monkeypatch):
+def _commit_base(tree, tmp_path, monkeypatch):
+    """``tree`` as a git repository with one commit, and no user or system git config."""
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-gitconfig"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    _git(synthetic_tree, "init", "-q")
-    _git(synthetic_tree, "add", ".")
-    _git(synthetic_tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    _git(tree, "init", "-q")
+    _git(tree, "add", ".")
+    _git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+
+
+def test_into_git_commits_each_step_with_its_pr_text(synthetic_tree, tmp_path, capsys, monkeypatch):
+    _commit_base(synthetic_tree, tmp_path, monkeypatch)
     assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
     n = len(STEPS)
     log = _git(synthetic_tree, "log", "--format=%an|%s", f"-{n + 1}").splitlines()
@@ -532,11 +537,7 @@ def test_a_git_clone_gets_the_test_files_counted_apart_from_the_call_sites(synth
 
 
 def test_the_commits_include_the_test_files(synthetic_tree, tmp_path, monkeypatch):
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    _git(synthetic_tree, "init", "-q")
-    _git(synthetic_tree, "add", ".")
-    _git(synthetic_tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    _commit_base(synthetic_tree, tmp_path, monkeypatch)
     assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
     first = _git(synthetic_tree, "show", "--name-only", "--format=", "HEAD~3").split()
     last = _git(synthetic_tree, "show", "--name-only", "--format=", "HEAD").split()

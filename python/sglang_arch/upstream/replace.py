@@ -138,7 +138,7 @@ class _Reads(cst.CSTVisitor):
         self.attrs.add(node.attr.value)
 
     def visit_Call(self, node: cst.Call) -> None:
-        dotted = _dotted(node.func)
+        dotted = dotted_name(node.func)
         if dotted:
             self.calls.add(dotted)
 
@@ -149,11 +149,12 @@ def reads(node: cst.CSTNode) -> _Reads:
     return collector
 
 
-def _dotted(node: cst.BaseExpression) -> Optional[str]:
+def dotted_name(node: cst.BaseExpression) -> Optional[str]:
+    """The dotted name an expression is spelled with (``lru_cache``, ``functools.lru_cache``), else None."""
     if isinstance(node, cst.Name):
         return node.value
     if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
+        base = dotted_name(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
 
@@ -498,7 +499,7 @@ def _drop_import(stmt: cst.BaseStatement, name: str):
         return stmt, 0
     imp = stmt.body[0]
     names = list(imp.names)
-    kept = [a for a in names if (a.asname.name.value if a.asname else _dotted(a.name)) != name]
+    kept = [a for a in names if (a.asname.name.value if a.asname else dotted_name(a.name)) != name]
     if len(kept) == len(names):
         return stmt, 0
     if not kept:

@@ -308,16 +308,6 @@ def _assigns(stmt: cst.CSTNode) -> Optional[Tuple[str, ...]]:
     return tuple(names) if len(names) == len(stmt.body[0].targets) else None
 
 
-def _callee(node: cst.BaseExpression) -> Optional[str]:
-    """The dotted name a call's function is spelled with (``lru_cache``, ``functools.lru_cache``)."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _callee(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
-
-
 def _marker_line() -> cst.EmptyLine:
     return cst.EmptyLine(comment=cst.Comment(MARKER))
 
@@ -330,9 +320,9 @@ def _find_glue_import(module: cst.Module, plan: ModulePlan) -> Optional[cst.Simp
             continue
         for small in stmt.body:
             if (isinstance(small, cst.ImportFrom) and small.relative == () and small.module is not None
-                    and _callee(small.module) == GLUE_PACKAGE and not isinstance(small.names, cst.ImportStar)):
+                    and replace.dotted_name(small.module) == GLUE_PACKAGE and not isinstance(small.names, cst.ImportStar)):
                 for alias in small.names:
-                    if (_callee(alias.name) == plan.glue and alias.asname is not None
+                    if (replace.dotted_name(alias.name) == plan.glue and alias.asname is not None
                             and isinstance(alias.asname.name, cst.Name) and alias.asname.name.value == plan.alias):
                         return stmt
     return None
@@ -344,10 +334,10 @@ def _import_key(stmt: cst.CSTNode) -> Optional[Tuple[str, str]]:
         return None
     small = stmt.body[0]
     if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
-        first = "*" if isinstance(small.names, cst.ImportStar) else (_callee(small.names[0].name) or "")
-        return _callee(small.module) or "", first
+        first = "*" if isinstance(small.names, cst.ImportStar) else (replace.dotted_name(small.names[0].name) or "")
+        return replace.dotted_name(small.module) or "", first
     if isinstance(small, cst.Import):
-        return _callee(small.names[0].name) or "", ""
+        return replace.dotted_name(small.names[0].name) or "", ""
     return None
 
 
@@ -461,7 +451,7 @@ def module_bindings(module: cst.Module) -> Set[str]:
 def _bound_name(alias: cst.ImportAlias, dotted_first: bool) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
-    full = _callee(alias.name) or ""
+    full = replace.dotted_name(alias.name) or ""
     return full.split(".")[0] if dotted_first else full
 
 
