@@ -34,6 +34,7 @@ from sglang_arch.arch import parse_capability
 from sglang_arch.integrations.sglang.plan import (
     SIMULATED_MACHINE,
     custom_ar_table,
+    simulated_torch_device,
     symm_mem_outcome,
     upstream_platform_facts,
 )
@@ -46,6 +47,9 @@ WORLD_SIZES = [2, 4, 8]
 CUDA = "13.0"
 CUDA_VERSION = (13, 0)
 FUSION_REQUESTS = ["auto", "trtllm", "mnnvl", "cutedsl"]
+# DSA models (architecture) x the KV-cache dtype asked for: SGLang's two DSA passes.
+DSA_MODELS = ["DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"]
+DSA_KV_CACHE_DTYPES = ["auto", "fp8_e4m3", "bfloat16"]
 
 # (name, use_mla, server-args fields, model-config fields)
 MODELS: List[Tuple[str, bool, Dict[str, Any], Dict[str, Any]]] = [
@@ -118,6 +122,10 @@ def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
             row["fusion_auto_enable"] = _call(overrides._flashinfer_allreduce_fusion_auto_enable,
                                               _auto_enable_view(ws))
             row["symm_mem"] = symm_mem_outcome(cap, ws, multicast=topo == "nvswitch")
+            if topo == "nvswitch" and ws == 8:  # DSA depends on the GPU alone: one cell per capability
+                with simulated_torch_device(cap):  # the passes read torch's capability directly
+                    row["dsa"] = {f"{arch}/{kv}": _dsa(overrides, arch, kv)
+                                  for arch in DSA_MODELS for kv in DSA_KV_CACHE_DTYPES}
             row["custom_ar_v2"] = custom_ar_table(cap)
         out[f"{cap_text}|{topo}|{ws}"] = row
     return out
@@ -131,6 +139,20 @@ def _auto_enable_view(ws: int):
                            disable_custom_all_reduce=False, attn_dp_size=1, dp_size=1, attn_cp_size=1,
                            ep_join_mode=None, encoder_only=False, enable_pdmux=False, _model_config=model_config,
                            model_path="/suite/qwen3-moe")
+
+
+def _dsa(overrides, arch: str, kv_cache_dtype: str) -> Any:
+    """SGLang's DSA passes in resolution order (KV-cache default, then split backends)."""
+    hf_config = SimpleNamespace(architectures=[arch], index_topk=2048)
+    view = SimpleNamespace(kv_cache_dtype=kv_cache_dtype, dsa_prefill_backend=None, dsa_decode_backend=None,
+                           enable_hisparse=False, dcp_size=1, model_path=f"/suite/{arch}",
+                           _model_config=SimpleNamespace(hf_config=hf_config))
+    declared = _call(overrides._dsa_kv_cache_dtype_default, view)
+    if not isinstance(declared, dict):
+        return declared
+    view.kv_cache_dtype = declared.get("kv_cache_dtype", view.kv_cache_dtype)
+    backends = _call(overrides._dsa_split_backend_resolution, view)
+    return {"kv_cache_dtype": view.kv_cache_dtype, **backends} if isinstance(backends, dict) else backends
 
 
 def _jsonable(value: Any) -> Any:

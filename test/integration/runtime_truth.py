@@ -12,7 +12,9 @@ own code, at the point where it acts:
   ``all_reduce`` called on a decode-sized bf16 tensor; which kernel it launches
   (``torch.ops.symm_mem.*``) and the size it takes are recorded;
 - attention: the backend names the model runner reads from the resolved arguments, and
-  the class SGLang's ``ATTENTION_BACKENDS`` creator builds for each (MHA, MLA, DSA);
+  the class SGLang's ``ATTENTION_BACKENDS`` creator builds for each (MHA, MLA, DSA); for
+  DSA also the resolved ``--kv-cache-dtype`` and ``--dsa-prefill/decode-backend`` the
+  sparse backend reads;
 
 and prints them with the registry's decision for the same machine as one JSON line.
 
@@ -183,11 +185,20 @@ def attention(kind: str, gpus: int, ctx) -> dict:
         server_args = resolve_args(MODELS[kind], gpus)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    prefill, decode = attention_backends_of(resolved_view(server_args))
+    view = resolved_view(server_args)
+    prefill, decode = attention_backends_of(view)
     use_mla = kind in ("mla", "dsa")
-    return {"prefill": prefill, "decode": decode,
-            "prefill_class": built_class(prefill, use_mla, server_args),
-            "decode_class": built_class(decode, use_mla, server_args)}
+    out = {"prefill": prefill, "decode": decode,
+           "prefill_class": built_class(prefill, use_mla, server_args),
+           "decode_class": built_class(decode, use_mla, server_args)}
+    if kind == "dsa":  # what DeepseekSparseAttnBackend reads: the resolved --dsa-* and KV cache
+        out["dsa_args"] = {"kv_cache_dtype": view.kv_cache_dtype, "prefill": view.dsa_prefill_backend,
+                           "decode": view.dsa_decode_backend}
+        kv = ctx.dsa_kv_cache_dtype().dtype
+        arch = server_args._model_config.hf_config.architectures[0]
+        decision = ctx.dsa_backends(kv, arch)
+        out["registry_dsa"] = {"kv_cache_dtype": kv, "prefill": decision.prefill, "decode": decision.decode}
+    return out
 
 
 class _Stop(Exception):

@@ -152,3 +152,30 @@ def test_unknown_capabilities_take_their_nearest_tier(suites):
     assert rt["6.1|nvswitch|8"]["symm_mem"] == {"enabled": False}
     assert suites["upstream"]["9.5|nvswitch|8"]["attention"]["mha"] == "fa3"  # what upstream would try
     assert "## D6" in (ROOT / "docs" / "differences.md").read_text()
+
+
+def test_d10_dsa_off_the_table_takes_tilelang(suites):
+    """D10: outside the table the DSA backends are tilelang (JIT for the device), where
+    upstream would load prebuilt sm_90a / sm_100a kernels; the KV-cache default (a data
+    layout) stays upstream's, and on every known tier both equal upstream's."""
+    rt, up = suites["routed"], suites["upstream"]
+    seen = 0
+    for key, row in rt.items():
+        if "dsa" not in row:
+            continue
+        cap = key.split("|")[0]
+        for cell, routed in row["dsa"].items():
+            upstream = up[key]["dsa"][cell]
+            if cap in KNOWN_TO_UPSTREAM_DOMAIN:
+                assert routed == upstream, (key, cell)
+                continue
+            if cell.endswith("fp8_e4m3") and cap == "6.1":  # TileLang FP8 needs SM89: refused with the reason
+                assert routed == "ValueError", (key, cell)
+                continue
+            assert routed["kv_cache_dtype"] == upstream["kv_cache_dtype"], (key, cell)
+            assert (routed["dsa_prefill_backend"], routed["dsa_decode_backend"]) == ("tilelang", "tilelang"), (key, cell)
+            assert "tilelang" not in (upstream["dsa_prefill_backend"], upstream["dsa_decode_backend"]), (key, cell)
+            seen += 1
+    assert seen == 5 * 6 + 4  # 9.5 10.5 11.5 12.5 13.0 (six cells each), 6.1 (four)
+    assert up["13.0|nvswitch|8"]["dsa"]["DeepseekV32ForCausalLM/auto"]["dsa_decode_backend"] == "trtllm"
+    assert re.search(r"^## D10\b", (ROOT / "docs" / "differences.md").read_text(), re.M)

@@ -125,6 +125,22 @@ def test_attention_backends_the_model_runner_builds(truth, machine):
     assert (dsa["prefill"], dsa["decode"], dsa["prefill_class"]) == ("dsa", "dsa", "DeepseekSparseAttnBackend")
 
 
+# What SGLang 0.5.23's DSA passes resolve for DeepSeek V3.2 (overrides.py: FP8 KV cache and
+# trtllm on major >= 10, else bfloat16 with flashmla_sparse / fa3), and D10 off the table.
+DSA_EXPECTED = {"12.0": ("fp8_e4m3", "trtllm", "trtllm"), "9.0": ("bfloat16", "flashmla_sparse", "fa3"),
+                "10.0": ("fp8_e4m3", "trtllm", "trtllm"), "12.1": ("fp8_e4m3", "trtllm", "trtllm"),
+                "13.0": ("fp8_e4m3", "tilelang", "tilelang"), "8.9": ("bfloat16", "flashmla_sparse", "fa3")}
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")
+def test_dsa_defaults_are_the_registrys(truth, machine):
+    """The --dsa-* backends and the KV cache the sparse backend reads are the registry's."""
+    dsa = truth[machine][0]["attention"]["dsa"]
+    assert dsa["dsa_args"] == dsa["registry_dsa"]
+    got = dsa["dsa_args"]
+    assert (got["kv_cache_dtype"], got["prefill"], got["decode"]) == DSA_EXPECTED[machine[0]]
+
+
 def test_unknown_gpu_keeps_its_own_identity(truth):
     """docs/fallback.md: 13.0 takes 12.1's sizes, never sm_120's identity."""
     result = truth[("13.0", 8, "pcie-p2p")][0]

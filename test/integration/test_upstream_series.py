@@ -324,10 +324,16 @@ def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_pa
     assert not (package / "srt/arch/glue/fusion.py").exists()
     overrides = (package / "srt/arg_groups/overrides.py").read_text()
     assert "arch_fusion" not in overrides and "arch_attention.check_explicit_backends(view)" in overrides
-    assert overrides.replace("    # sglang-arch: routed through sglang.srt.arch\n"
-                             "    arch_attention.check_explicit_backends(view)\n", "").replace(
-        "# sglang-arch: routed through sglang.srt.arch\n"
-        "from sglang.srt.arch.glue import attention as arch_attention\n", "") == overrides_before
+    guards = [
+        "    # sglang-arch: routed through sglang.srt.arch\n    arch_attention.check_explicit_backends(view)\n",
+        "# sglang-arch: routed through sglang.srt.arch\nfrom sglang.srt.arch.glue import attention as arch_attention\n",
+    ] + [f"    # sglang-arch: routed through sglang.srt.arch\n"
+         f"    if (arch_answer := arch_attention.{call}(view)) is not None:\n        return arch_answer\n"
+         for call in ("dsa_kv_cache_dtype_default", "dsa_split_backends")]
+    for guard in guards:  # step 4's guards (attention) are all that changed in overrides.py
+        assert guard in overrides, guard
+        overrides = overrides.replace(guard, "")
+    assert overrides == overrides_before
     for step in ("[2/4]", "[4/4]"):
         assert re.search(rf"^{re.escape(step)} .*commit|^{re.escape(step)} .*file\(s\)", run.stdout, re.M), step
 
@@ -369,6 +375,9 @@ def test_the_patched_tree_runs_what_the_registry_decides(patched_truth, machine)
             symm["registry"]["algorithm"], symm["registry"]["max_bytes"])
     mha = result["attention"]["mha"]
     assert [mha["prefill"], mha["decode"]] == result["registry_attention"]["mha"]
+    dsa = result["attention"]["dsa"]  # the --dsa-* and KV-cache defaults (D10 on 13.0: tilelang)
+    assert dsa["dsa_args"] == dsa["registry_dsa"]
+    assert dsa["dsa_args"]["prefill"] == {"12.0": "trtllm", "9.0": "flashmla_sparse", "13.0": "tilelang"}[machine[0]]
 
 
 def test_the_patched_sm120_fuses_and_keeps_its_identity(patched_truth):

@@ -204,6 +204,24 @@ def test_a_new_target_changes_the_status(tree, monkeypatch):
     assert extra[11].patched == "routed" and extra[11].patched_reason == "on purpose"
 
 
+def test_a_kernel_gate_turns_unrouted_sites_into_device(tree, monkeypatch):
+    """Only sites that would be unrouted become ``device``; the reason names the kernels."""
+    from sglang_arch.audit import gates
+
+    before = by_line(audit(str(tree)), ATTN)[6]
+    assert before.plugin == "unrouted" and before.patched == "unrouted"
+    module = "sglang.srt.layers.attention.flashinfer_mla_backend"
+    monkeypatch.setattr(gates, "KERNEL_GATES", (gates.KernelGate(module, "test kernels (sm_90a)", "a test"),))
+    after = audit(str(tree))
+    site = by_line(after, ATTN)[6]
+    assert (site.plugin, site.patched) == ("device", "device")
+    assert "kernel gate (test kernels (sm_90a))" in site.plugin_reason
+    assert after.summary["total"]["device"] == sum(s.plugin == "device" for s in after.sites) >= 1
+    routed_before = {(s.file, s.line) for s in audit(str(tree)).sites if s.plugin in ("routed", "probe")}
+    assert all(s.plugin in ("routed", "probe") for s in after.sites if (s.file, s.line) in routed_before)
+    assert gates.gate_for(module, "") is not None and gates.gate_for(module + "x", "f") is None
+
+
 def test_src_forms_relative_paths_and_version(tmp_path):
     clone = tmp_path / "clone"
     root = write_tree(clone / "python")
@@ -221,11 +239,12 @@ def test_json_schema_and_summary(tree, capsys):
     assert set(data["sites"][0]) >= {"file", "line", "code", "concern", "evaluated", "plugin", "plugin_reason",
                                      "patched", "patched_reason"}
     assert data["summary"]["collectives"] == {
-        "total": 4, "routed": 4, "probe": 0, "unrouted": 0,
-        "plugin": {"routed": 4, "probe": 0, "unrouted": 0}, "patched": {"routed": 4, "probe": 0, "unrouted": 0}}
+        "total": 4, "routed": 4, "probe": 0, "device": 0, "unrouted": 0,
+        "plugin": {"routed": 4, "probe": 0, "device": 0, "unrouted": 0},
+        "patched": {"routed": 4, "probe": 0, "device": 0, "unrouted": 0}}
     assert data["summary"]["total"]["total"] == len(data["sites"])
     for e in data["summary"].values():
-        assert e["routed"] + e["probe"] + e["unrouted"] == e["total"]
+        assert e["routed"] + e["probe"] + e["device"] + e["unrouted"] == e["total"]
 
 
 def test_table_and_markdown(tree, capsys):

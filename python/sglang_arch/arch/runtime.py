@@ -16,7 +16,7 @@ from typing import Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import attention, collectives, platform
+from .policies import attention, collectives, dsa, platform
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import Topology
@@ -73,6 +73,12 @@ class MachineContext:
 
     def check_backend(self, name: str, kind: str, phase: str) -> attention.Validity:
         return attention.check_backend(self._res(), name, kind, phase, self.cuda)
+
+    def dsa_kv_cache_dtype(self, attention_sinks: bool = False) -> dsa.KvCacheDecision:
+        return dsa.kv_cache_dtype_default(self._res(), attention_sinks)
+
+    def dsa_backends(self, kv_cache_dtype: str, model_arch: str = "") -> dsa.DsaDecision:
+        return dsa.split_backends(self._res(), kv_cache_dtype, model_arch)
 
     def decisions(self, nnodes: int = 1) -> Decisions:
         """Every decision for this node's own GPU count, topology and CUDA: what ``show`` prints."""

@@ -12,6 +12,8 @@ Status of a site, per routing:
 ``probe``     every capability value on the line comes from a platform probe (identity) at the time
               it is evaluated (a probe call, a ``get_platform()`` fact that reads one, or a
               value cached at import from them, when probes are routed before import)
+``device``    otherwise unrouted, but inside a kernel gate (``gates.py``): a check that picks
+              the compiled kernel the device can run, identity by the fallback rule
 ``unrouted``  anything else: a direct read, an unrouted helper, a capability table or
               window, a comparison of a value not traced to a routed probe
 """
@@ -24,11 +26,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Sequence, Tuple
 
-from . import classify, routing
+from . import classify, gates, routing
 from .routing import EXTRA_ROUTED, Routed, Routing, patched_routing, plugin_routing  # noqa: F401
 from .scan import KIND_ORDER, Expr, FileScan, RawSite, scan_tree
 
-STATUSES = ("routed", "probe", "unrouted")
+STATUSES = ("routed", "probe", "device", "unrouted")
 
 
 class AuditError(ValueError):
@@ -127,7 +129,7 @@ def audit(src: str, *, early_routing: bool = True, extra: Sequence[Routed] = (),
 
 def summarize(sites: Sequence[Site]) -> Dict[str, Dict[str, Dict[str, int]]]:
     """{concern: {"total": n, "plugin": {status: n}, "patched": {status: n},
-    "routed"/"probe"/"unrouted": the plugin's counts}}, concerns in CONCERNS order, plus "total"."""
+    "routed"/"probe"/"device"/"unrouted": the plugin's counts}}, concerns in CONCERNS order, plus "total"."""
     out: Dict[str, Dict] = {}
     for concern in classify.CONCERNS + ("total",):
         chosen = [s for s in sites if concern == "total" or s.concern == concern]
@@ -156,6 +158,13 @@ class _Resolver:
         return self._memo[key]
 
     def _status(self, scan: FileScan, raw: RawSite, r: Routing, depth: int) -> Tuple[str, str]:
+        status, reason = self._routing_status(scan, raw, r, depth)
+        gate = gates.gate_for(scan.module, raw.scope) if status == "unrouted" else None
+        if gate is not None:
+            return "device", f"kernel gate ({gate.kernels}): the device's own capability; {reason}"
+        return status, reason
+
+    def _routing_status(self, scan: FileScan, raw: RawSite, r: Routing, depth: int) -> Tuple[str, str]:
         fn = r.function_for(scan.module, raw.scope, raw.assigned)
         if fn is not None:
             return "routed", r.functions[fn]

@@ -23,8 +23,7 @@ def summary_rows(report: Report) -> List[List[str]]:
     return rows
 
 
-HEAD = ["concern", "sites", "plugin routed", "plugin probe", "plugin unrouted",
-        "patched routed", "patched probe", "patched unrouted"]
+HEAD = ["concern", "sites"] + [f"{who} {status}" for who in ("plugin", "patched") for status in STATUSES]
 
 
 def render_table(report: Report) -> str:

@@ -104,8 +104,9 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     routing = Routing("patched", import_time_probes=True)
     # The series leaves SGLang's platform probes in place: they answer the device's own
     # identity, which is what the plugin's routed probes answer too (docs/fallback.md), so
-    # a read of them is `probe` in both columns.
-    _add_helpers(routing, COMMON, FACT_HELPERS.values())
+    # a read of them is `probe` in both columns (``is_blackwell`` is SGLang's second name for
+    # ``is_blackwell_supported``, as the plugin's targets say).
+    _add_helpers(routing, COMMON, list(FACT_HELPERS.values()) + ["is_blackwell"])
     for step in steps if steps is not None else sites_mod.STEPS:
         for plan in step.modules:
             module = package_module(plan.path)

@@ -96,7 +96,7 @@ STEPS: Tuple[Step, ...] = (
                             ("view.nnodes",), what="SM90/SM100 conditions"),
         )),
     )),
-    Step(4, "attention", "attention: default backend, explicit-backend check", "attention", (
+    Step(4, "attention", "attention: default backend, explicit-backend check, DSA defaults", "attention", (
         ModulePlan("srt/arg_groups/model_override_base.py", "attention", (
             ReplaceArms("get_default_attn_backend", ("server_args", "use_mla_backend", "model_config"),
                         code=_ATTENTION_DEFAULT, anchor="is_out_of_tree", call="nvidia_default_backend",
@@ -106,6 +106,13 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/arg_groups/overrides.py", "attention", (
             FunctionSite("_attention_backend_default", ("view",), "check_explicit_backends", ("view",), form="check",
                          uses=("use_mla_backend",)),
+            # DSA: the two passes hold XPU, NPU, ROCm, sinks and HiSparse arms besides the CUDA
+            # ones; the registry answers the CUDA arms and the rest stays SGLang's.
+            FunctionSite("_dsa_kv_cache_dtype_default", ("view",), "dsa_kv_cache_dtype_default", ("view",),
+                         uses=("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger")),
+            FunctionSite("_dsa_split_backend_resolution", ("view",), "dsa_split_backends", ("view",),
+                         uses=("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger",
+                               "_check_dsa_backend_constraints")),
         )),
     )),
 )

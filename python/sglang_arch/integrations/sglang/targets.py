@@ -101,6 +101,12 @@ def all_targets() -> List[Target]:
                 "_forces_eagle_topk_one")),
         Target("attention backend", f"{_OVERRIDES}._attention_backend_default",
                check(attention.check_explicit_backends), ("view",), ("use_mla_backend",)),
+        Target("DSA attention", f"{_OVERRIDES}._dsa_kv_cache_dtype_default",
+               answer(attention.dsa_kv_cache_dtype_default), ("view",),
+               ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger")),
+        Target("DSA attention", f"{_OVERRIDES}._dsa_split_backend_resolution",
+               answer(attention.dsa_split_backends), ("view",),
+               ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger", "_check_dsa_backend_constraints")),
     ]
 
 

@@ -130,3 +130,111 @@ def nvidia_default_backend(
         ctx.cuda,
     )
     return ctx.attention_default(traits).prefill
+
+
+# --- DeepSeek sparse attention (DSA): the KV-cache default and the split backends ---
+
+
+def _dsa_cuda_model(view: Any) -> Optional[Any]:
+    """The model's HF config when the registry decides DSA for it: a DSA model of the
+    DeepSeek family on a CUDA (not ROCm) device; else None (SGLang's own arms)."""
+    from sglang.srt.configs.model_config import is_deepseek_dsa
+    from sglang.srt.runtime_context import get_platform
+
+    overrides = sys.modules[_OVERRIDES]
+    hf_config = overrides.model_config_of(view).hf_config
+    platform = get_platform()
+    if (
+        hf_config.architectures[0] not in overrides._DEEPSEEK_FAMILY_ARCHS
+        or not is_deepseek_dsa(hf_config)
+        or not platform.is_cuda
+        or platform.is_hip
+    ):
+        return None
+    return hf_config
+
+
+@fail_open
+def dsa_kv_cache_dtype_default(view: Any) -> Optional[dict]:
+    """``--kv-cache-dtype auto`` for a DSA model: the registry's default, declared.
+
+    None (SGLang's own pass runs) without an NVIDIA GPU, off CUDA, for other models,
+    for an explicit dtype and for models with learnable sinks: none of those arms
+    depends on the GPU.
+    """
+    ctx = routed_context()
+    if ctx is None or view.kv_cache_dtype != "auto":
+        return None
+    hf_config = _dsa_cuda_model(view)
+    if hf_config is None or getattr(hf_config, "learnable_sink", False):
+        return None
+    log = sys.modules[_OVERRIDES].logger
+    if view.dsa_prefill_backend is not None or view.dsa_decode_backend is not None:
+        log.warning(
+            "When specifying --dsa-prefill-backend or --dsa-decode-backend, "
+            "you should also explicitly set --kv-cache-dtype (e.g., 'fp8_e4m3' or "
+            "'bfloat16'). DeepSeek V3.2 defaults to FP8 KV cache which may not be "
+            "compatible with all backends."
+        )
+    decision = ctx.dsa_kv_cache_dtype()
+    log.warning(
+        "Setting KV cache dtype to %s for DeepSeek DSA (%s; %s).",
+        decision.dtype,
+        decision.reason,
+        REGISTRY,
+    )
+    return {"kv_cache_dtype": decision.dtype}
+
+
+@fail_open
+def dsa_split_backends(view: Any) -> Optional[dict]:
+    """The DSA prefill/decode backends the user left unset, from the registry.
+
+    None (SGLang's own pass runs) without an NVIDIA GPU, off CUDA, for other models,
+    for models with learnable sinks and with HiSparse: those arms do not depend on the
+    GPU.  The chosen pair still passes SGLang's own constraint check.
+    """
+    ctx = routed_context()
+    if ctx is None:
+        return None
+    hf_config = _dsa_cuda_model(view)
+    if hf_config is None or getattr(hf_config, "learnable_sink", False):
+        return None
+    kv_cache_dtype = view.kv_cache_dtype
+    decision = ctx.dsa_backends(
+        "fp8_e4m3" if kv_cache_dtype == "fp8_e4m3" else "bfloat16",
+        hf_config.architectures[0],
+    )
+    if view.enable_hisparse and not decision.glm_sm12:
+        return None
+    declared = {}
+    if view.dsa_prefill_backend is None:
+        declared["dsa_prefill_backend"] = decision.prefill
+    if view.dsa_decode_backend is None:
+        declared["dsa_decode_backend"] = decision.decode
+    prefill = declared.get("dsa_prefill_backend", view.dsa_prefill_backend)
+    decode = declared.get("dsa_decode_backend", view.dsa_decode_backend)
+    overrides = sys.modules[_OVERRIDES]
+    if not decision.glm_sm12:
+        try:  # SGLang's own check of the pair (TileLang FP8 needs SM89, ...)
+            overrides._check_dsa_backend_constraints(
+                kv_cache_dtype,
+                prefill,
+                decode,
+                hip=False,
+                dcp_size=getattr(view, "dcp_size", 1) or 1,
+            )
+        except ValueError as exc:
+            raise ArchDecisionError(
+                f"DSA backends prefill={prefill}, decode={decode} ({decision.reason}): "
+                f"{exc} (checked by {REGISTRY})"
+            ) from None
+    overrides.logger.warning(
+        "Set DSA backends for %s KV Cache: prefill=%s, decode=%s (%s; %s).",
+        kv_cache_dtype,
+        prefill,
+        decode,
+        decision.reason,
+        REGISTRY,
+    )
+    return declared
