@@ -37,7 +37,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit  # noqa: E402
@@ -56,6 +56,22 @@ def _spread(samples: List[float]) -> Dict[str, Any]:
     v = sorted(samples)
     q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else (v[0],) * 3
     return {"median": statistics.median(v), "min": v[0], "max": v[-1], "q1": q1, "q3": q3, "trials": list(samples)}
+
+
+class _Stub:
+    """A name of the stubbed package: its attributes are stubs too (SGLang reads constants
+    such as ``scalar_types.uint4b8`` at import); calling one raises."""
+
+    def __init__(self, path: str, name: str) -> None:
+        self._path, self.__name__ = path, name
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _Stub(f"{self._path}.{attr}", attr)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self._path}: sgl_kernel is a stub in this benchmark")
 
 
 class _StubFinder:
@@ -79,16 +95,7 @@ class _StubFinder:
         mod = types.ModuleType(spec.name)
         mod.__path__ = []
         mod.__sglang_arch_stub__ = True
-
-        def missing(attr, _name=spec.name):
-            if attr.startswith("__"):
-                raise AttributeError(attr)
-
-            def stub(*args, **kwargs):
-                raise RuntimeError(f"{_name}.{attr}: sgl_kernel is a stub in this benchmark")
-            stub.__name__ = attr
-            return stub
-        mod.__getattr__ = missing
+        mod.__getattr__ = lambda attr, _name=spec.name: _Stub(f"{_name}", "").__getattr__(attr)
         return mod
 
     def exec_module(self, module):
@@ -118,7 +125,8 @@ class Chain:
     """The all-reduce entry points: SGLang's GroupCoordinator, or the communicators
     built one by one with SGLang's dispatch order emulated."""
 
-    def __init__(self, rank: int, world: int, port: int, cpu: bool, info: Dict[str, Any]):
+    def __init__(self, rank: int, world: int, port: int, cpu: bool, info: Dict[str, Any],
+                 server_args: Optional[Dict[str, Any]] = None):
         import torch
         import torch.distributed as dist
 
@@ -142,7 +150,8 @@ class Chain:
                                             backend="gloo" if cpu else "nccl")
             # sglang.test.test_utils.publish_build_topology, inlined (that module imports test tools)
             reset_context()
-            publish(ServerArgs(model_path="dummy", tp_size=world, ep_size=1, pp_size=1), role="test",
+            publish(ServerArgs(model_path="dummy", tp_size=world, ep_size=1, pp_size=1, **(server_args or {})),
+                    role="test",
                     ranks=SpawnRanks(world_rank=rank))
             if ps._WORLD is not None:
                 get_parallel().override_permanently(world_group=ps._WORLD)
