@@ -131,7 +131,9 @@ def _rank(rank: int, world: int, port: int, args: Dict[str, Any], queue) -> None
                     except Exception as exc:
                         row["errors"][name] = f"{type(exc).__name__}: {exc}"[:300]
                         continue
-                    call = (lambda fn=fn: fn(x, residual, weight))
+                    def call(fn=fn):
+                        return fn(x, residual, weight)
+
                     try:
                         row["eager"][name] = _spread(_time_eager(chain, call, args["iters"], args["trials"]))
                     except Exception as exc:
