@@ -51,6 +51,7 @@ def module_loaded(module: Any, imported_meanwhile: Iterable[str] = ()) -> None:
     imports); a name they bound to a target's original is replaced as well.
     """
     name = getattr(module, "__name__", None)
+    replaced: Dict[int, Any] = {}  # id(original) -> routed, for one pass over the modules
     for target in _targets():
         if target.module != name:
             continue
@@ -62,14 +63,18 @@ def module_loaded(module: Any, imported_meanwhile: Iterable[str] = ()) -> None:
         original = current_function(target)
         if route(target):
             _early_routed.add(target.path)
-            _rebind(original, current_function(target), imported_meanwhile)
+            replaced[id(original)] = current_function(target)
+    if replaced:
+        _rebind(replaced, imported_meanwhile)
 
 
-def _rebind(original: Any, routed: Any, module_names: Iterable[str]) -> None:
+def _rebind(replaced: Dict[int, Any], module_names: Iterable[str]) -> None:
+    """Every name bound to an original in ``module_names`` now holds its routed function."""
     for module_name in module_names:
         namespace = getattr(sys.modules.get(module_name), "__dict__", None) or {}
         for attr, value in list(namespace.items()):
-            if value is original:
+            routed = replaced.get(id(value))
+            if routed is not None and routed is not value:
                 namespace[attr] = routed
 
 
