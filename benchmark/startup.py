@@ -60,6 +60,8 @@ def main() -> int:
             out = subprocess.run(LOAD, env=env, capture_output=True, text=True, check=True)
             load_times[mode].append(float(out.stdout.strip().splitlines()[-1]))
         pair_ratios.append(help_times["with plugin"][-1] / help_times["plugin disabled"][-1])
+        print(f"pair {i + 1}/{args.runs}: --help with {help_times['with plugin'][-1]:.2f} s, without "
+              f"{help_times['plugin disabled'][-1]:.2f} s, ratio {pair_ratios[-1]:.3f}", file=sys.stderr, flush=True)
     split = [json.loads(subprocess.run(SPLIT, env=modes["with plugin"], capture_output=True, text=True, check=True)
                         .stdout.strip().splitlines()[-1]) for _ in range(args.runs)]
     med = {m: statistics.median(v) for m, v in help_times.items()}
