@@ -247,7 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="every capability-dependent site of an SGLang tree and whether it is routed",
                        description="Static inventory (libcst) of sglang/srt and sglang/kernels: each site whose "
                                    "behaviour depends on the compute capability, its concern, and its status for the "
-                                   "plugin and the patched tree. SRC: an sglang package dir, a dir containing "
+                                   "plugin and the patched tree: routed (a routed function), probe (a platform "
+                                   "probe: the device's identity), device (a kernel gate: picks the compiled kernel "
+                                   "the device can run), unrouted. SRC: an sglang package dir, a dir containing "
                                    "sglang/, or an SGLang git clone.")
     p.add_argument("src", metavar="SRC", help="the SGLang tree")
     out = p.add_mutually_exclusive_group()
