@@ -27,11 +27,8 @@ path answers "unavailable" there).
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any, Dict, List
@@ -39,17 +36,18 @@ from typing import Any, Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit  # noqa: E402
 from sglang_allreduce import (  # noqa: E402
-    GRAPH_CALLS,
     MULTICAST_OFF,
     Chain,
-    _free_port,
     _spread,
     _time_eager,
     _time_graph,
+    common_args,
+    common_parser,
+    result_header,
+    run_ranks,
     stub_sgl_kernel_if_missing,
 )
 
-HIDDEN = (4096, 8192)
 TOKENS = (1, 8, 32, 64, 128, 256)
 EPS = 1e-6
 MAX_TOKENS = 2048  # SGLang's default workspace size for the fused kernel
@@ -158,39 +156,6 @@ def _rank(rank: int, world: int, port: int, args: Dict[str, Any], queue) -> None
         queue.put(info)
 
 
-def run(args: Dict[str, Any]) -> Dict[str, Any]:
-    import torch.multiprocessing as mp
-
-    os.environ.update(MULTICAST_OFF)
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_rank, args=(r, args["world"], port, args, queue)) for r in range(args["world"])]
-    t0 = time.perf_counter()
-    for p in procs:
-        p.start()
-    results = []
-    for _ in procs:
-        try:
-            results.append(queue.get(timeout=max(1.0, args["timeout"] - (time.perf_counter() - t0))))
-        except Exception:
-            break
-    for p in procs:
-        p.join(10)
-        if p.is_alive():
-            p.kill()
-    got = {r["rank"] for r in results}
-    results += [{"rank": r, "fatal": f"no result within {args['timeout']} s"} for r in range(args["world"])
-                if r not in got]
-    results.sort(key=lambda r: r["rank"])
-    out = dict(results[0])
-    out["wall_s"] = time.perf_counter() - t0
-    if any("fatal" in r for r in results):
-        out["fatal_ranks"] = {r["rank"]: r.get("fatal") for r in results if "fatal" in r}
-        out["traceback"] = next((r.get("traceback") for r in results if "fatal" in r), None)
-    return out
-
-
 def summary(r: Dict[str, Any]) -> List[str]:
     lines = [f"backend {r.get('resolved_backend')}, gate routed {r.get('gate_routed_by_plugin')}, "
              f"flashinfer {r.get('flashinfer', r.get('flashinfer_error'))}, coordinator {r.get('coordinator')}"]
@@ -208,26 +173,12 @@ def summary(r: Dict[str, Any]) -> List[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--trials", type=int, default=7)
-    parser.add_argument("--iters", type=int, default=20, help="eager calls per trial")
-    parser.add_argument("--hidden", default=",".join(map(str, HIDDEN)))
+    parser = common_parser(__doc__.splitlines()[0])
     parser.add_argument("--tokens", default=",".join(map(str, TOKENS)))
-    parser.add_argument("--cpu", action="store_true", help="gloo on CPUs: checks the harness only")
     parser.add_argument("--timeout", type=float, default=540, help="seconds for the ranks")
-    parser.add_argument("--out")
     a = parser.parse_args()
-    args = {"world": a.world_size, "trials": a.trials, "iters": a.iters, "cpu": a.cpu, "timeout": a.timeout,
-            "hidden": [int(h) for h in a.hidden.split(",")], "tokens": [int(t) for t in a.tokens.split(",")]}
-    result: Dict[str, Any] = {
-        "command": "python benchmark/fused_allreduce_rmsnorm.py " + " ".join(sys.argv[1:]),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "world_size": a.world_size, "trials": a.trials, "eager_calls_per_trial": a.iters,
-        "graph_calls_per_replay": GRAPH_CALLS, "eps": EPS,
-        "multicast": "off (" + " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items()) + ")",
-    }
+    args = dict(common_args(a), timeout=a.timeout, tokens=[int(t) for t in a.tokens.split(",")])
+    result: Dict[str, Any] = dict(result_header("fused_allreduce_rmsnorm.py", a), eps=EPS)
     try:
         import importlib.metadata as md
 
@@ -239,7 +190,7 @@ def main() -> int:
             result["device"] = torch.cuda.get_device_name(0)
     except Exception as exc:
         result["versions_error"] = str(exc)
-    result["run"] = run(args)
+    result["run"] = run_ranks(_rank, args, args["timeout"])
     print("\n".join(summary(result["run"])), file=sys.stderr, flush=True)
     return emit(result, a.out)
 

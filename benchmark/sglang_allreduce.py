@@ -424,44 +424,48 @@ def _rank(rank: int, world: int, port: int, args: Dict[str, Any], queue) -> None
         queue.put(info)
 
 
-def run_mode(mode: str, args: Dict[str, Any]) -> Dict[str, Any]:
+def run_ranks(rank_fn, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+    """Start ``rank_fn(rank, world, port, args, queue)`` in one spawned process per rank;
+    rank 0's result, with the wall time and every rank's fatal error."""
     import torch.multiprocessing as mp
 
+    os.environ.update(MULTICAST_OFF)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=rank_fn, args=(r, args["world"], port, args, queue)) for r in range(args["world"])]
+    t0 = time.perf_counter()
+    for p in procs:
+        p.start()
+    results = []
+    for _ in procs:
+        try:
+            results.append(queue.get(timeout=max(1.0, timeout - (time.perf_counter() - t0))))
+        except Exception:
+            break
+    for p in procs:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+    got = {r["rank"] for r in results}
+    results += [{"rank": r, "fatal": f"no result within {timeout} s"} for r in range(args["world"]) if r not in got]
+    results.sort(key=lambda r: r["rank"])
+    out = dict(results[0])
+    out["wall_s"] = time.perf_counter() - t0
+    if any("fatal" in r for r in results):
+        out["fatal_ranks"] = {r["rank"]: r.get("fatal") for r in results if "fatal" in r}
+        out["traceback"] = next((r.get("traceback") for r in results if "fatal" in r), None)
+    return out
+
+
+def run_mode(mode: str, args: Dict[str, Any]) -> Dict[str, Any]:
     saved = os.environ.get("SGLANG_ARCH_DISABLE")
     if mode == "without":
         os.environ["SGLANG_ARCH_DISABLE"] = "1"
     else:
         os.environ.pop("SGLANG_ARCH_DISABLE", None)
-    os.environ.update(MULTICAST_OFF)
     try:
-        ctx = mp.get_context("spawn")
-        queue = ctx.Queue()
-        port = _free_port()
-        procs = [ctx.Process(target=_rank, args=(r, args["world"], port, args, queue)) for r in range(args["world"])]
-        t0 = time.perf_counter()
-        for p in procs:
-            p.start()
-        results = []
-        for _ in procs:
-            try:
-                results.append(queue.get(timeout=max(1.0, args["mode_timeout"] - (time.perf_counter() - t0))))
-            except Exception:
-                break
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-        if len(results) < len(procs):
-            got = {r["rank"] for r in results}
-            results += [{"rank": r, "fatal": f"no result within {args['mode_timeout']} s"}
-                        for r in range(args["world"]) if r not in got]
-        results.sort(key=lambda r: r["rank"])
-        out = dict(results[0])
-        out["wall_s"] = time.perf_counter() - t0
-        if any("fatal" in r for r in results):
-            out["fatal_ranks"] = {r["rank"]: r.get("fatal") for r in results if "fatal" in r}
-            out["traceback"] = next((r.get("traceback") for r in results if "fatal" in r), None)
-        return out
+        return run_ranks(_rank, args, args["mode_timeout"])
     finally:
         if saved is None:
             os.environ.pop("SGLANG_ARCH_DISABLE", None)
@@ -490,30 +494,47 @@ def summarize(result: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def common_parser(description: str) -> argparse.ArgumentParser:
+    """The options both GPU benchmarks take (this one and fused_allreduce_rmsnorm.py)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--trials", type=int, default=7)
     parser.add_argument("--iters", type=int, default=20, help="eager calls per trial")
     parser.add_argument("--hidden", default=",".join(map(str, HIDDEN)))
-    parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
-    parser.add_argument("--modes", default="without,with")
     parser.add_argument("--cpu", action="store_true", help="gloo on CPUs: checks the harness only")
-    parser.add_argument("--mode-timeout", type=float, default=600, help="seconds for each mode's processes")
     parser.add_argument("--out")
-    a = parser.parse_args()
-    args = {"world": a.world_size, "trials": a.trials, "iters": a.iters, "cpu": a.cpu, "mode_timeout": a.mode_timeout,
-            "hidden": [int(h) for h in a.hidden.split(",")], "batches": [int(b) for b in a.batches.split(",")]}
-    result: Dict[str, Any] = {
-        "command": "python benchmark/sglang_allreduce.py " + " ".join(sys.argv[1:]),
+    return parser
+
+
+def common_args(a: argparse.Namespace) -> Dict[str, Any]:
+    return {"world": a.world_size, "trials": a.trials, "iters": a.iters, "cpu": a.cpu,
+            "hidden": [int(h) for h in a.hidden.split(",")]}
+
+
+def result_header(script: str, a: argparse.Namespace) -> Dict[str, Any]:
+    """What every result of the GPU benchmarks starts with: command, machine, timing setup."""
+    return {
+        "command": f"python benchmark/{script} " + " ".join(sys.argv[1:]),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "world_size": a.world_size, "trials": a.trials, "eager_calls_per_trial": a.iters,
-        "graph_calls_per_replay": GRAPH_CALLS, "multicast": "off (" + " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items()) + ")",
-        "models": {str(h): {"model": m, "layers": n, "all_reduces_per_decode_step": 2 * n}
-                   for h, (m, n) in MODELS.items()},
-        "modes": {},
+        "graph_calls_per_replay": GRAPH_CALLS,
+        "multicast": "off (" + " ".join(f"{k}={v}" for k, v in MULTICAST_OFF.items()) + ")",
     }
+
+
+def main() -> int:
+    parser = common_parser(__doc__.splitlines()[0])
+    parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    parser.add_argument("--modes", default="without,with")
+    parser.add_argument("--mode-timeout", type=float, default=600, help="seconds for each mode's processes")
+    a = parser.parse_args()
+    args = dict(common_args(a), mode_timeout=a.mode_timeout, batches=[int(b) for b in a.batches.split(",")])
+    result: Dict[str, Any] = dict(
+        result_header("sglang_allreduce.py", a),
+        models={str(h): {"model": m, "layers": n, "all_reduces_per_decode_step": 2 * n}
+                for h, (m, n) in MODELS.items()},
+        modes={})
     try:
         import torch
 
