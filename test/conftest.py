@@ -39,5 +39,50 @@ def pytest_configure(config):
     config.env_at_start = dict(ENV_AT_START)
 
 
+# Under pytest-xdist (scripts/test runs ``-n N --dist loadfile``) each test file goes whole
+# to one worker, in order: a fixture its tests share (module or session scope) is computed
+# once.  These files' tests are each independent (checked below) and slow: they spread over
+# the workers test by test.
+SPREAD = {"test/integration/test_plugin.py", "test/integration/test_tune_harness.py", "test/unit/test_cli.py",
+          "test/unit/test_fuzz.py", "test/unit/test_test_environment.py", "test/unit/test_upstream_rewriter.py"}
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether the test asks for a value of the project's that outlives one test (a module
+    or session fixture; autouse set-up, such as the fuzz module's, may run in each worker)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(d.scope != "function" and d.baseid for name in info.argnames for d in info.name2fixturedefs.get(name, ()))
+
+
+def pytest_collection_modifyitems(config, items):
+    shared = sorted({item.nodeid for item in items if item.nodeid.split("::")[0] in SPREAD and _shares_a_fixture(item)})
+    if shared:
+        raise pytest.UsageError(f"test/conftest.py SPREAD: these tests share a fixture with other tests of their "
+                                f"file, so it cannot be spread test by test: {shared}")
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # no pytest-xdist: one process, nothing to schedule
+    pass
+else:
+    class _FileOrTest(LoadScopeScheduling):
+        """``--dist loadfile``, except that the tests of a SPREAD file go one by one; the
+        files keep their collection order (test/integration's slow ones first)."""
+
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path in SPREAD else path
+
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") != "loadfile":
+            return None
+        config.option.loadscopereorder = False
+        return _FileOrTest(config, log)
+
+
 def pytest_report_header(config):
     return f"sglang-arch tests; SGLANG_ARCH_* cleared per test (was: {[n for n in _ARCH_ENV if n in os.environ]})"
+
