@@ -16,9 +16,12 @@ all is never drawn (the capability decides which CUDA versions are drawn, so no 
 is discarded; ``assume`` guards the rule).
 """
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
+if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
+    pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from hypothesis import HealthCheck, assume, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
