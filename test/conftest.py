@@ -56,11 +56,20 @@ def _shares_a_fixture(item) -> bool:
     return any(d.scope != "function" and d.baseid for name in info.argnames for d in info.name2fixturedefs.get(name, ()))
 
 
+# The longest files (minutes of SGLang processes each) start first, each on its own
+# worker, while the others fill the rest.
+FIRST = ("test/integration/test_runtime_truth.py", "test/integration/test_upstream_series.py",
+         "test/integration/test_audit.py")
+
+
 def pytest_collection_modifyitems(config, items):
     shared = sorted({item.nodeid for item in items if item.nodeid.split("::")[0] in SPREAD and _shares_a_fixture(item)})
     if shared:
         raise pytest.UsageError(f"test/conftest.py SPREAD: these tests share a fixture with other tests of their "
                                 f"file, so it cannot be spread test by test: {shared}")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker orders alike (xdist checks)
+        rank = {path: i for i, path in enumerate(FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(FIRST)))
 
 
 try:
@@ -70,7 +79,7 @@ except ImportError:  # no pytest-xdist: one process, nothing to schedule
 else:
     class _FileOrTest(LoadScopeScheduling):
         """``--dist loadfile``, except that the tests of a SPREAD file go one by one; the
-        files keep their collection order (test/integration's slow ones first)."""
+        files keep their collection order (FIRST, then as collected)."""
 
         def _split_scope(self, nodeid):
             path = nodeid.split("::", 1)[0]
