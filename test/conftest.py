@@ -37,6 +37,8 @@ ENV_AT_START = {name: os.environ.get(name) for name in WATCHED_ENV}
 
 def pytest_configure(config):
     config.env_at_start = dict(ENV_AT_START)
+    if config.pluginmanager.hasplugin("xdist"):  # not without pytest-xdist, nor with -p no:xdist
+        config.pluginmanager.register(_Scheduling(), "sglang-arch-scheduling")
 
 
 # Under pytest-xdist (scripts/test runs ``-n N --dist loadfile``) each test file goes whole
@@ -72,24 +74,25 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(FIRST)))
 
 
-try:
-    from xdist.scheduler import LoadScopeScheduling
-except ImportError:  # no pytest-xdist: one process, nothing to schedule
-    pass
-else:
-    class _FileOrTest(LoadScopeScheduling):
-        """``--dist loadfile``, except that the tests of a SPREAD file go one by one; the
-        files keep their collection order (FIRST, then as collected)."""
+class _Scheduling:
+    """pytest-xdist's scheduler for ``--dist loadfile`` (registered where xdist is active)."""
 
-        def _split_scope(self, nodeid):
-            path = nodeid.split("::", 1)[0]
-            return nodeid if path in SPREAD else path
-
+    @staticmethod
     def pytest_xdist_make_scheduler(config, log):
         if config.getvalue("dist") != "loadfile":
             return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        class FileOrTest(LoadScopeScheduling):
+            """``--dist loadfile``, except that the tests of a SPREAD file go one by one;
+            the files keep their collection order (FIRST, then as collected)."""
+
+            def _split_scope(self, nodeid):
+                path = nodeid.split("::", 1)[0]
+                return nodeid if path in SPREAD else path
+
         config.option.loadscopereorder = False
-        return _FileOrTest(config, log)
+        return FileOrTest(config, log)
 
 
 def pytest_report_header(config):
