@@ -97,4 +97,3 @@ class _Scheduling:
 
 def pytest_report_header(config):
     return f"sglang-arch tests; SGLANG_ARCH_* cleared per test (was: {[n for n in _ARCH_ENV if n in os.environ]})"
-
