@@ -37,6 +37,62 @@ ENV_AT_START = {name: os.environ.get(name) for name in WATCHED_ENV}
 
 def pytest_configure(config):
     config.env_at_start = dict(ENV_AT_START)
+    if config.pluginmanager.hasplugin("xdist"):  # not without pytest-xdist, nor with -p no:xdist
+        config.pluginmanager.register(_Scheduling(), "sglang-arch-scheduling")
+
+
+# Under pytest-xdist (scripts/test runs ``-n N --dist loadfile``) each test file goes whole
+# to one worker, in order: a fixture its tests share (module or session scope) is computed
+# once.  These files' tests are each independent (checked below) and slow: they spread over
+# the workers test by test.
+SPREAD = {"test/integration/test_plugin.py", "test/integration/test_tune_harness.py", "test/unit/test_cli.py",
+          "test/unit/test_fuzz.py", "test/unit/test_test_environment.py", "test/unit/test_upstream_rewriter.py"}
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether the test asks for a value of the project's that outlives one test (a module
+    or session fixture; autouse set-up, such as the fuzz module's, may run in each worker)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(d.scope != "function" and d.baseid for name in info.argnames for d in info.name2fixturedefs.get(name, ()))
+
+
+# The longest files (minutes of SGLang processes each) start first, each on its own
+# worker, while the others fill the rest.
+FIRST = ("test/integration/test_runtime_truth.py", "test/integration/test_upstream_series.py",
+         "test/integration/test_audit.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    shared = sorted({item.nodeid for item in items if item.nodeid.split("::")[0] in SPREAD and _shares_a_fixture(item)})
+    if shared:
+        raise pytest.UsageError(f"test/conftest.py SPREAD: these tests share a fixture with other tests of their "
+                                f"file, so it cannot be spread test by test: {shared}")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker orders alike (xdist checks)
+        rank = {path: i for i, path in enumerate(FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(FIRST)))
+
+
+class _Scheduling:
+    """pytest-xdist's scheduler for ``--dist loadfile`` (registered where xdist is active)."""
+
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") != "loadfile":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        class FileOrTest(LoadScopeScheduling):
+            """``--dist loadfile``, except that the tests of a SPREAD file go one by one;
+            the files keep their collection order (FIRST, then as collected)."""
+
+            def _split_scope(self, nodeid):
+                path = nodeid.split("::", 1)[0]
+                return nodeid if path in SPREAD else path
+
+        config.option.loadscopereorder = False
+        return FileOrTest(config, log)
 
 
 def pytest_report_header(config):

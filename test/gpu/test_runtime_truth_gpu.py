@@ -5,6 +5,7 @@ NVML and SGLang's probes see the real GPU.  Run twice: as the GPU is, and with a
 simulated 12.0 on top (the registry's override; torch still sees the real device).
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("sglang", reason="needs sglang (scripts/gpu-wheels --server carries it)")
+if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
+    pytest.skip("needs sglang (scripts/gpu-wheels --server carries it)", allow_module_level=True)
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU here", allow_module_level=True)
 

@@ -1,5 +1,6 @@
 """Helpers shared by the integration tests."""
 
+import fcntl
 import json
 import os
 import subprocess
@@ -38,3 +39,20 @@ def run_suite(mode, runtime="sglang_arch.arch.runtime", env=None, cwd=None):
                          text=True, env=env or clean_env(), cwd=cwd)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def once_per_run(tmp_path_factory, name, compute):
+    """``compute()`` (a JSON value) once per test run: under pytest-xdist every worker
+    that asks waits for the first one's result instead of computing it again."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return compute()
+    shared = tmp_path_factory.getbasetemp().parent  # the run's folder, above each worker's
+    path = shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+        value = compute()
+        path.with_suffix(".part").write_text(json.dumps(value), encoding="utf-8")
+        path.with_suffix(".part").replace(path)
+        return value

@@ -16,46 +16,41 @@ all is never drawn (the capability decides which CUDA versions are drawn, so no 
 is discarded; ``assume`` guards the rule).
 """
 
+import importlib.util
+
 import pytest
 
-pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
+if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
+    pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
-from helpers import run_upstream_oracle  # noqa: E402
 from hypothesis import HealthCheck, assume, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from upstream_oracle import (  # noqa: E402
+    CUDAS,
+    FACT_CAPS,
     FACTS,
     FUSION_REQUESTS,
+    KNOWN,
     MODELS,
     model_config,
     model_key,
     server_args,
 )
 
-# The tiers SGLang 0.5.23 decides for (docs/differences.md "where upstream decides").
-KNOWN = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]
+# KNOWN: the tiers SGLang 0.5.23 decides for; CUDAS; FACT_CAPS (upstream_oracle.py).
 # The oldest torch CUDA that can target each (CUDA release notes: sm_70/75 9.0/10.0, sm_80
 # 11.0, sm_86 11.1, sm_87 11.4, sm_89/90 11.8, sm_100/120 12.8, sm_103/121 12.9,
 # sm_110 (and SGLang's sm107 table) 13.0).
 MIN_CUDA = {"7.0": (9, 0), "7.5": (10, 0), "8.0": (11, 0), "8.6": (11, 1), "8.7": (11, 4), "8.9": (11, 8),
             "9.0": (11, 8), "10.0": (12, 8), "10.3": (12, 9), "10.7": (13, 0), "11.0": (13, 0), "12.0": (12, 8),
             "12.1": (12, 9)}
-# Around every minimum above and every SGLang fact rule (12.3, 12.8).
-CUDAS = [(11, 8), (12, 0), (12, 2), (12, 3), (12, 4), (12, 7), (12, 8), (12, 9), (13, 0), (13, 1)]
-# Identity facts: every tier, its neighbours, unknown majors on either side.
-FACT_CAPS = sorted({(ma, mi) for ma in range(5, 15) for mi in range(10)} | {(0, 0), (20, 0), (99, 9)})
 TOPOLOGIES = ["nvswitch", "nvlink", "pcie-p2p", "pcie"]
 MACHINE = {"is_cuda": True, "is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False, "is_mps": False}
 
 
-def _cap(text):
-    return tuple(int(x) for x in text.split("."))
-
-
 @pytest.fixture(scope="session")
-def upstream():
-    return run_upstream_oracle({"fact_capabilities": FACT_CAPS, "capabilities": [_cap(c) for c in KNOWN],
-                                "cudas": CUDAS})
+def upstream(upstream_answers):
+    return upstream_answers
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,14 @@
 """``sglang-arch plan`` against the real SGLang: the SM120 difference, and errors."""
 
+import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
 
-pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
+if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
+    pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from helpers import FIXTURES, clean_env  # noqa: E402
 

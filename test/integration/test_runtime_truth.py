@@ -7,6 +7,7 @@ decisions for the same machine (printed by the child from the registry), and, wh
 noted, facts from the field report and SGLang's own tables.
 """
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("sglang", reason="needs the real sglang 0.5.23: pip install -e 'python[serve]'")
+if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
+    pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from helpers import clean_env  # noqa: E402
 

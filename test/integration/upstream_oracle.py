@@ -25,6 +25,16 @@ import os
 import sys
 from types import SimpleNamespace
 
+# The whole finite domain of the equivalence properties (test_equivalence_properties.py):
+# the tiers SGLang 0.5.23 decides for (docs/differences.md "where upstream decides"),
+# torch CUDA versions around every minimum and every SGLang fact rule (12.3, 12.8), and for
+# the identity facts every tier, its neighbours, unknown majors on either side.
+KNOWN = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]
+CUDAS = [(11, 8), (12, 0), (12, 2), (12, 3), (12, 4), (12, 7), (12, 8), (12, 9), (13, 0), (13, 1)]
+FACT_CAPS = sorted({(ma, mi) for ma in range(5, 15) for mi in range(10)} | {(0, 0), (20, 0), (99, 9)})
+DOMAIN = {"fact_capabilities": FACT_CAPS, "capabilities": [tuple(int(x) for x in c.split(".")) for c in KNOWN],
+          "cudas": CUDAS}
+
 FACTS = ["is_sm90", "is_sm100", "is_sm100_or_sm110", "is_sm110", "is_sm120", "is_blackwell",
          "is_hopper_with_cuda_12_3", "device_capability", "device_sm"]
 NOT_CUDA_ALIKE = {"is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False, "is_mps": False}
