@@ -196,10 +196,48 @@ def test_fusion_runs_here_fails_closed(route, monkeypatch):
     route("9.0", "nvswitch", 8)
     log = Log()
     monkeypatch.setattr(gf, "logger", log)
-    module(monkeypatch, "sglang.srt.runtime_context")  # no get_exec
+    module(monkeypatch, "sglang.srt.runtime_context", get_exec=lambda: _broken("exec"), get_parallel=None)
     assert gf.fusion_runs_here() is False
-    assert len(log.lines) == 1
-    assert log.lines[0].startswith("warning: FlashInfer all-reduce fusion gate: registry failed (")
+    assert log.lines == ["warning: FlashInfer all-reduce fusion gate: registry failed ('exec'); off"]
+
+
+def test_an_explicit_backend_is_asked_for_by_name(route, monkeypatch):
+    # 12.x has trtllm only (docs/differences.md D3): auto runs, mnnvl does not
+    route("12.0", "pcie-p2p", 2)
+    with pytest.raises(ArchDecisionError) as e:
+        gf.resolve_backend_here("mnnvl")
+    assert str(e.value).startswith("FlashInfer allreduce fusion (mnnvl): mnnvl fusion is not available on tier 12.0")
+    assert gf.resolve_backend_here("auto") == "trtllm"
+    _runtime_context(monkeypatch, "mnnvl", 1)
+    assert gf.fusion_runs_here() is False
+    _runtime_context(monkeypatch, "auto", 1)
+    assert gf.fusion_runs_here() is True
+    _add_norm(monkeypatch, backend="mnnvl")
+    assert gf.applies(16) is False
+    _add_norm(monkeypatch, backend="trtllm")
+    assert gf.applies(16) is True
+    _add_norm(monkeypatch, backend="flashinfer_default")  # not a request name: asked as "auto"
+    assert gf.applies(16) is True
+
+
+def test_the_platform_decision_is_kept_per_machine_backend_and_node_count(route, monkeypatch):
+    # decided once, then read: but never across machines, backends or node counts
+    route("9.0", "nvswitch", 8)
+    _runtime_context(monkeypatch, "trtllm", 1)
+    _add_norm(monkeypatch, backend="trtllm", nnodes=1)
+    assert gf.fusion_runs_here() is True and gf.applies(16) is True
+    _runtime_context(monkeypatch, "trtllm", 2)
+    _add_norm(monkeypatch, backend="trtllm", nnodes=2)
+    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    route("12.0", "pcie-p2p", 2)
+    _runtime_context(monkeypatch, "mnnvl", 1)
+    _add_norm(monkeypatch, backend="mnnvl", nnodes=1)
+    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    ctx = route("12.0", "pcie", 2)  # no P2P: trtllm cannot run (D4)
+    _runtime_context(monkeypatch, "trtllm", 1)
+    _add_norm(monkeypatch, backend="trtllm", nnodes=1)
+    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    assert (id(ctx), "trtllm", 1) in gf._platform_ok
 
 
 def _add_norm(monkeypatch, backend="trtllm", nnodes=1, **over):
@@ -353,6 +391,25 @@ def test_symm_mem_max_size_off(route, monkeypatch):
     monkeypatch.setattr(glue, "current", lambda: _broken("registry"))
     assert gc.symm_mem_max_size(comm(8)) == 0
     assert log.lines[-1] == "warning: TorchSymmMemCommunicator: off (registry failed: 'registry')"
+
+
+def test_symm_mem_max_size_logs_the_decision(route, monkeypatch):
+    log = Log()
+    monkeypatch.setattr(gc, "logger", log)
+    route("9.0", "nvswitch", 8)
+    gc.symm_mem_max_size(comm(8))
+    (line,) = log.lines
+    assert line.startswith(f"info: TorchSymmMemCommunicator: multimem, max {128 * MIB} bytes (tier 9.0, world size 8")
+    assert "multicast" in line
+    log.lines.clear()
+    route()
+    gc.symm_mem_max_size(comm(8))
+    assert log.lines == ["info: TorchSymmMemCommunicator: off (no NVIDIA GPU resolved)"]
+
+
+def test_symm_mem_max_size_for_a_major_without_a_row(route):
+    route("9.0", "nvswitch", 8)
+    assert gc.symm_mem_max_size(comm(8, major=8)) == 0
 
 
 def test_uses_multimem_without_a_decision():
@@ -516,9 +573,11 @@ def test_all_reduce_configs_here_when_the_glue_fails(route, monkeypatch):
 def _sglang_attention(monkeypatch, *, out_of_tree=False, cuda=True, hip=False, flashinfer=True,
                       algorithm=None, topk=None, forces=None, no_spec=True, mla=False):
     cfg = SimpleNamespace(speculative_algorithm=algorithm, speculative_eagle_topk=topk)
+    # the views of the server arguments given ("args"), nothing else
     attrs = dict(current_platform=SimpleNamespace(is_out_of_tree=lambda: out_of_tree),
-                 resolving_view=lambda server_args: cfg, resolved_view=lambda server_args: ("resolved", server_args),
-                 is_no_spec_infer_or_topk_one=lambda view: no_spec)
+                 resolving_view=lambda server_args: {"args": cfg}[server_args],
+                 resolved_view=lambda server_args: {"args": ("resolved", "args")}[server_args],
+                 is_no_spec_infer_or_topk_one=lambda view: {("resolved", "args"): no_spec}[view])
     if forces is not None:
         attrs["_forces_eagle_topk_one"] = forces
     module(monkeypatch, ga._BASE, **attrs)
