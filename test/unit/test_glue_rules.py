@@ -343,14 +343,12 @@ def test_auto_enable_where_fusion_cannot_run(route, monkeypatch):
 
 def test_auto_enable_without_a_gate_for_the_backend(route, monkeypatch):
     # a 10.0 machine whose facts do not admit it (SGLang's gate would not): mnnvl has no gate here
-    real = runtime.machine(capability="10.0", topology="nvswitch", gpu_count=8, cuda=(12, 8))
+    real = route("10.0", "nvswitch", 8)
     ctx = runtime.MachineContext(real.node, real.resolution, real.cuda, {})
     monkeypatch.setattr(glue, "current", lambda: ctx)
-    monkeypatch.setattr(glue, "_warned", set())
     seen = _upstream_pass(monkeypatch, {"x": 1})
     assert gf.auto_enable(View(nnodes=1, flashinfer_allreduce_fusion_backend=None)) == {}
     assert seen == []
-    runtime.reset()
 
 
 def test_auto_enable_without_a_gpu(route):
