@@ -1,0 +1,108 @@
+"""Override files' messages, the environment's resolve-as message, and the symmetric-memory
+guard for hand-made profiles, case by case (found by mutation testing: docs/mutation.md).
+
+The messages are what an override file's author or an operator reads: each must name the
+file or the variable, and what was refused.  The symmetric-memory range is the README's
+"Limits" (1-1024 MiB per world size).
+"""
+
+import json
+import os
+from dataclasses import replace
+
+import pytest
+from sglang_arch.arch import TOPOLOGIES, resolve
+from sglang_arch.arch import registry as r
+from sglang_arch.arch.policies.collectives import SymmMemDecision, torch_symm_mem
+from sglang_arch.arch.profile import TableError
+from sglang_arch.arch.registry import Resolution
+
+MIB = 1024 * 1024
+
+
+def with_symm_mem(cap, table):
+    res = resolve(cap)
+    return Resolution(res.requested, replace(res.profile, torch_symm_mem=table), res.match, res.reason)
+
+
+# --- torch_symm_mem: profiles built by hand skip the builder's checks ------------------
+
+
+@pytest.mark.parametrize("max_bytes", [1, 1024 * MIB])
+def test_symm_mem_guard_accepts_the_bounds(max_bytes):
+    d = torch_symm_mem(with_symm_mem("9.0", {8: max_bytes}), TOPOLOGIES["nvlink"], 8)
+    assert (d.enabled, d.max_bytes, d.algorithm) == (True, max_bytes, "two_shot")
+
+
+@pytest.mark.parametrize("max_bytes", [0, 1024 * MIB + 1])
+def test_symm_mem_guard_refuses_outside_the_bounds(max_bytes):
+    d = torch_symm_mem(with_symm_mem("9.0", {8: max_bytes}), TOPOLOGIES["nvlink"], 8)
+    assert d == SymmMemDecision(False, 0, None, f"tier 9.0: {max_bytes} bytes for world size 8 is outside 1 B-1024 MiB")
+
+
+# --- load_override_file -----------------------------------------------------------------
+
+
+def test_a_missing_file_names_the_system_error(tmp_path):
+    path = str(tmp_path / "absent.json")
+    with pytest.raises(TableError) as e:
+        r.load_override_file(path)
+    assert str(e.value) == f"{path}: cannot read override file: No such file or directory"
+
+
+def test_unknown_keys_beside_architectures(tmp_path):
+    p = tmp_path / "o.json"
+    p.write_text(json.dumps({"architectures": {"9.0": {"name": "x"}}, "zeta": 1, "alpha": 2, "beta": 3, "gamma": 4}))
+    with pytest.raises(TableError) as e:
+        r.load_override_file(str(p))
+    assert str(e.value) == (f"{p}: unknown top-level key(s) [\"'alpha'\", \"'beta'\", \"'gamma'\"] beside "
+                            f"'architectures'; accepted: 'architectures' alone, or capability keys")
+
+
+def test_architectures_alone_is_unwrapped(tmp_path):
+    p = tmp_path / "o.json"
+    p.write_text(json.dumps({"architectures": {"9.0": {"name": "x"}}}))
+    assert r.load_override_file(str(p)) == {"9.0": {"name": "x"}}
+
+
+def test_invalid_toml_names_the_error(tmp_path):
+    p = tmp_path / "o.toml"
+    p.write_text("[9.0\nname = 1\n")
+    with pytest.raises(TableError) as e:
+        r.load_override_file(str(p))
+    msg = str(e.value)
+    assert msg.startswith(f"{p}: not valid TOML: ")
+    assert "line 1" in msg  # tomllib's position of the error, not a placeholder
+
+
+def test_an_out_of_range_json_number_is_quoted_up_to_20_characters(tmp_path):
+    p = tmp_path / "o.json"
+    p.write_text('{"9.0": {"smem_per_sm_kib": 1234567890123456e999999}}')
+    with pytest.raises(TableError) as e:
+        r.load_override_file(str(p))
+    assert str(e.value).startswith(f"{p}: not valid JSON: number 1234567890123456e999 is out of range")
+
+
+def test_one_line_joins_and_cuts_at_200_characters():
+    assert r._one_line(ValueError("a\n  b\tc")) == "a b c"
+    assert r._one_line(ValueError("x" * 200)) == "x" * 200
+    assert r._one_line(ValueError("y" * 201)) == "y" * 197 + "..."
+
+
+# --- the environment ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
+        monkeypatch.delenv(k)
+    r.reset_default_registry()
+    yield monkeypatch
+    r.reset_default_registry()
+
+
+def test_resolve_as_names_the_variable(clean_env):
+    clean_env.setenv("SGLANG_ARCH_RESOLVE_AS", "hopper")
+    with pytest.raises(ValueError) as e:
+        r.default_registry()
+    assert str(e.value).startswith("SGLANG_ARCH_RESOLVE_AS: invalid compute capability 'hopper'")
