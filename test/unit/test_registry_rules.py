@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 from sglang_arch.arch import TOPOLOGIES, resolve
 from sglang_arch.arch import registry as r
+from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies.collectives import SymmMemDecision, torch_symm_mem
 from sglang_arch.arch.profile import TableError
 from sglang_arch.arch.registry import Resolution
@@ -106,3 +107,39 @@ def test_resolve_as_names_the_variable(clean_env):
     with pytest.raises(ValueError) as e:
         r.default_registry()
     assert str(e.value).startswith("SGLANG_ARCH_RESOLVE_AS: invalid compute capability 'hopper'")
+
+
+def test_architectures_must_hold_a_table(tmp_path):
+    p = tmp_path / "o.json"
+    p.write_text(json.dumps({"architectures": [1]}))
+    with pytest.raises(TableError) as e:
+        r.load_override_file(str(p))
+    assert str(e.value) == f"{p}: field 'architectures': expected a table of capability -> fields, got list"
+
+
+# --- tiers that inherit from an overridden one ----------------------------------------------
+# The built-in table's chain (table.py "inherits"): 8.9 -> 8.6 -> 8.0 -> 7.5 -> 7.0, 8.7 -> 8.0.
+
+
+def test_an_overridden_tier_is_reported_as_the_override():
+    reg = r.build_registry({"8.0": {"name": "Mine"}}, override_source="o.json")
+    res = reg.resolve("8.0")
+    assert (res.requested, res.match) == (Capability(8, 0), "override")
+    assert res.reason == "8.0 is defined by the override file o.json"
+
+
+def test_grandchildren_of_an_overridden_tier_report_it():
+    reg = r.build_registry({"8.0": {"name": "Mine"}}, override_source="o.json")
+    for cap, via in (("8.6", "8.0"), ("8.7", "8.0"), ("8.9", "8.0")):
+        res = reg.resolve(cap)
+        assert res.match == "override", cap
+        assert res.reason == f"{cap} inherits from {via}, which the override file o.json patches"
+    assert reg.resolve("7.5").match == "exact"  # the parent of the overridden tier is not touched
+
+
+def test_an_overridden_tier_that_inherits_does_not_end_the_search():
+    # an override entry with its own "inherits" is a tier of the chain too: the tiers after
+    # it in the table are still checked
+    reg = r.build_registry({"8.0": {"inherits": "7.5", "name": "Mine"}}, override_source="o.json")
+    assert reg.resolve("8.0").match == "override"
+    assert reg.resolve("8.9").reason == "8.9 inherits from 8.0, which the override file o.json patches"
