@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from sglang_arch.arch import TOPOLOGIES, resolve
 from sglang_arch.arch import registry as r
-from sglang_arch.arch.capability import Capability
+from sglang_arch.arch.capability import Capability, parse_capability
 from sglang_arch.arch.policies.collectives import SymmMemDecision, torch_symm_mem
 from sglang_arch.arch.profile import TableError
 from sglang_arch.arch.registry import Resolution
@@ -143,3 +143,37 @@ def test_an_overridden_tier_that_inherits_does_not_end_the_search():
     reg = r.build_registry({"8.0": {"inherits": "7.5", "name": "Mine"}}, override_source="o.json")
     assert reg.resolve("8.0").match == "override"
     assert reg.resolve("8.9").reason == "8.9 inherits from 8.0, which the override file o.json patches"
+
+
+# --- override entries for known tiers ---------------------------------------------------------
+
+
+def test_an_override_entry_that_is_not_a_table():
+    with pytest.raises(TableError) as e:
+        r.build_registry({"9.0": 5}, override_source="o.json")
+    assert str(e.value) == "o.json: entry '9.0' must be a table of fields, got int"
+
+
+def test_an_override_capability_listed_twice():
+    with pytest.raises(TableError) as e:
+        r.build_registry({"9.0": {"name": "a"}, "sm_90": {"name": "b"}}, override_source="o.json")
+    assert str(e.value) == "o.json: entry 'sm_90': capability 9.0 is listed twice"
+
+
+def test_a_patch_sets_a_field_it_names_to_null():
+    # docs/configuration.md: an entry for a known capability patches the fields it names.
+    # Volta's last CUDA is 12.9 (CUDA 13.0 release notes): a null max_cuda lifts it.
+    assert r.build_registry().resolve("7.0").profile.max_cuda == (12, 9)
+    reg = r.build_registry({"7.0": {"max_cuda": None}}, override_source="o.json")
+    assert reg.resolve("7.0").profile.max_cuda is None
+    assert reg.resolve("7.0").profile.name == "Volta"  # the rest of the tier is kept
+
+
+# --- capability spellings -------------------------------------------------------------------
+
+
+def test_capability_text_of_40_characters_is_read():
+    # capability.py: no spelling is longer than 40 characters; longer input is refused unread
+    assert parse_capability("9.0".rjust(40)) == Capability(9, 0)
+    with pytest.raises(ValueError):
+        parse_capability("9.0".rjust(41))
