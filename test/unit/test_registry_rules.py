@@ -177,3 +177,13 @@ def test_capability_text_of_40_characters_is_read():
     assert parse_capability("9.0".rjust(40)) == Capability(9, 0)
     with pytest.raises(ValueError):
         parse_capability("9.0".rjust(41))
+
+
+@pytest.mark.parametrize("major, minor, shown_as", [
+    (True, 0, "True.0"), (9, False, "9.False"),  # booleans are not capability parts
+    ("9", 0, "'9'.0"), (9, 1.5, "9.1.5"),
+])
+def test_capability_parts_must_be_integers(major, minor, shown_as):
+    with pytest.raises(ValueError) as e:
+        Capability(major, minor)
+    assert str(e.value) == f"capability parts must be integers, got {shown_as}"
