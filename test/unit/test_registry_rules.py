@@ -132,7 +132,7 @@ def test_grandchildren_of_an_overridden_tier_report_it():
     reg = r.build_registry({"8.0": {"name": "Mine"}}, override_source="o.json")
     for cap, via in (("8.6", "8.0"), ("8.7", "8.0"), ("8.9", "8.0")):
         res = reg.resolve(cap)
-        assert res.match == "override", cap
+        assert (res.requested, res.match) == (parse_capability(cap), "override"), cap
         assert res.reason == f"{cap} inherits from {via}, which the override file o.json patches"
     assert reg.resolve("7.5").match == "exact"  # the parent of the overridden tier is not touched
 
