@@ -133,3 +133,50 @@ def test_read_regular_file_opens_read_only_non_blocking_without_a_terminal(tmp_p
     (flags,) = seen
     assert flags & os.O_NONBLOCK and flags & os.O_NOCTTY
     assert flags & (os.O_WRONLY | os.O_RDWR) == 0
+
+
+# sglang 0.5.23 all_reduce_utils.py TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[9], in MiB
+HOPPER_SYMM_MEM_MIB = {2: 64, 4: 64, 6: 128, 8: 128}
+
+
+def test_symm_mem_table_is_upstreams_for_the_devices_major(clean_env):
+    m = runtime.machine(capability="9.0", topology="nvswitch", gpu_count=8)
+    assert m.symm_mem_table() == {9: {ws: mib * v.MIB for ws, mib in HOPPER_SYMM_MEM_MIB.items()}}
+
+
+def test_symm_mem_table_lists_only_enabled_world_sizes(clean_env):
+    # PCIe without peer-to-peer access: neither multimem nor two-shot
+    assert runtime.machine(capability="9.0", topology="pcie", gpu_count=8).symm_mem_table() == {9: {}}
+
+
+def test_symm_mem_table_without_a_gpu_is_empty():
+    assert runtime.MachineContext(node=None, resolution=None, cuda=None, facts={}).symm_mem_table() == {}
+
+
+def test_attention_default_uses_the_traits_given(clean_env):
+    # fa3 on Hopper needs CUDA 12.3 (sglang 0.5.23 model_override_base.py)
+    m = runtime.machine(capability="9.0", gpu_count=1)
+    d = m.attention_default(ModelTraits(cuda=(12, 2)))
+    assert (d.prefill, d.decode) == ("flashinfer", "flashinfer")
+    assert "fa3" in d.reason and "CUDA >= 12.3" in d.reason
+    assert m.attention_default(ModelTraits(cuda=(12, 3))).prefill == "fa3"
+
+
+def test_check_backend_uses_the_machines_cuda(clean_env):
+    # fa3 on Hopper needs CUDA 12.3
+    old = runtime.machine(capability="9.0", gpu_count=1, cuda=(12, 2)).check_backend("fa3", "mha", "prefill")
+    assert old.valid is False
+    assert old.reason.startswith("fa3 cannot run MHA prefill on 9.0")
+    assert "CUDA >= 12.3" in old.reason
+    new = runtime.machine(capability="9.0", gpu_count=1, cuda=(12, 3)).check_backend("fa3", "mha", "prefill")
+    assert new.valid is True and new.reason.startswith("fa3 runs on tier 9.0")
+
+
+def test_check_backend_passes_kind_and_phase(clean_env):
+    # cutedsl_mla: MLA decode only, on the SM10x family with tcgen05
+    m = runtime.machine(capability="10.0", gpu_count=1, cuda=(12, 8))
+    assert m.check_backend("cutedsl_mla", "mla", "decode").valid is True
+    prefill = m.check_backend("cutedsl_mla", "mla", "prefill")
+    assert prefill.valid is False and prefill.reason.endswith("needs decode only")
+    mha = m.check_backend("cutedsl_mla", "mha", "decode")
+    assert mha.valid is False and "MHA decode" in mha.reason

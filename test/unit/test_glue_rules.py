@@ -1,0 +1,697 @@
+"""The glue's answers over stand-in SGLang modules, case by case (found by mutation
+testing: docs/mutation.md).  No sglang and no torch: each test puts the few names a glue
+function reads in ``sys.modules`` and routes a simulated machine.
+
+Expected values come from the sources the registry cites: sglang 0.5.23
+all_reduce_utils.py (symmetric-memory sizes 64/64/128/128 MiB for world sizes 2/4/6/8 on
+majors 9 and 10) and torch_symm_mem.py (multimem for world sizes 4, 6, 8; the 256 MiB and
+512 MiB floors of the inkling all-reduce), configs/custom_all_reduce_v2.py (the tuned
+tables by major, and the default Heuristic(1 MiB, 1 MiB, 16 MiB) for world sizes 2-16),
+flashinfer_comm_fusion.py (SM90: trtllm on one node; SM10x: mnnvl, also across nodes),
+model_override_base.py (Hopper prefers fa3, which needs CUDA 12.3; SM100 prefers
+trtllm_mha), and docs/differences.md D3/D4 (12.x fuses with trtllm where there is P2P).
+"""
+
+import contextlib
+import os
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+from sglang_arch.arch import runtime
+from sglang_arch.integrations.sglang import glue
+from sglang_arch.integrations.sglang.glue import ArchDecisionError
+from sglang_arch.integrations.sglang.glue import attention as ga
+from sglang_arch.integrations.sglang.glue import collectives as gc
+from sglang_arch.integrations.sglang.glue import fusion as gf
+from sglang_arch.integrations.sglang.glue import platform as gp
+
+MIB = 1024 * 1024
+HOPPER_SYMM_MEM = {2: 64 * MIB, 4: 64 * MIB, 6: 128 * MIB, 8: 128 * MIB}
+
+
+class Log:
+    """Stands in for a glue module's logger."""
+
+    def __init__(self):
+        self.lines = []
+
+    def __getattr__(self, level):
+        return lambda msg, *args: self.lines.append(f"{level}: {msg % args}")
+
+
+@pytest.fixture
+def route(monkeypatch):
+    """``route(capability, topology, gpus, cuda)``: the machine the glue sees; no
+    capability: no NVIDIA GPU."""
+    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setattr(glue, "_warned", set())
+    monkeypatch.setattr(gf, "_platform_ok", {})
+
+    def use(capability=None, topology=None, gpus=1, cuda=(12, 8)):
+        if capability is None:
+            ctx = SimpleNamespace(resolution=None)
+        else:
+            ctx = runtime.machine(capability=capability, topology=topology, gpu_count=gpus, cuda=cuda)
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+        return ctx
+
+    yield use
+    runtime.reset()
+
+
+def module(monkeypatch, name, **attrs):
+    mod = types.ModuleType(name)
+    mod.__dict__.update(attrs)
+    monkeypatch.setitem(sys.modules, name, mod)
+    return mod
+
+
+def flag(value):
+    return SimpleNamespace(get=lambda: value)
+
+
+# --- the package: routed_context, fail_open -------------------------------------------
+
+
+def test_registry_name():
+    assert glue.REGISTRY == "sglang_arch.arch"
+
+
+def test_routed_context(route):
+    route()
+    assert glue.routed_context() is None
+    ctx = route("9.0")
+    assert glue.routed_context() is ctx
+
+
+def _broken(key):
+    raise KeyError(key)
+
+
+def test_fail_open_answers_none_and_warns_once(monkeypatch):
+    log = Log()
+    monkeypatch.setattr(glue, "logger", log)
+    monkeypatch.setattr(glue, "_warned", set())
+    guarded = glue.fail_open(_broken)
+    assert guarded("k") is None and guarded("k") is None
+    assert log.lines == [f"warning: {_broken.__module__}._broken failed (KeyError: 'k'); SGLang's own code decides"]
+
+
+def test_fail_open_passes_arguments_and_answers_through():
+    def add(a, b=0):
+        return a + b
+
+    guarded = glue.fail_open(add)
+    assert guarded(1, b=2) == 3
+    assert guarded.__name__ == "add"
+
+
+def test_fail_open_lets_a_decision_error_through():
+    def refuse():
+        raise ArchDecisionError("no")
+
+    with pytest.raises(ArchDecisionError):
+        glue.fail_open(refuse)()
+
+
+# --- platform ---------------------------------------------------------------------------
+
+
+def test_platform_facts(route):
+    # sglang's is_sm90_supported: major 9 and CUDA >= 12.3
+    route("9.0", cuda=(12, 3))
+    assert gp.fact("is_sm90") is True and gp.fact("is_sm100") is False
+    assert gp.fact("device_sm") == 90
+    assert gp.fact("no_such_fact") is None
+    route()
+    assert gp.fact("is_sm90") is None
+
+
+# --- fusion -------------------------------------------------------------------------------
+
+
+def test_resolve_backend(route):
+    route("9.0", "nvswitch", 8)
+    assert gf.resolve_backend("auto") == "trtllm"
+    assert gf.resolve_backend_here("auto") == "trtllm"
+    with pytest.raises(ArchDecisionError) as e:
+        gf.resolve_backend("auto", is_multi_node=True)
+    assert str(e.value).startswith("FlashInfer allreduce fusion (auto): ") and "2 nodes" in str(e.value)
+    with pytest.raises(ArchDecisionError) as e:
+        gf.resolve_backend_here("auto", True)
+    assert str(e.value).startswith("FlashInfer allreduce fusion (auto): ") and "2 nodes" in str(e.value)
+    route("10.0", "nvswitch", 8)
+    assert gf.resolve_backend("auto", is_multi_node=True) == "mnnvl"
+    assert gf.resolve_backend_here("auto", is_multi_node=True) == "mnnvl"
+    assert gf.resolve_backend("mnnvl") == "mnnvl"
+
+
+def test_resolve_backend_without_a_gpu(route):
+    route()
+    assert gf.resolve_backend("auto") is None
+    with pytest.raises(ArchDecisionError) as e:
+        gf.resolve_backend_here("trtllm")
+    assert str(e.value) == "FlashInfer allreduce fusion (trtllm): no NVIDIA GPU resolved"
+
+
+def test_fusion_enabled_here(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    assert gf.fusion_enabled_here(1) is True
+    assert gf.fusion_enabled_here(2) is False
+    route()
+    assert gf.fusion_enabled_here(1) is False
+    log = Log()
+    monkeypatch.setattr(gf, "logger", log)
+    monkeypatch.setattr(glue, "current", lambda: _broken("registry"))
+    assert gf.fusion_enabled_here(1) is False
+    assert log.lines == ["warning: FlashInfer all-reduce fusion: registry failed ('registry'); off"]
+
+
+def _runtime_context(monkeypatch, backend="auto", nnodes=1, **more):
+    return module(monkeypatch, "sglang.srt.runtime_context",
+                  get_exec=lambda: SimpleNamespace(comm=SimpleNamespace(flashinfer_allreduce_fusion_backend=backend)),
+                  get_parallel=lambda: SimpleNamespace(nnodes=nnodes), **more)
+
+
+def test_fusion_runs_here(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    _runtime_context(monkeypatch, "trtllm", 1)
+    assert gf.fusion_runs_here() is True
+    monkeypatch.setattr(gf, "_platform_ok", {})
+    _runtime_context(monkeypatch, "trtllm", 2)
+    assert gf.fusion_runs_here() is False
+    _runtime_context(monkeypatch, None, 1)
+    assert gf.fusion_runs_here() is False
+    monkeypatch.setattr(gf, "_platform_ok", {})
+    _runtime_context(monkeypatch, "flashinfer_default", 1)  # not a request name: asked as "auto"
+    assert gf.fusion_runs_here() is True
+    route()
+    assert gf.fusion_runs_here() is False
+
+
+def test_fusion_runs_here_fails_closed(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    log = Log()
+    monkeypatch.setattr(gf, "logger", log)
+    module(monkeypatch, "sglang.srt.runtime_context", get_exec=lambda: _broken("exec"), get_parallel=None)
+    assert gf.fusion_runs_here() is False
+    assert log.lines == ["warning: FlashInfer all-reduce fusion gate: registry failed ('exec'); off"]
+
+
+def test_an_explicit_backend_is_asked_for_by_name(route, monkeypatch):
+    # 12.x has trtllm only (docs/differences.md D3): auto runs, mnnvl does not
+    route("12.0", "pcie-p2p", 2)
+    with pytest.raises(ArchDecisionError) as e:
+        gf.resolve_backend_here("mnnvl")
+    assert str(e.value).startswith("FlashInfer allreduce fusion (mnnvl): mnnvl fusion is not available on tier 12.0")
+    assert gf.resolve_backend_here("auto") == "trtllm"
+    _runtime_context(monkeypatch, "mnnvl", 1)
+    assert gf.fusion_runs_here() is False
+    _runtime_context(monkeypatch, "auto", 1)
+    assert gf.fusion_runs_here() is True
+    monkeypatch.setattr(gf, "_platform_ok", {})  # the layers' gate decides afresh
+    _add_norm(monkeypatch, backend="mnnvl")
+    assert gf.applies(16) is False
+    _add_norm(monkeypatch, backend="trtllm")
+    assert gf.applies(16) is True
+    _add_norm(monkeypatch, backend="flashinfer_default")  # not a request name: asked as "auto"
+    assert gf.applies(16) is True
+
+
+def test_the_platform_decision_is_kept_per_machine_backend_and_node_count(route, monkeypatch):
+    # decided once, then read: but never across machines, backends or node counts
+    route("9.0", "nvswitch", 8)
+    _runtime_context(monkeypatch, "trtllm", 1)
+    _add_norm(monkeypatch, backend="trtllm", nnodes=1)
+    assert gf.fusion_runs_here() is True and gf.applies(16) is True
+    _runtime_context(monkeypatch, "trtllm", 2)
+    _add_norm(monkeypatch, backend="trtllm", nnodes=2)
+    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    route("12.0", "pcie-p2p", 2)
+    _runtime_context(monkeypatch, "mnnvl", 1)
+    _add_norm(monkeypatch, backend="mnnvl", nnodes=1)
+    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    ctx = route("12.0", "pcie", 2)  # no P2P: trtllm cannot run (D4)
+    _runtime_context(monkeypatch, "trtllm", 1)
+    _add_norm(monkeypatch, backend="trtllm", nnodes=1)
+    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    assert (id(ctx), "trtllm", 1) in gf._platform_ok
+
+
+def _add_norm(monkeypatch, backend="trtllm", nnodes=1, **over):
+    attrs = dict(
+        get_exec=lambda: SimpleNamespace(comm=SimpleNamespace(flashinfer_allreduce_fusion_backend=backend)),
+        get_parallel=lambda: SimpleNamespace(nnodes=nnodes),
+        _is_cuda=True, _is_flashinfer_available=True,
+        is_dp_attention_enabled=lambda: False, uses_cutedsl_ar_fusion=lambda: False,
+        is_flashinfer_allreduce_unavailable=lambda: False, FUSE_ALLREDUCE_MAX_BATCH_SIZE=2048,
+    )
+    attrs.update(over)
+    return module(monkeypatch, gf._ADD_NORM, **attrs)
+
+
+def test_applies_is_sglangs_gate_with_the_registrys_platform(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    _add_norm(monkeypatch)
+    assert [gf.applies(n) for n in (0, 1, 2048, 2049)] == [False, True, True, False]
+
+
+@pytest.mark.parametrize("over", [
+    {"_is_cuda": False}, {"_is_flashinfer_available": False}, {"backend": None},
+    {"is_dp_attention_enabled": lambda: True}, {"uses_cutedsl_ar_fusion": lambda: True},
+    {"is_flashinfer_allreduce_unavailable": lambda: True},
+    {"nnodes": 2},  # SM90 fuses on one node only
+])
+def test_applies_each_condition(route, monkeypatch, over):
+    route("9.0", "nvswitch", 8)
+    _add_norm(monkeypatch, **over)
+    assert gf.applies(16) is False
+
+
+def test_applies_without_a_gpu(route, monkeypatch):
+    route()
+    _add_norm(monkeypatch)
+    assert gf.applies(16) is None
+
+
+def test_applies_on_a_tier_without_fusion(route, monkeypatch):
+    route("12.0", "pcie", 2)  # trtllm needs P2P (docs/differences.md D4)
+    _add_norm(monkeypatch)
+    assert gf.applies(16) is False
+
+
+class View(SimpleNamespace):
+    pass
+
+
+def _upstream_pass(monkeypatch, answer):
+    seen = []
+
+    @contextlib.contextmanager
+    def override_platform(**gate):
+        seen.append(("gate", gate))
+        yield
+
+    def upstream(view):
+        seen.append(("pass", view, gf._in_upstream_pass.get()))
+        return answer
+
+    module(monkeypatch, "sglang.srt.runtime_context", override_platform=override_platform)
+    module(monkeypatch, gf._OVERRIDES, _flashinfer_allreduce_fusion_auto_enable=upstream)
+    return seen
+
+
+def test_auto_enable_lets_sglang_decide_where_its_gate_admits_the_tier(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    seen = _upstream_pass(monkeypatch, {"x": 1})
+    assert gf.auto_enable(View(nnodes=1, flashinfer_allreduce_fusion_backend=None)) is None
+    assert seen == []
+
+
+def test_auto_enable_runs_sglangs_pass_under_the_trtllm_gate_on_12x(route, monkeypatch):
+    route("12.0", "pcie-p2p", 2)
+    view = View(nnodes=1, flashinfer_allreduce_fusion_backend=None)
+    seen = _upstream_pass(monkeypatch, {"enable_flashinfer_allreduce_fusion": True})
+    assert gf.auto_enable(view) == {"enable_flashinfer_allreduce_fusion": True}
+    assert seen == [("gate", {"is_sm90": True, "is_sm100": False}), ("pass", view, True)]
+    assert gf._in_upstream_pass.get() is False
+
+
+def test_auto_enable_inside_the_upstream_pass_does_not_route_again(route, monkeypatch):
+    route("12.0", "pcie-p2p", 2)
+    token = gf._in_upstream_pass.set(True)
+    try:
+        assert gf.auto_enable(View(nnodes=1, flashinfer_allreduce_fusion_backend=None)) is None
+    finally:
+        gf._in_upstream_pass.reset(token)
+
+
+def test_auto_enable_where_fusion_cannot_run(route, monkeypatch):
+    route("12.0", "pcie", 2)
+    log = Log()
+    monkeypatch.setattr(gf, "logger", log)
+    assert gf.auto_enable(View(nnodes=1, flashinfer_allreduce_fusion_backend=None)) == {}
+    assert log.lines == ["info: FlashInfer all-reduce fusion not auto-enabled: "
+                         "trtllm fusion needs peer-to-peer access; pcie has none"]
+    log.lines.clear()
+    assert gf.auto_enable(View(nnodes=1, flashinfer_allreduce_fusion_backend="trtllm")) == {}
+    assert log.lines == []  # an explicit backend is refused elsewhere, with the reason
+
+
+def test_auto_enable_without_a_gate_for_the_backend(route, monkeypatch):
+    # a 10.0 machine whose facts do not admit it (SGLang's gate would not): mnnvl has no gate here
+    real = route("10.0", "nvswitch", 8)
+    ctx = runtime.MachineContext(real.node, real.resolution, real.cuda, {})
+    monkeypatch.setattr(glue, "current", lambda: ctx)
+    seen = _upstream_pass(monkeypatch, {"x": 1})
+    assert gf.auto_enable(View(nnodes=1, flashinfer_allreduce_fusion_backend=None)) == {}
+    assert seen == []
+
+
+def test_auto_enable_without_a_gpu(route):
+    route()
+    assert gf.auto_enable(View(nnodes=1, flashinfer_allreduce_fusion_backend=None)) is None
+
+
+# --- collectives ------------------------------------------------------------------------
+
+
+def comm(world_size=8, major=9):
+    return SimpleNamespace(world_size=world_size, device_capability=major)
+
+
+def test_symm_mem_max_size_multimem_with_multicast(route):
+    route("9.0", "nvswitch", 8)
+    c = comm(8)
+    assert gc.symm_mem_max_size(c) == 128 * MIB
+    assert c._WORLD_SIZES_MULTIMEM == {9: [8]} and gc.uses_multimem(c) is True
+
+
+def test_symm_mem_max_size_two_shot_without_multicast(route):
+    route("9.0", "nvlink", 8)
+    c = comm(2)
+    assert gc.symm_mem_max_size(c) == 64 * MIB
+    assert c._WORLD_SIZES_MULTIMEM == {9: []} and gc.uses_multimem(c) is False
+
+
+def test_symm_mem_max_size_off(route, monkeypatch):
+    log = Log()
+    monkeypatch.setattr(gc, "logger", log)
+    route("9.0", "pcie", 8)
+    c = comm(8)
+    assert gc.symm_mem_max_size(c) == 0 and gc.uses_multimem(c) is False
+    assert log.lines == ["info: TorchSymmMemCommunicator: off (topology pcie has no peer-to-peer access)"]
+    route()
+    c = comm(8)
+    assert gc.symm_mem_max_size(c) == 0 and c._WORLD_SIZES_MULTIMEM == {}
+    monkeypatch.setattr(glue, "current", lambda: _broken("registry"))
+    assert gc.symm_mem_max_size(comm(8)) == 0
+    assert log.lines[-1] == "warning: TorchSymmMemCommunicator: off (registry failed: 'registry')"
+
+
+def test_symm_mem_max_size_logs_the_decision(route, monkeypatch):
+    log = Log()
+    monkeypatch.setattr(gc, "logger", log)
+    route("9.0", "nvswitch", 8)
+    gc.symm_mem_max_size(comm(8))
+    (line,) = log.lines
+    assert line.startswith(f"info: TorchSymmMemCommunicator: multimem, max {128 * MIB} bytes (tier 9.0, world size 8")
+    assert "multicast" in line
+    log.lines.clear()
+    route()
+    gc.symm_mem_max_size(comm(8))
+    assert log.lines == ["info: TorchSymmMemCommunicator: off (no NVIDIA GPU resolved)"]
+
+
+def test_symm_mem_max_size_for_a_major_without_a_row(route):
+    route("9.0", "nvswitch", 8)
+    assert gc.symm_mem_max_size(comm(8, major=8)) == 0
+
+
+def test_uses_multimem_without_a_decision():
+    assert gc.uses_multimem(comm(8)) is False
+
+
+def test_publish_symm_mem_table(route, monkeypatch):
+    ctx = route("9.0", "nvswitch", 8)
+    a = module(monkeypatch, gc._SYMM_MEM)
+    b = module(monkeypatch, gc._ALL_REDUCE_UTILS)
+    gc.publish_symm_mem_table(ctx)
+    assert a.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES == {9: HOPPER_SYMM_MEM}
+    assert b.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES == {9: HOPPER_SYMM_MEM}
+    monkeypatch.delitem(sys.modules, gc._ALL_REDUCE_UTILS)
+    gc.publish_symm_mem_table(ctx)  # a module not loaded is skipped
+
+
+@pytest.mark.parametrize("inkling, scattered, fused, expected", [
+    (False, True, True, 64 * MIB),
+    (True, False, False, 256 * MIB),
+    (True, True, False, 512 * MIB),
+    (True, False, True, 512 * MIB),
+])
+def test_inkling_floor(inkling, scattered, fused, expected):
+    mod = SimpleNamespace(
+        envs=SimpleNamespace(SGLANG_OPT_USE_INKLING_CUSTOM_AR=flag(inkling),
+                             SGLANG_OPT_USE_INKLING_FUSED_AR_SCONV=flag(fused)),
+        get_exec=lambda: SimpleNamespace(comm=SimpleNamespace(enable_scattered_sconv=scattered)))
+    assert gc._with_inkling_floor(mod, 64 * MIB) == expected
+    assert gc._with_inkling_floor(mod, 1024 * MIB) == 1024 * MIB
+
+
+def _torch(monkeypatch, major=9, sms=132):
+    calls = []
+    fake = module(monkeypatch, "torch",
+                  device=lambda spec: ("device", spec), bfloat16=SimpleNamespace(itemsize=2),
+                  cuda=SimpleNamespace(set_device=calls.append,
+                                       get_device_capability=lambda device=None: (major, 0),
+                                       get_device_properties=lambda device=None: SimpleNamespace(
+                                           multi_processor_count=sms)))
+    return fake, calls
+
+
+def _symm_mem_module(monkeypatch, multicast_ptr=1, available=True, world_size=8):
+    made = []
+    return module(
+        monkeypatch, gc._SYMM_MEM,
+        torch_symm_mem_available=available,
+        dist=SimpleNamespace(get_world_size=lambda group: world_size),
+        torch_symm_mem=SimpleNamespace(
+            empty=lambda n, device, dtype: made.append((n, device, dtype)) or ("buffer", n),
+            rendezvous=lambda buf, name: SimpleNamespace(multicast_ptr=multicast_ptr)),
+        envs=SimpleNamespace(SGLANG_OPT_USE_INKLING_CUSTOM_AR=flag(False),
+                             SGLANG_OPT_USE_INKLING_FUSED_AR_SCONV=flag(False)),
+        get_exec=lambda: SimpleNamespace(comm=SimpleNamespace(enable_scattered_sconv=False)),
+    ), made
+
+
+def test_init_torch_symm_mem_multimem(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    fake_torch, set_device = _torch(monkeypatch)
+    mod, made = _symm_mem_module(monkeypatch)
+    c, group = SimpleNamespace(), SimpleNamespace(group_name="tp")
+    assert gc.init_torch_symm_mem(c, group, 3) is True
+    assert set_device == [("device", "cuda:3")]
+    assert (c.disabled, c.max_size, c.buffer) == (False, 128 * MIB, ("buffer", 64 * MIB))
+    assert made == [(64 * MIB, ("device", "cuda:3"), fake_torch.bfloat16)]
+    assert (c.world_size, c.device_capability, c.group, c.device) == (8, 9, group, ("device", "cuda:3"))
+    assert c.dtype is fake_torch.bfloat16
+    assert c._WORLD_SIZES_MULTIMEM == {9: [8]}
+    assert mod.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES == {9: HOPPER_SYMM_MEM}
+
+
+def test_init_torch_symm_mem_device_spellings(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    _, set_device = _torch(monkeypatch)
+    _symm_mem_module(monkeypatch)
+    gc.init_torch_symm_mem(SimpleNamespace(), SimpleNamespace(group_name="tp"), "cuda:1")
+    device = object()
+    gc.init_torch_symm_mem(SimpleNamespace(), SimpleNamespace(group_name="tp"), device)
+    assert set_device == [("device", "cuda:1"), device]
+
+
+def test_init_torch_symm_mem_without_multicast(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    _torch(monkeypatch)
+    _symm_mem_module(monkeypatch, multicast_ptr=0)
+    c = SimpleNamespace()
+    assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
+    assert (c.disabled, c.buffer) == (True, None)
+    # two-shot needs no multicast
+    route("9.0", "nvlink", 8)
+    c = SimpleNamespace()
+    assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
+    assert (c.disabled, c.max_size, c.buffer) == (False, 128 * MIB, ("buffer", 64 * MIB))
+    assert c._WORLD_SIZES_MULTIMEM == {9: []}
+
+
+def test_init_torch_symm_mem_off(route, monkeypatch):
+    route("9.0", "pcie", 8)
+    _torch(monkeypatch)
+    _symm_mem_module(monkeypatch)
+    c = SimpleNamespace()
+    assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
+    assert (c.disabled, c.max_size, c.buffer) == (True, 0, None)
+    route("9.0", "nvswitch", 8)
+    _symm_mem_module(monkeypatch, available=False)
+    c = SimpleNamespace()
+    assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
+    assert (c.disabled, c.max_size, c.buffer) == (True, 0, None)
+    route()
+    assert gc.init_torch_symm_mem(SimpleNamespace(), None, 0) is None
+
+
+def _configs(monkeypatch):
+    return module(monkeypatch, gc._CUSTOM_AR_V2,
+                  _sm90_configs=lambda n: ("sm90", n), _sm100_configs=lambda n: ("sm100", n),
+                  _sm107_configs=lambda n: ("sm107", n),
+                  Heuristic=lambda *a: ("heuristic",) + a, AllReduceConfig=lambda **kw: kw)
+
+
+DEFAULT_HEURISTIC = ("heuristic", 1 * MIB, 1 * MIB, 16 * MIB)
+
+
+def default_configs(sms, world_sizes):
+    row = dict(graph=DEFAULT_HEURISTIC, eager=DEFAULT_HEURISTIC, num_push_blocks=sms, num_pull_blocks=sms,
+               num_mc_blocks=None)
+    return {ws: row for ws in world_sizes}
+
+
+@pytest.mark.parametrize("cap, table", [("9.0", "sm90"), ("10.0", "sm100"), ("10.7", "sm107")])
+def test_all_reduce_configs_tuned_tables(route, monkeypatch, cap, table):
+    route(cap, "nvswitch", 8)
+    _torch(monkeypatch, sms=132)
+    _configs(monkeypatch)
+    assert gc.all_reduce_configs() == (table, 132)
+    assert gc.all_reduce_configs_here() == (table, 132)
+
+
+def test_all_reduce_configs_default(route, monkeypatch):
+    route("12.0", "pcie-p2p", 2)
+    _torch(monkeypatch, sms=188)
+    _configs(monkeypatch)
+    assert gc.all_reduce_configs() == default_configs(188, range(2, 17))
+    route()
+    assert gc.all_reduce_configs() is None
+    assert gc.all_reduce_configs_here() == default_configs(188, range(2, 17))
+
+
+def test_all_reduce_configs_here_when_the_glue_fails(route, monkeypatch):
+    route("9.0", "nvswitch", 8)
+    _torch(monkeypatch, sms=100)
+    _configs(monkeypatch)
+    monkeypatch.setattr(gc, "all_reduce_configs", lambda: _broken("x"))
+    assert gc.all_reduce_configs_here() == default_configs(100, range(2, 17))
+
+
+# --- attention ----------------------------------------------------------------------------
+
+
+def _sglang_attention(monkeypatch, *, out_of_tree=False, cuda=True, hip=False, flashinfer=True,
+                      algorithm=None, topk=None, forces=None, no_spec=True, mla=False):
+    cfg = SimpleNamespace(speculative_algorithm=algorithm, speculative_eagle_topk=topk)
+    # the views of the server arguments given ("args"), nothing else
+    attrs = dict(current_platform=SimpleNamespace(is_out_of_tree=lambda: out_of_tree),
+                 resolving_view=lambda server_args: {"args": cfg}[server_args],
+                 resolved_view=lambda server_args: {"args": ("resolved", "args")}[server_args],
+                 is_no_spec_infer_or_topk_one=lambda view: {("resolved", "args"): no_spec}[view])
+    if forces is not None:
+        attrs["_forces_eagle_topk_one"] = forces
+    module(monkeypatch, ga._BASE, **attrs)
+    module(monkeypatch, ga._OVERRIDES, use_mla_backend=lambda view: mla)
+    module(monkeypatch, "sglang.srt.runtime_context",
+           get_platform=lambda: SimpleNamespace(is_cuda=cuda, is_hip=hip, has_flashinfer=flashinfer))
+
+
+def model(architectures=None, asymmetric=False, sinks=False):
+    return SimpleNamespace(hf_config=SimpleNamespace(architectures=architectures),
+                           has_asymmetric_kv=asymmetric, has_attention_sinks=sinks)
+
+
+def test_default_backend_follows_the_tier(route, monkeypatch):
+    route("9.0", cuda=(12, 3))
+    _sglang_attention(monkeypatch)
+    assert ga.default_backend("args", False, model()) == "fa3"
+    assert ga.nvidia_default_backend("args", True, model()) == "fa3"
+    route("9.0", cuda=(12, 2))  # fa3 needs CUDA 12.3: the machine's CUDA reaches the check
+    assert ga.default_backend("args", False, model()) == "flashinfer"
+
+
+def test_default_backend_defers_off_nvidia(route, monkeypatch):
+    route("9.0", cuda=(12, 3))
+    for kw in ({"out_of_tree": True},):
+        _sglang_attention(monkeypatch, **kw)
+        assert ga.default_backend("args", False, model()) is None
+    for kw in ({"cuda": False}, {"hip": True}):
+        _sglang_attention(monkeypatch, **kw)
+        assert ga.default_backend("args", False, model()) is None
+        assert ga.nvidia_default_backend("args", False, model()) is None
+    route()
+    _sglang_attention(monkeypatch)
+    assert ga.default_backend("args", False, model()) is None
+    assert ga.nvidia_default_backend("args", False, model()) is None
+
+
+def test_default_backend_model_traits(route, monkeypatch):
+    route("10.0", cuda=(12, 8))  # SM100 prefers trtllm_mha for MHA, flashinfer for MLA
+    _sglang_attention(monkeypatch)
+    assert ga.default_backend("args", False, model()) == "trtllm_mha"
+    assert ga.default_backend("args", True, model()) == "flashinfer"
+    assert ga.default_backend("args", False, model(asymmetric=True)) == "fa4"
+    assert ga.default_backend("args", False, model(architectures=["WhisperForConditionalGeneration"])) == "flashinfer"
+    # speculative top-k > 1 rules trtllm_mha out; the portable tail is flashinfer, or
+    # triton where the model has attention sinks or flashinfer is not installed
+    _sglang_attention(monkeypatch, algorithm="EAGLE", topk=4, no_spec=False)
+    assert ga.default_backend("args", False, model()) == "flashinfer"
+    assert ga.default_backend("args", False, model(sinks=True)) == "triton"
+    _sglang_attention(monkeypatch, algorithm="EAGLE", topk=4, no_spec=False, flashinfer=False)
+    assert ga.default_backend("args", False, model()) == "triton"
+
+
+def test_default_backend_speculative_top_k_not_decided(route, monkeypatch):
+    route("10.0", cuda=(12, 8))
+    _sglang_attention(monkeypatch, algorithm="EAGLE", topk=None)
+    assert ga.default_backend("args", False, model()) == "flashinfer"
+    _sglang_attention(monkeypatch, algorithm="EAGLE", topk=None, forces=lambda algorithm: algorithm == "EAGLE")
+    assert ga.default_backend("args", False, model()) == "trtllm_mha"
+    _sglang_attention(monkeypatch, algorithm="EAGLE", topk=None, forces=lambda algorithm: False)
+    assert ga.default_backend("args", False, model()) == "flashinfer"
+    _sglang_attention(monkeypatch, algorithm="EAGLE", topk=1)
+    assert ga.default_backend("args", False, model()) == "trtllm_mha"
+
+
+def test_model_traits(monkeypatch):
+    _sglang_attention(monkeypatch, algorithm="EAGLE", topk=None, no_spec=False)
+    base = sys.modules[ga._BASE]
+    t = ga._model_traits(base, "args", True, model(["WhisperForConditionalGeneration"], True, True), False, (12, 4))
+    assert (t.kind, t.asymmetric_kv, t.attention_sinks, t.speculative_multi_branch, t.speculative_topk_pending,
+            t.cross_attention_needs_flashinfer, t.flashinfer_available, t.cuda) == (
+        "mla", True, True, True, True, True, False, (12, 4))
+    t = ga._model_traits(base, "args", False, SimpleNamespace(hf_config=SimpleNamespace()), True, None)
+    assert (t.kind, t.asymmetric_kv, t.attention_sinks, t.cross_attention_needs_flashinfer,
+            t.flashinfer_available, t.cuda) == ("mha", False, False, False, True, None)
+
+
+def _view(attention=None, prefill=None, decode=None):
+    return SimpleNamespace(attention_backend=attention, prefill_attention_backend=prefill,
+                           decode_attention_backend=decode)
+
+
+def test_check_explicit_backends_refuses_what_cannot_run(route, monkeypatch):
+    route("9.0", cuda=(12, 2))
+    _sglang_attention(monkeypatch)
+    with pytest.raises(ArchDecisionError) as e:
+        ga.check_explicit_backends(_view(attention="fa3"))
+    msg = str(e.value)
+    assert msg.startswith("--attention-backend fa3: fa3 cannot run MHA prefill on 9.0")
+    assert "CUDA >= 12.3" in msg
+    assert ". Valid here: " in msg and "flashinfer" in msg.split("Valid here: ")[1]
+    assert msg.endswith(". (checked by sglang_arch.arch)")
+
+
+def test_check_explicit_backends_by_phase_and_kind(route, monkeypatch):
+    route("10.0", cuda=(12, 8))  # cutedsl_mla: MLA decode only
+    _sglang_attention(monkeypatch, mla=True)
+    assert ga.check_explicit_backends(_view(decode="cutedsl_mla")) is None
+    with pytest.raises(ArchDecisionError) as e:
+        ga.check_explicit_backends(_view(prefill="cutedsl_mla"))
+    assert str(e.value).startswith("--prefill-attention-backend cutedsl_mla: cutedsl_mla cannot run MLA prefill")
+    with pytest.raises(ArchDecisionError) as e:
+        ga.check_explicit_backends(_view(attention="cutedsl_mla"))
+    assert str(e.value).startswith("--attention-backend cutedsl_mla: cutedsl_mla cannot run MLA prefill")
+    _sglang_attention(monkeypatch, mla=False)
+    with pytest.raises(ArchDecisionError) as e:
+        ga.check_explicit_backends(_view(decode="cutedsl_mla"))
+    assert str(e.value).startswith("--decode-attention-backend cutedsl_mla: cutedsl_mla cannot run MHA decode")
+
+
+def test_check_explicit_backends_passes_what_runs_or_is_unknown(route, monkeypatch):
+    route("9.0", cuda=(12, 3))
+    _sglang_attention(monkeypatch)
+    assert ga.check_explicit_backends(_view(attention="fa3", prefill="flashinfer", decode="not_in_registry")) is None
+    _sglang_attention(monkeypatch, cuda=False)
+    assert ga.check_explicit_backends(_view(attention="cutedsl_mla")) is None
+    route()
+    assert ga.check_explicit_backends(_view(attention="cutedsl_mla")) is None
