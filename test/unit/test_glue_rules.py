@@ -695,3 +695,120 @@ def test_check_explicit_backends_passes_what_runs_or_is_unknown(route, monkeypat
     assert ga.check_explicit_backends(_view(attention="cutedsl_mla")) is None
     route()
     assert ga.check_explicit_backends(_view(attention="cutedsl_mla")) is None
+
+
+# --- DSA: sglang 0.5.23 overrides.py _dsa_kv_cache_dtype_default / _dsa_split_backend_resolution
+# (FP8 KV cache and trtllm on major >= 10; bfloat16 with flashmla_sparse / fa3 below; GLM-5
+# FP8 on SM12x: flashinfer_sparse_mla), D10 (tilelang off the table).
+
+DEEPSEEK_FAMILY = frozenset({"DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"})
+
+
+def _sglang_dsa(monkeypatch, *, cuda=True, hip=False, dsa=True, refuse=None):
+    log, checked = Log(), []
+
+    def check_pair(kv, prefill, decode, *, hip, dcp_size=1):
+        checked.append((kv, prefill, decode, hip, dcp_size))
+        if refuse:
+            raise ValueError(refuse)
+
+    module(monkeypatch, ga._OVERRIDES, model_config_of=lambda view: view._model_config,
+           _DEEPSEEK_FAMILY_ARCHS=DEEPSEEK_FAMILY, logger=log, _check_dsa_backend_constraints=check_pair)
+    module(monkeypatch, "sglang.srt.configs.model_config", is_deepseek_dsa=lambda hf_config: dsa)
+    module(monkeypatch, "sglang.srt.runtime_context",
+           get_platform=lambda: SimpleNamespace(is_cuda=cuda, is_hip=hip))
+    return log, checked
+
+
+def _dsa_view(arch="DeepseekV32ForCausalLM", kv="auto", prefill=None, decode=None, hisparse=False,
+              sinks=False, dcp=1):
+    hf_config = SimpleNamespace(architectures=[arch])
+    if sinks:
+        hf_config.learnable_sink = True
+    return SimpleNamespace(kv_cache_dtype=kv, dsa_prefill_backend=prefill, dsa_decode_backend=decode,
+                           enable_hisparse=hisparse, dcp_size=dcp, _model_config=SimpleNamespace(hf_config=hf_config))
+
+
+@pytest.mark.parametrize("cap, kv", [("9.0", "bfloat16"), ("10.0", "fp8_e4m3"), ("12.0", "fp8_e4m3"),
+                                     ("13.0", "fp8_e4m3")])
+def test_dsa_kv_cache_default(route, monkeypatch, cap, kv):
+    route(cap)
+    log, _ = _sglang_dsa(monkeypatch)
+    assert ga.dsa_kv_cache_dtype_default(_dsa_view()) == {"kv_cache_dtype": kv}
+    assert len(log.lines) == 1
+    assert log.lines[0].startswith(f"warning: Setting KV cache dtype to {kv} for DeepSeek DSA (tier ")
+    assert log.lines[0].endswith("; sglang_arch.arch).")
+
+
+def test_dsa_kv_cache_default_warns_about_explicit_backends(route, monkeypatch):
+    route("10.0")
+    log, _ = _sglang_dsa(monkeypatch)
+    assert ga.dsa_kv_cache_dtype_default(_dsa_view(decode="trtllm")) == {"kv_cache_dtype": "fp8_e4m3"}
+    assert log.lines[0].startswith("warning: When specifying --dsa-prefill-backend or --dsa-decode-backend")
+    assert len(log.lines) == 2
+
+
+@pytest.mark.parametrize("case", ["explicit dtype", "sinks", "not dsa", "other family", "not cuda", "hip", "no gpu"])
+def test_dsa_kv_cache_default_leaves_the_other_arms_to_sglang(route, monkeypatch, case):
+    route(None if case == "no gpu" else "10.0")
+    log, _ = _sglang_dsa(monkeypatch, dsa=case != "not dsa", cuda=case != "not cuda", hip=case == "hip")
+    view = _dsa_view(kv="bfloat16" if case == "explicit dtype" else "auto", sinks=case == "sinks",
+                     arch="LlamaForCausalLM" if case == "other family" else "DeepseekV32ForCausalLM")
+    assert ga.dsa_kv_cache_dtype_default(view) is None
+    assert log.lines == []
+
+
+@pytest.mark.parametrize("cap, kv, pair", [
+    ("9.0", "bfloat16", ("flashmla_sparse", "fa3")), ("9.0", "fp8_e4m3", ("flashmla_kv", "flashmla_kv")),
+    ("10.0", "fp8_e4m3", ("trtllm", "trtllm")), ("10.0", "bfloat16", ("flashmla_sparse", "trtllm")),
+    ("13.0", "fp8_e4m3", ("tilelang", "tilelang")), ("13.0", "bfloat16", ("tilelang", "tilelang"))])
+def test_dsa_split_backends(route, monkeypatch, cap, kv, pair):
+    route(cap)
+    log, checked = _sglang_dsa(monkeypatch)
+    assert ga.dsa_split_backends(_dsa_view(kv=kv, dcp=None)) == {"dsa_prefill_backend": pair[0],
+                                                                 "dsa_decode_backend": pair[1]}
+    assert checked == [(kv, pair[0], pair[1], False, 1)]
+    assert log.lines[0].startswith(f"warning: Set DSA backends for {kv} KV Cache: prefill={pair[0]}, "
+                                   f"decode={pair[1]} (")
+
+
+def test_dsa_split_backends_keeps_the_users_choice(route, monkeypatch):
+    route("10.0")
+    _, checked = _sglang_dsa(monkeypatch)
+    assert ga.dsa_split_backends(_dsa_view(kv="fp8_e4m3", prefill="tilelang", dcp=2)) == {
+        "dsa_decode_backend": "trtllm"}
+    assert checked == [("fp8_e4m3", "tilelang", "trtllm", False, 2)]
+    assert ga.dsa_split_backends(_dsa_view(kv="fp8_e4m3", prefill="tilelang", decode="tilelang")) == {}
+    assert checked[-1] == ("fp8_e4m3", "tilelang", "tilelang", False, 1)
+
+
+def test_dsa_split_backends_glm5_fp8_on_sm12x(route, monkeypatch):
+    route("12.0")
+    log, checked = _sglang_dsa(monkeypatch)
+    for hisparse in (False, True):  # upstream's GLM-5 arm comes before its HiSparse arm
+        view = _dsa_view(arch="GlmMoeDsaForCausalLM", kv="fp8_e4m3", hisparse=hisparse)
+        assert ga.dsa_split_backends(view) == {"dsa_prefill_backend": "flashinfer_sparse_mla",
+                                               "dsa_decode_backend": "flashinfer_sparse_mla"}
+    assert checked == []  # as upstream: that arm runs no constraint check
+    view = _dsa_view(arch="GlmMoeDsaForCausalLM", kv="bfloat16")
+    assert ga.dsa_split_backends(view) == {"dsa_prefill_backend": "flashmla_sparse", "dsa_decode_backend": "trtllm"}
+
+
+@pytest.mark.parametrize("case", ["sinks", "hisparse", "not dsa", "not cuda", "hip", "no gpu"])
+def test_dsa_split_backends_leaves_the_other_arms_to_sglang(route, monkeypatch, case):
+    route(None if case == "no gpu" else "10.0")
+    log, checked = _sglang_dsa(monkeypatch, dsa=case != "not dsa", cuda=case != "not cuda", hip=case == "hip")
+    view = _dsa_view(kv="fp8_e4m3", sinks=case == "sinks", hisparse=case == "hisparse")
+    assert ga.dsa_split_backends(view) is None
+    assert (log.lines, checked) == ([], [])
+
+
+def test_dsa_split_backends_refused_pair_is_a_clear_error(route, monkeypatch):
+    route("6.1")  # off the table: tilelang, whose FP8 cache SGLang refuses below SM89
+    _sglang_dsa(monkeypatch, refuse="CUDA TileLang FP8 KV requires SM89 or newer.")
+    with pytest.raises(ArchDecisionError) as e:
+        ga.dsa_split_backends(_dsa_view(kv="fp8_e4m3"))
+    msg = str(e.value)
+    assert msg.startswith("DSA backends prefill=tilelang, decode=tilelang (6.1 is not a known tier")
+    assert "CUDA TileLang FP8 KV requires SM89 or newer." in msg
+    assert msg.endswith("(checked by sglang_arch.arch)")
