@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -46,6 +45,7 @@ from sglang_allreduce import (  # noqa: E402
     result_header,
     run_ranks,
     stub_sgl_kernel_if_missing,
+    with_fatal,
 )
 
 TOKENS = (1, 8, 32, 64, 128, 256)
@@ -151,9 +151,7 @@ def _rank(rank: int, world: int, port: int, args: Dict[str, Any], queue) -> None
         info["rows"] = rows
         queue.put(info)
     except Exception as exc:
-        info["fatal"] = f"{type(exc).__name__}: {exc}"[:600]
-        info["traceback"] = traceback.format_exc()[-4000:]
-        queue.put(info)
+        queue.put(with_fatal(info, exc))
 
 
 def summary(r: Dict[str, Any]) -> List[str]:

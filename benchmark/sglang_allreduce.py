@@ -419,9 +419,14 @@ def _rank(rank: int, world: int, port: int, args: Dict[str, Any], queue) -> None
         info["rows"] = rows
         queue.put(info)
     except Exception as exc:
-        info["fatal"] = f"{type(exc).__name__}: {exc}"[:600]
-        info["traceback"] = traceback.format_exc()[-4000:]
-        queue.put(info)
+        queue.put(with_fatal(info, exc))
+
+
+def with_fatal(info: Dict[str, Any], exc: BaseException) -> Dict[str, Any]:
+    """A rank's result after ``exc`` stopped it: the error and where it came from."""
+    info["fatal"] = f"{type(exc).__name__}: {exc}"[:600]
+    info["traceback"] = traceback.format_exc()[-4000:]
+    return info
 
 
 def run_ranks(rank_fn, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
