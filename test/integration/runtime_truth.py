@@ -50,7 +50,9 @@ def main() -> int:
                         help="stand in for a kernel package that is not installed (the GPU host has no "
                              "sgl_kernel: its wheel is too large to carry); reported in the output")
     args = parser.parse_args()
-    stubbed = [name for name in args.stub_missing if _stub_if_missing(name)]
+    from sglang_arch.integrations.sglang.plan import stand_in_if_missing
+
+    stubbed = [name for name in args.stub_missing if stand_in_if_missing(name)]
     os.environ.setdefault("SGLANG_OPT_USE_INKLING_CUSTOM_AR", "0")  # SGLang's JIT-AR floor: not under test
 
     started = time.time()
@@ -118,47 +120,6 @@ def main() -> int:
         out["symm_mem"] = symm_mem(gpus, ctx, args.cpu)
     print(json.dumps(out))
     return 0
-
-
-def _stub_if_missing(package: str) -> bool:
-    """Make ``import package`` (and its submodules) succeed with empty stand-ins.
-
-    Only for a package that is not installed; its functions are never called by the
-    gates evaluated here (they only need SGLang's modules to import).
-    """
-    import importlib.abc
-    import importlib.machinery
-    import importlib.util
-    import types
-
-    if importlib.util.find_spec(package) is not None:
-        return False
-
-    class _Anything(types.ModuleType):
-        __path__: list = []
-
-        def __getattr__(self, name):
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return _Anything(f"{self.__name__}.{name}")
-
-        def __call__(self, *args, **kwargs):
-            raise RuntimeError(f"{self.__name__} is a stand-in (not installed here)")
-
-    class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, name, path=None, target=None):
-            if name == package or name.startswith(package + "."):
-                return importlib.machinery.ModuleSpec(name, self, is_package=True)
-            return None
-
-        def create_module(self, spec):
-            return _Anything(spec.name)
-
-        def exec_module(self, module):
-            module.__path__ = []
-
-    sys.meta_path.append(_Finder())
-    return True
 
 
 def _pair(decision):

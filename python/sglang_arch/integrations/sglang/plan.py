@@ -46,6 +46,53 @@ def upstream_platform_facts(cap: Capability, cuda: Tuple[int, int]) -> Dict[str,
     return facts
 
 
+def stand_in_if_missing(package: str) -> bool:
+    """Make ``import package`` (and its submodules) succeed with stand-ins, where the package
+    is not installed; True if it did.
+
+    For kernel packages a host cannot carry (sgl_kernel's wheel is 373 MB): SGLang's
+    modules import them and read constants from them at import (``scalar_types.uint4b8``),
+    so every attribute of a stand-in is a stand-in too; calling one raises.  Used by the
+    runtime truth probe and the GPU benchmarks, whose measured paths call none of it.
+    """
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+    import types
+
+    try:
+        if importlib.util.find_spec(package) is not None:
+            return False
+    except (ImportError, ValueError):
+        pass
+
+    class _StandIn(types.ModuleType):
+        __path__: list = []
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return _StandIn(f"{self.__name__}.{name}")
+
+        def __call__(self, *args, **kwargs):
+            raise RuntimeError(f"{self.__name__} is a stand-in ({package} is not installed here)")
+
+    class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path=None, target=None):
+            if name == package or name.startswith(package + "."):
+                return importlib.machinery.ModuleSpec(name, self, is_package=True)
+            return None
+
+        def create_module(self, spec):
+            return _StandIn(spec.name)
+
+        def exec_module(self, module):
+            module.__path__ = []
+
+    sys.meta_path.append(_Finder())
+    return True
+
+
 SIMULATED_MACHINE = {"is_cuda": True, "is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False,
                      "is_mps": False, "has_flashinfer": True}
 
