@@ -32,7 +32,6 @@ import argparse
 import os
 import platform
 import socket
-import statistics
 import sys
 import time
 import traceback
@@ -41,8 +40,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit  # noqa: E402
+from sglang_arch.tune.collectives import MULTICAST_OFF, eager_us, replay_samples  # noqa: E402
+from sglang_arch.tune.collectives import spread as _spread  # noqa: E402  (median, quartiles, trials)
 
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 HIDDEN = (4096, 8192)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 GRAPH_CALLS = 20
@@ -52,67 +52,14 @@ MODELS = {4096: ("Llama-3.1-8B", 32), 8192: ("Llama-3.1-70B", 80)}
 FORCED = ("ca", "torch_symm_mem", "pynccl")
 
 
-def _spread(samples: List[float]) -> Dict[str, Any]:
-    v = sorted(samples)
-    q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else (v[0],) * 3
-    return {"median": statistics.median(v), "min": v[0], "max": v[-1], "q1": q1, "q3": q3, "trials": list(samples)}
-
-
-class _Stub:
-    """A name of the stubbed package: its attributes are stubs too (SGLang reads constants
-    such as ``scalar_types.uint4b8`` at import); calling one raises."""
-
-    def __init__(self, path: str, name: str) -> None:
-        self._path, self.__name__ = path, name
-
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return _Stub(f"{self._path}.{attr}", attr)
-
-    def __call__(self, *args, **kwargs):
-        raise RuntimeError(f"{self._path}: sgl_kernel is a stub in this benchmark")
-
-
-class _StubFinder:
-    """Serves ``sgl_kernel`` and its submodules as stubs, where the real package is not
-    installed (its wheel is 373 MB; the GPU host has no network).  SGLang's ServerArgs
-    resolution imports it (model_config -> quantization -> ``from sgl_kernel import
-    int8_scaled_mm``); no all-reduce path calls it: a stub function raises if called."""
-
-    PREFIX = "sgl_kernel"
-
-    def find_spec(self, name, path=None, target=None):
-        import importlib.machinery
-
-        if name == self.PREFIX or name.startswith(self.PREFIX + "."):
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        import types
-
-        mod = types.ModuleType(spec.name)
-        mod.__path__ = []
-        mod.__sglang_arch_stub__ = True
-        mod.__getattr__ = lambda attr, _name=spec.name: _Stub(f"{_name}", "").__getattr__(attr)
-        return mod
-
-    def exec_module(self, module):
-        pass
-
-
 def stub_sgl_kernel_if_missing() -> bool:
-    """Install the stub finder when ``sgl_kernel`` cannot be imported; True if it did."""
-    import importlib.util
+    """Stand-ins for ``sgl_kernel`` where the real package is not installed (its wheel is
+    373 MB; the GPU host has no network); True if so.  SGLang's ServerArgs resolution
+    imports it (model_config -> quantization -> ``from sgl_kernel import int8_scaled_mm``);
+    no all-reduce path calls it."""
+    from sglang_arch.integrations.sglang.plan import stand_in_if_missing
 
-    try:
-        if importlib.util.find_spec("sgl_kernel") is not None:
-            return False
-    except (ImportError, ValueError):
-        pass
-    sys.meta_path.append(_StubFinder())
-    return True
+    return stand_in_if_missing("sgl_kernel")
 
 
 def _free_port() -> int:
@@ -294,7 +241,6 @@ class Chain:
 
 def _time_eager(chain: Chain, fn, iters: int, trials: int) -> List[float]:
     import torch.distributed as dist
-    from sglang_arch.tune.collectives import eager_us
 
     for _ in range(3):
         fn()
@@ -332,8 +278,6 @@ def _time_graph(chain: Chain, fn, x, trials: int) -> Tuple[List[float], str]:
             for _ in range(GRAPH_CALLS):
                 fn()
     torch.cuda.synchronize()
-    from sglang_arch.tune.collectives import replay_samples
-
     samples = replay_samples(graph, GRAPH_CALLS, trials, dist.barrier)
     del graph
     torch.cuda.synchronize()
