@@ -42,6 +42,16 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 from ..arch.validate import SYMM_MEM_MAX_MIB
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+KIB = 1024
+MIB = 1024 * KIB
+DEFAULT_SIZES = tuple(4 * KIB * 2 ** i for i in range(17))  # 4 KiB .. 256 MiB, x2 steps
+DEFAULT_TRIALS = 7
+GRAPH_CALLS = 20  # all-reduce calls captured in one CUDA graph
+MODES = ("eager", "graph")
+TOLERANCE = 0.10  # the registry's pick may be this much slower than the fastest path
+# The paths SGLang's TorchSymmMemCommunicator can take (or fall back to).  one_shot is
+# measured too, as information: the communicator has no one-shot kernel call.
+SGLANG_PATHS = ("nccl", "two_shot", "multimem")
 
 
 @contextlib.contextmanager
@@ -59,16 +69,6 @@ def multicast_off() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-KIB = 1024
-MIB = 1024 * KIB
-DEFAULT_SIZES = tuple(4 * KIB * 2 ** i for i in range(17))  # 4 KiB .. 256 MiB, x2 steps
-DEFAULT_TRIALS = 7
-GRAPH_CALLS = 20  # all-reduce calls captured in one CUDA graph
-MODES = ("eager", "graph")
-TOLERANCE = 0.10  # the registry's pick may be this much slower than the fastest path
-# The paths SGLang's TorchSymmMemCommunicator can take (or fall back to).  one_shot is
-# measured too, as information: the communicator has no one-shot kernel call.
-SGLANG_PATHS = ("nccl", "two_shot", "multimem")
 
 
 @dataclass
