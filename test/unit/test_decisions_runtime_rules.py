@@ -1,6 +1,6 @@
 """``decide``/``explain`` defaults and ``to_dict`` keys (a contract for tools: see the
-module docstring of decisions.py), the runtime's machine and its CUDA version, and the
-input limits of validate.py (README "Limits").  Found by mutation testing:
+module docstring of decisions.py), and the runtime's machine and its CUDA version (validate.py's
+input limits: test_validate_rules.py).  Found by mutation testing:
 docs/mutation.md."""
 
 import os
@@ -100,39 +100,6 @@ def test_current_is_built_once(monkeypatch):
         assert runtime.current() is first and len(made) == 1
     finally:
         runtime.reset()
-
-
-@pytest.mark.parametrize("world_size, nnodes, message", [
-    (8, 0, "node count: expected an integer >= 1 and <= 1024, got 0"),
-    (0, 1, "world size: expected an integer >= 1 and <= 73728, got 0"),
-    (145, 2, "world size 145 on 2 node(s) is 73 GPUs per node; accepted: at most 72 GPUs per node (NVL72)"),
-])
-def test_check_machine_messages(world_size, nnodes, message):
-    with pytest.raises(ValueError) as e:
-        v.check_machine(world_size, nnodes)
-    assert str(e.value) == message
-
-
-def test_check_machine_accepts_72_per_node():
-    v.check_machine(144, 2)
-
-
-def test_read_regular_file_refuses_a_directory(tmp_path):
-    with pytest.raises(ValueError) as e:
-        v.read_regular_file(str(tmp_path))
-    assert str(e.value) == "not a regular file"
-
-
-def test_read_regular_file_opens_read_only_non_blocking_without_a_terminal(tmp_path, monkeypatch):
-    p = tmp_path / "f"
-    p.write_bytes(b"abc")
-    seen = []
-    real_open = os.open
-    monkeypatch.setattr(os, "open", lambda path, flags, *a: seen.append(flags) or real_open(path, flags, *a))
-    assert v.read_regular_file(str(p)) == b"abc"
-    (flags,) = seen
-    assert flags & os.O_NONBLOCK and flags & os.O_NOCTTY
-    assert flags & (os.O_WRONLY | os.O_RDWR) == 0
 
 
 # sglang 0.5.23 all_reduce_utils.py TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[9], in MiB

@@ -1,8 +1,8 @@
-"""The input readers of validate.py, case by case (found by mutation testing:
+"""The input readers and limits of validate.py, case by case (found by mutation testing:
 docs/mutation.md): ``shown`` (how a refused value is quoted in every error line),
-``parse_int``, ``env_bool``, and ``read_regular_file``'s promises (its docstring and the
-README's "Limits": a regular file, at most ``limit`` bytes, never more than
-``limit + 1`` bytes read, never blocking).  Files that change between the checks are
+``parse_int``, ``env_bool``, ``check_machine`` (README "Limits"), and
+``read_regular_file``'s promises (its docstring and the README's "Limits": a regular
+file, at most ``limit`` bytes, never more than ``limit + 1`` bytes read, never blocking).  Files that change between the checks are
 simulated through the module's ``os``."""
 
 import errno
@@ -164,3 +164,39 @@ def test_other_read_errors_are_raised(tmp_path, monkeypatch):
     with pytest.raises(OSError) as e:
         v.read_regular_file(str(p))
     assert e.value.errno == errno.EIO
+
+
+# --- check_machine, and read_regular_file's kind and flags ---------------------------------
+
+
+@pytest.mark.parametrize("world_size, nnodes, message", [
+    (8, 0, "node count: expected an integer >= 1 and <= 1024, got 0"),
+    (0, 1, "world size: expected an integer >= 1 and <= 73728, got 0"),
+    (145, 2, "world size 145 on 2 node(s) is 73 GPUs per node; accepted: at most 72 GPUs per node (NVL72)"),
+])
+def test_check_machine_messages(world_size, nnodes, message):
+    with pytest.raises(ValueError) as e:
+        v.check_machine(world_size, nnodes)
+    assert str(e.value) == message
+
+
+def test_check_machine_accepts_72_per_node():
+    v.check_machine(144, 2)
+
+
+def test_read_regular_file_refuses_a_directory(tmp_path):
+    with pytest.raises(ValueError) as e:
+        v.read_regular_file(str(tmp_path))
+    assert str(e.value) == "not a regular file"
+
+
+def test_read_regular_file_opens_read_only_non_blocking_without_a_terminal(tmp_path, monkeypatch):
+    p = tmp_path / "f"
+    p.write_bytes(b"abc")
+    seen = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, flags, *a: seen.append(flags) or real_open(path, flags, *a))
+    assert v.read_regular_file(str(p)) == b"abc"
+    (flags,) = seen
+    assert flags & os.O_NONBLOCK and flags & os.O_NOCTTY
+    assert flags & (os.O_WRONLY | os.O_RDWR) == 0
