@@ -7,6 +7,7 @@ names what was wrong and what is accepted; no traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -265,10 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    """The parser, built once per process (a build costs a few ms, mostly argparse's gettext
+    look-ups; in-process callers of ``main`` pay it once).  Parsing does not change it."""
+    return build_parser()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit 0 on success, 2 with one line on stderr for bad input; never a traceback."""
     try:
-        parser = build_parser()
+        parser = _parser()
         args = parser.parse_args(argv)
         logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(message)s")
         if not getattr(args, "func", None):

@@ -24,7 +24,7 @@ is already in place reports ``already routed``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
@@ -219,9 +219,11 @@ def _statements(code: str, indent: int) -> List[cst.BaseStatement]:
     return list(fn.body.body)
 
 
-def _with_body(module: cst.Module, fn: cst.FunctionDef, body: Sequence[cst.BaseStatement]) -> cst.Module:
-    new = fn.with_changes(body=fn.body.with_changes(body=list(body)))
-    return cst.ensure_type(module.deep_replace(fn, new), cst.Module)
+def _with_body(module: cst.Module, qualname: str, fn: cst.FunctionDef,
+               body: Sequence[cst.BaseStatement]) -> cst.Module:
+    from .rewriter import replace_function
+
+    return replace_function(module, qualname, fn.with_changes(body=fn.body.with_changes(body=list(body))))
 
 
 def _indent_of(module: cst.Module, qualname: str) -> int:
@@ -265,7 +267,7 @@ def _replace_body(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceBody, al
         raise Mismatch(f"its body no longer reads {', '.join(missing)} (what the registry replaces)")
     indent = _indent_of(module, edit.qualname)
     code = "return " + _call_lines("", f"{alias}.{edit.call}", edit.args, indent + 7) + "\n"
-    return _with_body(module, fn, head + _statements(code, indent)), False
+    return _with_body(module, edit.qualname, fn, head + _statements(code, indent)), False
 
 
 def _flatten_and(node: cst.BaseExpression):
@@ -322,7 +324,7 @@ def _replace_operands(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceOper
         body[i] = rebuild(_rebuild_and(outer, keep_operands, keep_ops))
         done = True
     if done:
-        return _with_body(module, fn, body), False
+        return _with_body(module, edit.qualname, fn, body), False
     if already:
         return module, True
     raise Mismatch("no top-level condition of it reads a platform fact (is_sm90, is_sm100, ...) any more")
@@ -391,7 +393,7 @@ def _replace_arms(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceArms, al
         raise Mismatch("no if/elif arm of it reads a platform fact (is_sm90, is_sm100, ...) any more")
     new_body = list(cst.ensure_type(new_fn.body, cst.IndentedBlock).body)
     new_body[at:at] = _statements(edit.code.format(alias=alias), _indent_of(module, edit.qualname))
-    return _with_body(module, fn, new_body), False
+    return _with_body(module, edit.qualname, fn, new_body), False
 
 
 def _replace_span(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceSpan, alias: str):
@@ -412,7 +414,7 @@ def _replace_span(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceSpan, al
     end = max(i for i, s in enumerate(body) if local in reads(s).names or edit.table in reads(s).names)
     new = _statements(edit.code.format(alias=alias), _indent_of(module, edit.qualname))
     new[0] = new[0].with_changes(leading_lines=stmt.leading_lines)
-    return _with_body(module, fn, body[:start] + new + body[end + 1:]), False
+    return _with_body(module, edit.qualname, fn, body[:start] + new + body[end + 1:]), False
 
 
 def _and_condition(module: cst.Module, fn: cst.FunctionDef, edit: AndCondition, alias: str):
@@ -425,21 +427,38 @@ def _and_condition(module: cst.Module, fn: cst.FunctionDef, edit: AndCondition, 
         return module, True
     call = cst.parse_expression(_glue_call(alias, edit.call, edit.args))
     body[hits[0]] = stmt.with_changes(test=cst.BooleanOperation(left=stmt.test, operator=cst.And(), right=call))
-    return _with_body(module, fn, body), False
+    return _with_body(module, edit.qualname, fn, body), False
 
 
 def _delete(module: cst.Module, edit: Delete) -> Tuple[cst.Module, bool]:
     module, gone = _delete_names(module, edit.names)
+    names_read = _NamesRead()
     if gone:
-        left = reads(module)
-        still = [n for n in edit.names if "." not in n and n in left.names]
+        left = names_read(module)
+        still = [n for n in edit.names if "." not in n and n in left]
         if still:
             raise Mismatch(f"{', '.join(still)} is still read after the edit (the module uses it elsewhere)")
     for name in edit.unused:
         candidate, dropped = _delete_names(module, (name,))
-        if dropped and name not in reads(candidate).names:
+        if dropped and name not in names_read(candidate):
             module, gone = candidate, gone + dropped
     return module, not gone
+
+
+class _NamesRead:
+    """The names a module reads, visiting each top-level statement once: the modules asked
+    about here differ by a few deleted statements and share every other statement object."""
+
+    def __init__(self) -> None:
+        self._seen: Dict[int, Tuple[cst.CSTNode, Set[str]]] = {}  # the node is kept: its id stays its own
+
+    def __call__(self, module: cst.Module) -> Set[str]:
+        names: Set[str] = set()
+        for stmt in module.body:
+            if id(stmt) not in self._seen:
+                self._seen[id(stmt)] = (stmt, reads(stmt).names)
+            names |= self._seen[id(stmt)][1]
+        return names
 
 
 def _delete_names(module: cst.Module, names: Sequence[str]) -> Tuple[cst.Module, int]:
