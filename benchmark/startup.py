@@ -1,14 +1,17 @@
 """The plugin's cost on SGLang's start-up, as a ratio from one run.
 
-    python benchmark/startup.py [--runs N] [--out FILE]
+    python benchmark/startup.py [--runs N] [--in-process-runs N] [--out FILE]
 
 Times ``python -m sglang.launch_server --help`` with the plugin and with
 ``SGLANG_ARCH_DISABLE=1``, in interleaved pairs (the order inside a pair alternates), and
 reports the medians, their ratio, and the spread of the per-pair ratios (min, quartiles,
 max).  "With" is whatever an installed sglang-arch does on start (SGLang's entry point, an
-early import hook, ...): the script only sets or clears ``SGLANG_ARCH_DISABLE``; also the in-process cost of ``load_plugins()`` after
-``import sglang.launch_server``, and of the plugin's two steps (``register()``: detect,
-resolve, check every target; SGLang's ``HookRegistry.apply_hooks()``).  The subprocess
+early import hook, ...): the script only sets or clears ``SGLANG_ARCH_DISABLE``.  Also, in
+process: the cost of ``load_plugins()`` after ``import sglang.launch_server``, and of the
+plugin's two steps (``register()``: detect, resolve, check every target; SGLang's
+``HookRegistry.apply_hooks()``), ``--in-process-runs`` times (default: ``--runs``); which
+hardware probes one ``--help`` ran in each mode (sglang-arch's detection, with its time)
+and whether torch initialised CUDA; and NVML's own start on this machine.  The subprocess
 ratio is noisy on a small machine; the in-process numbers are the cost itself.
 """
 
@@ -37,11 +40,45 @@ SPLIT = [sys.executable, "-c", (
     "import sglang_arch.integrations.sglang as p; t0=time.perf_counter(); p.register(); t1=time.perf_counter();"
     "HookRegistry.apply_hooks(); t2=time.perf_counter();"
     "print(json.dumps({'register': t1 - t0, 'apply_hooks': t2 - t1}))")]
+# One --help in-process: which hardware probes ran (sglang-arch's detection, with its time),
+# and whether torch initialised CUDA.  Run once per mode.
+TRACE = [sys.executable, "-c", """
+import importlib, json, runpy, sys, time
+calls = []
+try:
+    d = importlib.import_module("sglang_arch.arch.detect")
+    for name in ("_nvml_node", "_torch_node"):
+        def wrap(orig=getattr(d, name), name=name):
+            t = time.perf_counter()
+            try:
+                return orig()
+            finally:
+                calls.append({"probe": name, "seconds": time.perf_counter() - t})
+        setattr(d, name, wrap)
+except ImportError:
+    pass
+sys.argv = ["launch_server", "--help"]
+out, sys.stdout = sys.stdout, open("/dev/null", "w")
+try:
+    runpy.run_module("sglang.launch_server", run_name="__main__")
+except SystemExit:
+    pass
+sys.stdout = out
+import torch
+print(json.dumps({"detections": calls, "cuda_initialized": torch.cuda.is_initialized()}))
+"""]
+# NVML's own start on this machine (what a detection through NVML pays first).
+NVML = [sys.executable, "-c", (
+    "import json, time; t0=time.perf_counter(); import pynvml; t1=time.perf_counter(); pynvml.nvmlInit();"
+    "t2=time.perf_counter(); n=pynvml.nvmlDeviceGetCount(); pynvml.nvmlShutdown();"
+    "print(json.dumps({'import_s': t1 - t0, 'init_s': t2 - t1, 'gpus': n}))")]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="interleaved pairs (default 7)")
+    parser.add_argument("--in-process-runs", type=int, metavar="N",
+                        help="runs of the in-process load_plugins() / register() timings (default: --runs)")
     parser.add_argument("--out")
     args = parser.parse_args()
     base = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
@@ -49,6 +86,7 @@ def main() -> int:
     help_times = {m: [] for m in modes}
     load_times = {m: [] for m in modes}
     pair_ratios = []
+    in_process = args.runs if args.in_process_runs is None else args.in_process_runs
     for i in range(args.runs):
         order = list(modes.items()) if i % 2 == 0 else list(reversed(modes.items()))
         for mode, env in order:
@@ -57,17 +95,20 @@ def main() -> int:
             help_times[mode].append(time.perf_counter() - t0)
             if out.returncode != 0:
                 raise SystemExit(f"launch_server --help failed ({mode}): {out.stderr[-500:]}")
-            out = subprocess.run(LOAD, env=env, capture_output=True, text=True, check=True)
-            load_times[mode].append(float(out.stdout.strip().splitlines()[-1]))
+            if i < in_process:
+                out = subprocess.run(LOAD, env=env, capture_output=True, text=True, check=True)
+                load_times[mode].append(float(out.stdout.strip().splitlines()[-1]))
         pair_ratios.append(help_times["with plugin"][-1] / help_times["plugin disabled"][-1])
         print(f"pair {i + 1}/{args.runs}: --help with {help_times['with plugin'][-1]:.2f} s, without "
               f"{help_times['plugin disabled'][-1]:.2f} s, ratio {pair_ratios[-1]:.3f}", file=sys.stderr, flush=True)
     split = [json.loads(subprocess.run(SPLIT, env=modes["with plugin"], capture_output=True, text=True, check=True)
-                        .stdout.strip().splitlines()[-1]) for _ in range(args.runs)]
+                        .stdout.strip().splitlines()[-1]) for _ in range(in_process)]
+    trace = {mode: _last_json(TRACE, env) for mode, env in modes.items()}
+    nvml = _last_json(NVML, modes["with plugin"])
     med = {m: statistics.median(v) for m, v in help_times.items()}
-    load = {m: statistics.median(v) for m, v in load_times.items()}
+    load = {m: statistics.median(v) if v else None for m, v in load_times.items()}
     result = {
-        "command": f"python benchmark/startup.py --runs {args.runs}",
+        "command": f"python benchmark/startup.py --runs {args.runs} --in-process-runs {in_process}",
         "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
         "launch_server_help_median_s": med,
@@ -76,12 +117,24 @@ def main() -> int:
         "pair_ratio_spread": _spread(pair_ratios),
         "launch_server_help_s": help_times,
         "load_plugins_median_s": load,
-        "load_plugins_added_s": load["with plugin"] - load["plugin disabled"],
-        "plugin_steps_median_s": {k: statistics.median(d[k] for d in split) for k in ("register", "apply_hooks")},
+        "load_plugins_added_s": (load["with plugin"] - load["plugin disabled"]) if in_process else None,
+        "plugin_steps_median_s": ({k: statistics.median(d[k] for d in split) for k in ("register", "apply_hooks")}
+                                  if in_process else None),
+        "help_trace": trace,
+        "nvml_start": nvml,
         "note": "apply_hooks is SGLang's HookRegistry: it re-points stale imports by scanning every loaded module "
                 "once per target",
     }
     return emit(result, args.out)
+
+
+def _last_json(command, env):
+    """The JSON on the last line of ``command``'s output, or {"error": ...} when it failed."""
+    out = subprocess.run(command, env=env, capture_output=True, text=True)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1][:300]}
 
 
 def _spread(values):
