@@ -11,7 +11,6 @@ its ``max_examples``, so a run covers at least 10,000 inputs.
 
 import importlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -357,9 +356,7 @@ def test_fuzz_ran_at_least_10000_inputs():
 ])
 def test_subprocess_entry_point_one_line(argv, env):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
-    start = time.monotonic()
+    # A hang fails here (subprocess.TimeoutExpired after 60 s).
     out = subprocess.run([sys.executable, "-m", "sglang_arch", *argv], capture_output=True, text=True,
                          env={**clean, **env}, timeout=60)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
-    assert time.monotonic() - start < 60
-    assert math.isfinite(time.monotonic() - start)
