@@ -26,8 +26,11 @@ from sglang_arch.upstream.rewriter import (  # noqa: E402
     UPDATED,
     FunctionSite,
     ModulePlan,
+    _Mismatch,
     count_changes,
+    find_function,
     guard_code,
+    replace_function,
     rewrite_source,
 )
 from sglang_arch.upstream.sites import STEPS, glue_files  # noqa: E402
@@ -217,6 +220,35 @@ def test_one_mismatch_leaves_the_whole_module_unrewritten():
 
 
 # --- idempotency and updates ----------------------------------------------------------
+
+def test_replace_function_swaps_the_named_function_and_nothing_else():
+    import libcst as cst
+
+    source = _dedent('''
+        class A:
+            def f(self):
+                return 1
+
+            def g(self):
+                return 2
+
+
+        def g():
+            return 3
+        ''')
+    module = cst.parse_module(source)
+    old = find_function(module, "A.g")
+    new = old.with_changes(body=old.body.with_changes(body=[cst.parse_statement("return 20")]))
+    out = replace_function(module, "A.g", new)
+    assert out.code == source.replace("return 2\n", "return 20\n")
+    assert out.body[1] is module.body[1]  # the top-level g: the same node, not rebuilt
+    top = find_function(module, "g")
+    out = replace_function(module, "g", top.with_changes(body=top.body.with_changes(body=[cst.parse_statement("pass")])))
+    assert out.code == source.replace("    return 3\n", "    pass\n") and out.body[0] is module.body[0]
+    for missing in ("A.h", "B.g", "h"):
+        with pytest.raises(_Mismatch):
+            replace_function(module, missing, new)
+
 
 def test_rewriting_twice_changes_nothing():
     once = rewrite_source(FUSION_SOURCE, FUSION)

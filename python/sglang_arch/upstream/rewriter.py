@@ -26,8 +26,8 @@ import libcst as cst
 
 from . import replace
 
-# A planned rewrite: the original node, what replaces it (None: nothing), and the status.
-Planned = Tuple[cst.FunctionDef, Optional[cst.FunctionDef], str]
+# A planned rewrite: the function that replaces the site's (None: nothing to do), and the status.
+Planned = Tuple[Optional[cst.FunctionDef], str]
 
 MARKER = "# sglang-arch: routed through sglang.srt.arch"
 GLUE_PACKAGE = "sglang.srt.arch.glue"
@@ -137,7 +137,7 @@ def rewrite_source(source: str, plan: ModulePlan) -> ModuleResult:
             missing = [name for name in site.uses if name not in bound]
             if missing:
                 raise _Mismatch(f"the module no longer defines {', '.join(missing)} (the routed code reads it)")
-            _, new, status = _route_function(module, site, plan.alias)
+            new, status = _route_function(module, site, plan.alias)
         except _Mismatch as exc:
             problems[site.label] = str(exc)
             continue
@@ -196,12 +196,12 @@ def _route_function(module: cst.Module, site: FunctionSite, alias: str) -> Plann
     if marked:
         i = marked[0]
         if _code(body[i].with_changes(leading_lines=())) == _code(guard.with_changes(leading_lines=())):
-            return fn, None, ALREADY
+            return None, ALREADY
         body[i] = guard.with_changes(leading_lines=cast(cst.SimpleStatementLine, body[i]).leading_lines)
-        return fn, fn.with_changes(body=fn.body.with_changes(body=body)), UPDATED
+        return fn.with_changes(body=fn.body.with_changes(body=body)), UPDATED
     at = 1 if body and _is_docstring(body[0]) else 0
     body.insert(at, guard)
-    return fn, fn.with_changes(body=fn.body.with_changes(body=body)), REWRITTEN
+    return fn.with_changes(body=fn.body.with_changes(body=body)), REWRITTEN
 
 
 def _guard_statement(site: FunctionSite, alias: str, indent: int) -> cst.BaseStatement:
