@@ -5,12 +5,15 @@ the ``multicast_off`` fixture (test/gpu/conftest.py), so they never reach the un
 integration tests of the same run (test/unit/test_test_environment.py checks that).
 """
 
+import importlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Multicast stays off on shared machines: NCCL (NVLS), torch symmetric memory, NVSHMEM.
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# Multicast stays off on shared machines: NCCL (NVLS), torch symmetric memory, NVSHMEM; the
+# same settings the registry's detection reads (``arch.detect``'s name is shadowed by the
+# ``detect`` function in ``sglang_arch.arch``, hence import_module).
+MULTICAST_OFF = dict(importlib.import_module("sglang_arch.arch.detect").MULTICAST_OFF)
 
 
 def _gpu_count() -> int:

@@ -23,8 +23,10 @@ logger = logging.getLogger("sglang_arch")
 ENV_CAPABILITY = "SGLANG_ARCH_CAPABILITY"
 ENV_TOPOLOGY = "SGLANG_ARCH_TOPOLOGY"
 ENV_GPU_COUNT = "SGLANG_ARCH_GPU_COUNT"
-# Any of these set to turn multicast off means the multimem path must not be chosen.
-_MULTICAST_OFF = (("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NCCL_NVLS_ENABLE", "0"), ("NVSHMEM_DISABLE_NVLS", "1"))
+# The settings that turn multicast off (torch symmetric memory, NCCL's NVLS, NVSHMEM): any
+# one of them set means the multimem path must not be chosen.  The tuner and the GPU tests
+# set all of them (shared machines keep multicast off).
+MULTICAST_OFF = {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def _apply_multicast_env(node: Node) -> Node:
     """On a real node, multicast turned off in the environment wins over the topology,
     detected or forced by SGLANG_ARCH_TOPOLOGY: with it off, symmetric memory must not
     choose multimem.  A simulated machine (SGLANG_ARCH_CAPABILITY) is what was asked for."""
-    off = [f"{k}={v}" for k, v in _MULTICAST_OFF if os.environ.get(k, "").strip() == v]
+    off = [f"{k}={v}" for k, v in MULTICAST_OFF.items() if os.environ.get(k, "").strip() == v]
     if node.topology.multicast and off:
         return replace(node, topology=TOPOLOGIES["nvlink"],
                        notes=node.notes + (f"multicast turned off by {', '.join(off)}",))

@@ -39,9 +39,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
+from ..arch.detect import MULTICAST_OFF
 from ..arch.validate import SYMM_MEM_MAX_MIB
 
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 KIB = 1024
 MIB = 1024 * KIB
 DEFAULT_SIZES = tuple(4 * KIB * 2 ** i for i in range(17))  # 4 KiB .. 256 MiB, x2 steps
