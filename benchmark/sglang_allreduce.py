@@ -40,7 +40,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit  # noqa: E402
-from sglang_arch.tune.collectives import MULTICAST_OFF, eager_us, replay_samples  # noqa: E402
+from sglang_arch.tune.collectives import (  # noqa: E402
+    MULTICAST_OFF,
+    eager_us,
+    replay_samples,
+    scoped_env,
+)
 from sglang_arch.tune.collectives import spread as _spread  # noqa: E402  (median, quartiles, trials)
 
 HIDDEN = (4096, 8192)
@@ -408,18 +413,8 @@ def run_ranks(rank_fn, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
 
 
 def run_mode(mode: str, args: Dict[str, Any]) -> Dict[str, Any]:
-    saved = os.environ.get("SGLANG_ARCH_DISABLE")
-    if mode == "without":
-        os.environ["SGLANG_ARCH_DISABLE"] = "1"
-    else:
-        os.environ.pop("SGLANG_ARCH_DISABLE", None)
-    try:
+    with scoped_env({"SGLANG_ARCH_DISABLE": "1" if mode == "without" else None}):
         return run_ranks(_rank, args, args["mode_timeout"])
-    finally:
-        if saved is None:
-            os.environ.pop("SGLANG_ARCH_DISABLE", None)
-        else:
-            os.environ["SGLANG_ARCH_DISABLE"] = saved
 
 
 def summarize(result: Dict[str, Any]) -> List[str]:

@@ -2,6 +2,7 @@
 The real harness on CPUs (gloo, spawned processes) is in test/integration/test_tune_harness.py."""
 
 import json
+import os
 
 import pytest
 from sglang_arch.arch import TOPOLOGIES, build_registry, reset_default_registry, resolve
@@ -132,3 +133,30 @@ def test_graph_timing_control_flow_with_a_fake_timer(monkeypatch):
     samples = tc._time_graph(lambda: calls.append(1), trials=5, group=None, calls=20, timer=lambda replay: (replay(), 2e-4)[1])
     assert samples == [pytest.approx(10.0)] * 5  # 200 us per replay of 20 calls
     assert len(calls) == 5 * 20
+
+
+def test_scoped_env_sets_unsets_and_restores(monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_TEST_KEPT", "before")
+    monkeypatch.setenv("SGLANG_ARCH_TEST_DROPPED", "before")
+    monkeypatch.delenv("SGLANG_ARCH_TEST_ABSENT", raising=False)
+    values = {"SGLANG_ARCH_TEST_KEPT": "inside", "SGLANG_ARCH_TEST_DROPPED": None, "SGLANG_ARCH_TEST_ABSENT": "new"}
+    with pytest.raises(RuntimeError):
+        with tc.scoped_env(values):
+            assert os.environ["SGLANG_ARCH_TEST_KEPT"] == "inside"
+            assert "SGLANG_ARCH_TEST_DROPPED" not in os.environ
+            assert os.environ["SGLANG_ARCH_TEST_ABSENT"] == "new"
+            raise RuntimeError("restored even so")
+    assert os.environ["SGLANG_ARCH_TEST_KEPT"] == "before" and os.environ["SGLANG_ARCH_TEST_DROPPED"] == "before"
+    assert "SGLANG_ARCH_TEST_ABSENT" not in os.environ
+
+
+def test_multicast_off_is_every_setting_detection_reads(monkeypatch):
+    import importlib
+
+    detect = importlib.import_module("sglang_arch.arch.detect")
+    for name in detect.MULTICAST_OFF:
+        monkeypatch.delenv(name, raising=False)
+    with tc.multicast_off():
+        assert {k: os.environ[k] for k in detect.MULTICAST_OFF} == {
+            "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0", "NVSHMEM_DISABLE_NVLS": "1"}
+    assert not any(k in os.environ for k in detect.MULTICAST_OFF)

@@ -55,13 +55,16 @@ SGLANG_PATHS = ("nccl", "two_shot", "multimem")
 
 
 @contextlib.contextmanager
-def multicast_off() -> Iterator[None]:
-    """The multicast-off variables for what runs inside (the measurement's processes and the
-    registry's check of the same node), restored afterwards: a caller's environment is
-    left as it was."""
-    saved = {name: os.environ.get(name) for name in MULTICAST_OFF}
-    os.environ.update(MULTICAST_OFF)
+def scoped_env(values: Dict[str, Optional[str]]) -> Iterator[None]:
+    """``values`` in ``os.environ`` for what runs inside (None: the variable unset), each
+    variable restored afterwards: a caller's environment is left as it was."""
+    saved = {name: os.environ.get(name) for name in values}
     try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         yield
     finally:
         for name, value in saved.items():
@@ -69,6 +72,12 @@ def multicast_off() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def multicast_off():
+    """The multicast-off variables for what runs inside (the measurement's processes and the
+    registry's check of the same node), restored afterwards."""
+    return scoped_env(dict(MULTICAST_OFF))
 
 
 @dataclass
