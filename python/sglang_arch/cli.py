@@ -207,15 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log fallback warnings and detection details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def add_common(p: argparse.ArgumentParser, *, world: bool = True) -> None:
+    def add_common(p: argparse.ArgumentParser, *, world: bool = True,
+                   cuda_help: str = "torch's CUDA version the decisions assume (default 13.0)") -> None:
         if world:
             p.add_argument("--world-size", "--tp", type=args_mod.world_size, default=1, metavar="N",
                            help=f"GPUs taking part in each all-reduce (default 1; at most "
                                 f"{args_mod.MAX_GPUS_PER_NODE} per node)")
             p.add_argument("--nnodes", type=args_mod.nnodes, default=1, metavar="N",
                            help=f"nodes (default 1, at most {args_mod.MAX_NODES}; at most the world size)")
-        p.add_argument("--cuda", type=args_mod.cuda, default=(13, 0), metavar="X.Y",
-                       help="torch's CUDA version the decisions assume (default 13.0)")
+        p.add_argument("--cuda", type=args_mod.cuda, default=(13, 0), metavar="X.Y", help=cuda_help)
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("show", help="the GPUs on this machine, their tiers and the node's decisions",
@@ -227,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"simulate this topology ({', '.join(TOPOLOGIES)}; with --capability)")
     p.add_argument("--gpus", type=args_mod.gpus, metavar="N",
                    help=f"simulate N GPUs (1-{args_mod.MAX_GPUS_PER_NODE}; with --capability)")
-    add_common(p, world=False)
+    add_common(p, world=False, cuda_help="torch's CUDA version the decisions assume (default: SGLANG_ARCH_CUDA, "
+                                           "else the installed torch's; 13.0 for a simulated GPU without either)")
     p.set_defaults(cuda=None)
     p.set_defaults(func=cmd_show)
 
@@ -262,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from . import commands
 
-    commands.add_commands(sub, add_common)
+    commands.add_commands(sub)
     return parser
 
 

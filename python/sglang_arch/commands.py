@@ -8,14 +8,14 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Callable, Optional, Tuple
+from typing import Optional, Tuple
 
 from .arch import default_registry, detect, parse_capability
 from .arch.policies import build
 from .arch.profile import format_version, parse_version
 
 
-def add_commands(sub, add_common: Callable) -> None:
+def add_commands(sub) -> None:
     p = sub.add_parser(
         "gencode", help="compile targets for kernel builds (-gencode, TORCH_CUDA_ARCH_LIST, CMake, FlashInfer)",
         description="Compile targets for the given (or detected) GPUs and CUDA toolkit, from the registry's "

@@ -26,7 +26,7 @@ def add_command(sub) -> None:
         "collectives", help="NCCL vs torch symmetric memory (two-shot, one-shot), per world size and size",
         description="One process per GPU; checks each path against NCCL, times it (bf16, multicast off) eager and "
                     "under CUDA-graph replay, --trials times each, reports the median and spread and whether the "
-                    "registry's pick is slower than the fastest path beyond 10%% and beyond the spread, and writes "
+                    "registry's pick is slower than the fastest path beyond 10% and beyond the spread, and writes "
                     "an override file (the table's schema) with the measured symm-mem sizes. Use it with "
                     "SGLANG_ARCH_CONFIG=FILE.")
     c.add_argument("--world-sizes", type=cli_args.tune_world_sizes, default=None, metavar="N,M",

@@ -9,8 +9,9 @@ def add_command(sub) -> None:
     p = sub.add_parser(
         "upstream", help="write the registry and the routed call sites into an SGLang source tree",
         description="Copy the registry into SRC as sglang.srt.arch and rewrite SGLang's call sites (torch symm "
-                    "mem, custom all-reduce v2, FlashInfer all-reduce fusion, attention backends, platform "
-                    "probes) to ask it first, keeping SGLang's own code as the fallback. SRC is a git clone of "
+                    "mem, custom all-reduce v2, FlashInfer all-reduce fusion, attention backends) to read it, "
+                    "deleting the code each decision replaces (the DSA passes keep their other platforms' arms); "
+                    "on a git clone, also SGLang-style CPU tests under test/registered/unit/arch/. SRC is a git clone of "
                     "SGLang (with python/sglang/srt/) or an installed sglang package directory (with srt/). "
                     "A call site that does not have the expected shape is reported and its whole step left "
                     "out. Running it again changes nothing. Exit status: 0 routed and up to date, 1 --check "
@@ -19,8 +20,8 @@ def add_command(sub) -> None:
     p.add_argument("src", metavar="SRC", help="the SGLang git clone or installed sglang package directory")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--into-git", action="store_true",
-                      help="commit each step on its own (registry; collectives; fusion; attention; platform "
-                           "probes) with its PR description as the message; SRC must be in a git work tree")
+                      help="commit each step on its own (registry; collectives; fusion; attention) with its PR "
+                           "description as the message; SRC must be in a git work tree")
     mode.add_argument("--check", action="store_true",
                       help="only report what would change; exit 1 if anything would")
     p.set_defaults(func=cmd_upstream)
