@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -293,3 +294,41 @@ def test_bad_src_exits_2_with_one_line(src, capsys, tmp_path):
 ])
 def test_concern_rules(file, code, concern):
     assert classify.concern_for(file, "", code) == concern
+
+
+# --- hostile trees: one line naming the file, no hang, nothing outside the tree --------
+
+def _audit_cli(root, capsys):
+    code = cli.main(["audit", str(root)])
+    err = capsys.readouterr().err
+    return code, err
+
+
+@pytest.mark.parametrize("make, problem", [
+    (lambda p: os.mkfifo(p), "not a regular file"),  # opened, it would block forever
+    (lambda p: os.symlink("/dev/zero", p), "not a regular file"),  # read, it would never end
+    (lambda p: open(p, "wb").truncate(8 * 1024 * 1024), "larger than 4194304 bytes"),  # sparse
+])
+def test_a_file_that_is_not_bounded_source_is_named(tree, capsys, make, problem):
+    path = tree / "srt" / "layers" / "hostile.py"
+    make(str(path))
+    code, err = _audit_cli(tree, capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and str(path) in err and problem in err, err
+
+
+def test_a_symlinked_srt_is_refused_not_walked(tmp_path, capsys):
+    root = tmp_path / "sglang"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "srt").symlink_to(os.path.dirname(os.path.abspath(__file__)))
+    code, err = _audit_cli(root, capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "is a symlink" in err, err
+
+
+def test_nesting_python_refuses_is_skipped_not_handed_to_libcst(tree):
+    """libcst's native parser segfaults on such a file; CPython cannot import it, so no site runs there."""
+    deep = "import torch\nif torch.cuda.get_device_capability()[0] == 9:\n    x = " + "(" * 2000 + "1" + ")" * 2000 + "\n"
+    (tree / "srt" / "layers" / "deep.py").write_text(deep)
+    rep = audit(str(tree))
+    assert not by_line(rep, "srt/layers/deep.py")
+    assert by_line(rep, ATTN)  # the rest of the tree is scanned as before

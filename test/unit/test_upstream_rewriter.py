@@ -5,6 +5,7 @@ covered by test/integration/test_upstream_series.py.
 """
 
 import os
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -616,3 +617,82 @@ def test_paths_relative_to_src_stay_inside_it(synthetic_tree, rel):
     with pytest.raises(ValueError):
         series.confine(tree, rel, "src")
     assert series.confine(tree, "test/registered/unit/arch/x.py", "src") == tree.src / "test/registered/unit/arch/x.py"
+
+
+# --- hostile trees: nothing half-written, every file named ------------------------------
+
+def _snapshot(root):
+    """Every path under root with its bytes (None for a folder): what a failed run must leave as it was."""
+    return {p.relative_to(root).as_posix(): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+
+
+def test_a_folder_where_the_series_writes_a_file_is_refused_before_any_write(synthetic_tree, capsys):
+    blocker = synthetic_tree / "python/sglang/srt/arch/glue/fusion.py"
+    blocker.mkdir(parents=True)
+    (synthetic_tree / "python/sglang/srt/arch/README.md").write_text(texts.template("registry-README.md"))
+    before = _snapshot(synthetic_tree)
+    assert main(["upstream", str(synthetic_tree)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and str(blocker) in err and "not a regular file" in err, err
+    assert _snapshot(synthetic_tree) == before
+
+
+def test_a_write_that_fails_midway_leaves_the_tree_as_it_was(synthetic_tree, capsys, monkeypatch):
+    """The series stages every file before replacing any: a failure while staging (a full
+    disk, here on the fifth file) removes what it staged, folders included, and names the file."""
+    real = series.tempfile.mkstemp
+    calls = []
+
+    def mkstemp(*args, **kwargs):
+        calls.append(kwargs.get("dir"))
+        if len(calls) == 5:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(series.tempfile, "mkstemp", mkstemp)
+    before = _snapshot(synthetic_tree)
+    assert main(["upstream", str(synthetic_tree)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "No space left on device" in err and "nothing was written" in err, err
+    assert str(calls[4]) in err  # the file that could not be written, by its real path
+    assert _snapshot(synthetic_tree) == before
+
+
+def test_source_nested_deeper_than_python_takes_is_reported_not_parsed(synthetic_tree, capsys):
+    """libcst's native parser overflows its stack (a segfault) on such nesting; CPython refuses it first."""
+    target = synthetic_tree / "python/sglang/srt/layers/flashinfer_comm_fusion.py"
+    target.write_text(target.read_text() + "x = " + "(" * 2000 + "1" + ")" * 2000 + "\n")
+    assert main(["upstream", str(synthetic_tree)]) == 1  # the fusion step is left out, the rest written
+    out = capsys.readouterr().out
+    assert "flashinfer_comm_fusion.py does not parse (too many nested parentheses" in out
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"\xff\xfe", "not UTF-8 (byte 0)"),
+    (None, "larger than"),
+])
+def test_a_source_that_cannot_be_read_is_named(synthetic_tree, capsys, content, problem):
+    target = synthetic_tree / "python/sglang/srt/layers/flashinfer_comm_fusion.py"
+    if content is None:
+        with open(target, "r+b") as fh:  # sparse: no disk used
+            fh.truncate(8 * 1024 * 1024)
+    else:
+        target.write_bytes(content)
+    assert main(["upstream", str(synthetic_tree)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and str(target) in err and problem in err, err
+
+
+def test_into_git_names_paths_literally_not_as_patterns(synthetic_tree, tmp_path, capsys):
+    """SRC "s*" beside "sX" in one repository: an uncommitted edit in sX is not SRC's business."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("s*", "sX"):
+        shutil.copytree(synthetic_tree, repo / name)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    other = repo / "sX/python/sglang/srt/layers/flashinfer_comm_fusion.py"
+    other.write_text(other.read_text() + "# local edit\n")
+    assert main(["upstream", str(repo / "s*"), "--into-git"]) == 0, capsys.readouterr().err
+    assert _git(repo, "status", "--porcelain").strip() == "M sX/python/sglang/srt/layers/flashinfer_comm_fusion.py"

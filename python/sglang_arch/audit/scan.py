@@ -36,6 +36,14 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from ..source_files import (
+    MAX_SOURCE_FILES,
+    SourceError,
+    path_text,
+    python_tree,
+    read_source,
+)
+
 SCANNED = ("srt", "kernels")
 SKIP_DIRS = {"__pycache__", "test", "tests", "testing"}
 SKIP_PREFIXES = ("srt/arch/",)  # sglang-arch's own registry, copied into a patched tree
@@ -107,10 +115,14 @@ def package_module(file: str) -> str:
 
 
 def iter_files(root: str) -> Iterator[str]:
-    """Every .py file under root/srt and root/kernels, relative to root, sorted."""
+    """Every .py file under root/srt and root/kernels, relative to root, sorted (at most
+    ``MAX_SOURCE_FILES``; a symlinked srt/ or kernels/ is refused, symlinked folders below
+    them are not followed)."""
     out = []
     for top in SCANNED:
         base = os.path.join(root, top)
+        if os.path.islink(base):
+            raise SourceError(f"{path_text(base)}: is a symlink; accepted: a real folder inside the tree")
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             for name in filenames:
@@ -119,6 +131,9 @@ def iter_files(root: str) -> Iterator[str]:
                 rel = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
                 if not rel.startswith(SKIP_PREFIXES):
                     out.append(rel)
+                    if len(out) > MAX_SOURCE_FILES:
+                        raise SourceError(f"{path_text(root)}: more than {MAX_SOURCE_FILES} Python files under "
+                                          f"{', '.join(SCANNED)}; accepted: at most {MAX_SOURCE_FILES}")
     return iter(sorted(out))
 
 
@@ -484,17 +499,22 @@ def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[r
     """Scan one file; with ``keep``, only the statements and functions holding a line that
     matches it (``skeleton``)."""
     if text is None:
-        with open(os.path.join(root, file), encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = read_source(os.path.join(root, file), errors="replace")
     module = package_module(file)
     lines = text.splitlines() or [""]
-    source = skeleton(text, keep) if keep is not None else text
+    tree, too_deep = python_tree(text)
+    if too_deep:  # Python cannot import it, so no site runs; and libcst could crash on it
+        return FileScan(file, module, {}, {}, {}, {}, [], lines)
+    source = skeleton(text, keep, tree) if keep is not None and tree is not None else text
     visitor = _Visitor(file, module, lines, file.endswith("__init__.py"))
     try:
         wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+        wrapper.visit(visitor)
     except cst.ParserSyntaxError:
         return FileScan(file, module, {}, {}, {}, {}, [], lines)
-    wrapper.visit(visitor)
+    except RecursionError:
+        raise SourceError(f"{path_text(os.path.join(root, file))}: nested too deeply to scan; accepted: "
+                          f"source whose nesting libcst can visit") from None
     return FileScan(file, module, visitor.imports, visitor.sites, visitor.flags, visitor.flag_deps, visitor.loads,
                     lines)
 
@@ -504,13 +524,14 @@ def _span(node: ast.stmt) -> Tuple[int, int]:
     return start, node.end_lineno or node.lineno
 
 
-def skeleton(text: str, keep: re.Pattern) -> str:
+def skeleton(text: str, keep: re.Pattern, tree: Optional[ast.Module] = None) -> str:
     """``text`` with every function or method that holds no line matching ``keep``
-    blanked out (module-level statements and class headers stay; line numbers stay)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return text
+    blanked out (module-level statements and class headers stay; line numbers stay).
+    ``tree``: ``text`` already parsed by ``ast``."""
+    if tree is None:
+        tree, _ = python_tree(text)
+        if tree is None:
+            return text
     lines = text.splitlines(keepends=True)
     hits = sorted(i + 1 for i, ln in enumerate(lines) if keep.search(ln))
     kept = [False] * (len(lines) + 2)
@@ -591,8 +612,7 @@ def scan_tree(root: str, prefilter: bool = True) -> Tuple[List[FileScan], int]:
     texts: Dict[str, str] = {}
     files = list(iter_files(root))
     for file in files:
-        with open(os.path.join(root, file), encoding="utf-8", errors="replace") as fh:
-            texts[file] = fh.read()
+        texts[file] = read_source(os.path.join(root, file), errors="replace")
     scans: Dict[str, FileScan] = {}
     if not prefilter:
         for file in files:

@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union, cast
 
 import libcst as cst
 
+from ..source_files import syntax_problem
 from . import replace
 
 # A planned rewrite: the function that replaces the site's (None: nothing to do), and the status.
@@ -117,12 +118,20 @@ class _Mismatch(Exception):
 
 def rewrite_source(source: str, plan: ModulePlan) -> ModuleResult:
     """Route every site of ``plan`` in ``source``; unchanged source when any site does not match."""
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        reason = f"{plan.path} does not parse ({str(exc).splitlines()[0]})"
-        return ModuleResult(plan.path, source, source, [SiteOutcome(plan.path, s.label, UNTOUCHED, reason)
-                                                        for s in plan.sites])
+    problem = syntax_problem(source)  # CPython first: libcst's parser can crash where CPython refuses
+    if problem is None:
+        try:
+            return _rewrite(cst.parse_module(source), source, plan)
+        except cst.ParserSyntaxError as exc:
+            problem = str(exc).splitlines()[0]
+        except RecursionError:  # libcst's visitors recurse per nesting level
+            problem = "nested too deeply to rewrite"
+    reason = f"{plan.path} does not parse ({problem})"
+    return ModuleResult(plan.path, source, source, [SiteOutcome(plan.path, s.label, UNTOUCHED, reason)
+                                                    for s in plan.sites])
+
+
+def _rewrite(module: cst.Module, source: str, plan: ModulePlan) -> ModuleResult:
     bound = module_bindings(module)
     import_node = _find_glue_import(module, plan)
     problems: Dict[str, str] = {}

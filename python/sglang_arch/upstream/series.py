@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
+from ..source_files import MAX_SOURCE_FILES, path_text, read_source
 from . import glue, replace, texts
 from .rewriter import (
     ALREADY,
@@ -337,7 +338,11 @@ def _importer_of(overlay: "_Overlay", rel: str, local: Dict[str, Optional[str]])
     import re
 
     name = re.compile(r"(?<![\w])%s(?![\w])" % re.escape(Path(rel).stem))
-    for path in sorted((overlay.package / "srt").rglob("*.py")):
+    paths = sorted((overlay.package / "srt").rglob("*.py"))
+    if len(paths) > MAX_SOURCE_FILES:
+        raise ValueError(f"{path_text(overlay.package / 'srt')}: {len(paths)} Python files; accepted: at most "
+                         f"{MAX_SOURCE_FILES}")
+    for path in paths:
         other = path.relative_to(overlay.package).as_posix()
         if other == rel or "__pycache__" in other:
             continue
@@ -362,7 +367,12 @@ class _Overlay:
         if base != "package" and self.tree is None:
             raise ValueError("a path relative to SRC needs the tree")
         path = confine(self.tree, rel, base) if self.tree is not None else self.package / rel
-        return path.read_text(encoding="utf-8") if path.is_file() else None
+        if not path.exists():
+            return None
+        if not path.is_file():
+            raise ValueError(f"{path_text(path)}: exists and is not a regular file; accepted: a regular file "
+                             f"(or nothing) where the series reads or writes")
+        return read_source(path)
 
     def apply(self, changes: Sequence[FileChange]) -> None:
         for change in changes:
@@ -422,19 +432,25 @@ def run_series(src: str, into_git: bool = False, check: bool = False,
     series = SeriesResult(tree, steps, check, into_git)
     if check:
         return series
-    for result in steps:  # every target checked before the first write
-        if not result.skipped:
-            for change in result.changes:
-                confine(tree, change.path, change.base)
+    writes = [(result, change, confine(tree, change.path, change.base))
+              for result in steps if not result.skipped for change in result.changes]
+    for _, change, path in writes:  # every target checked before the first write
+        _check_target(path, change.new is None)
     if git_root is not None:
         _refuse_local_changes(git_root, tree, steps)
-    for result in steps:
-        if result.skipped or not result.changes:
-            continue
-        for change in result.changes:
-            _write(confine(tree, change.path, change.base), change.new)
-        if git_root is not None:
-            result.commit = _commit(git_root, tree, result)
+    staged = _stage(writes)  # every new file's content on disk, beside its target; nothing replaced yet
+    try:
+        for result in steps:
+            if result.skipped or not result.changes:
+                continue
+            for change in result.changes:
+                _put(confine(tree, change.path, change.base), staged.pop(id(change), None))
+            if git_root is not None:
+                result.commit = _commit(git_root, tree, result)
+    finally:
+        for tmp in staged.values():
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
     return series
 
 
@@ -443,28 +459,88 @@ def _target(tree: Tree, change: FileChange) -> Path:
     return confine(tree, change.path, change.base)
 
 
-def _write(path: Path, text: Optional[str]) -> None:
-    """Replace the file in one step (a reader never sees half a file); None removes it."""
-    if text is None:
-        path.unlink(missing_ok=True)
+def _check_target(path: Path, remove: bool) -> None:
+    """A file the series writes (or removes) must be a regular file or absent, and its folder
+    one the series can create or write in: checked for every file before the first write."""
+    if path.exists() or path.is_symlink():
+        if not path.is_file():
+            raise ValueError(f"{path_text(path)}: exists and is not a regular file; accepted: a regular file "
+                             f"(or nothing) where the series writes; nothing was written")
+        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
+            raise ValueError(f"{path_text(path)}: not writable; nothing was written")
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    if remove:
+        return
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ValueError(f"{path_text(folder)}: not a folder, and {path_text(path)} would be written below it; "
+                         f"nothing was written")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{path_text(folder)}: not writable, and {path_text(path)} would be written there; "
+                         f"nothing was written")
+
+
+def _stage(writes) -> Dict[int, Optional[str]]:
+    """Write every new content to a temporary file in its target's folder (creating folders
+    as needed): {id(change): temporary path, or None for a removal}.  On any failure, the
+    temporary files and the folders made for them are removed and a ValueError names the
+    target: SRC is left as it was."""
+    staged: Dict[int, Optional[str]] = {}
+    made: List[Path] = []
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        for _, change, path in writes:
+            if change.new is None:
+                staged[id(change)] = None
+                continue
+            missing = []
+            folder = path.parent
+            while not folder.exists():
+                missing.append(folder)
+                folder = folder.parent
+            try:
+                for folder in reversed(missing):
+                    folder.mkdir()
+                    made.append(folder)
+                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+                staged[id(change)] = tmp
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                    fh.write(change.new)
+                os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+            except OSError as exc:
+                raise ValueError(f"{path_text(path)}: cannot be written ({exc.strerror or exc}); "
+                                 f"nothing was written") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp in staged.values():
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
         raise
+    return staged
+
+
+def _put(path: Path, tmp: Optional[str]) -> None:
+    """Replace ``path`` by its staged file in one step (a reader never sees half a file);
+    no staged file: remove ``path``."""
+    try:
+        if tmp is None:
+            path.unlink(missing_ok=True)
+        else:
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise ValueError(f"{path_text(path)}: cannot be replaced ({exc.strerror or exc}); the steps before "
+                         f"this file's step are written") from None
 
 
 def _git(root: Path, *args: str, stdin: Optional[str] = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, input=stdin)
+    # --literal-pathspecs: a path with *, ? or [ names that file, not a pattern over others.
+    return subprocess.run(["git", "--literal-pathspecs", "-C", str(root), *args], capture_output=True, text=True,
+                          input=stdin)
 
 
 def _git_root(tree: Tree) -> Path:

@@ -1,0 +1,33 @@
+"""Reading a user's source tree (``sglang_arch.source_files``): what reaches libcst, and how files are named."""
+
+import pytest
+from sglang_arch.source_files import SourceError, path_text, python_tree, read_source, syntax_problem
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("x = " + "(" * 300 + "1" + ")" * 300, "too many nested parentheses"),
+    ("if 1:\n" + "".join(" " * i + "if 1:\n" for i in range(1, 120)) + " " * 120 + "pass\n",
+     "too many levels of indentation"),
+    ("x = a" + ".b" * 100_000, "nested too deeply"),  # libcst: segfault; CPython: RecursionError
+    ("x = " + "-" * 100_000 + "1", "nested too deeply"),
+])
+def test_what_libcst_must_not_see(text, problem):
+    assert problem in syntax_problem(text).lower()
+
+
+def test_other_syntax_goes_on_to_libcst():
+    """A syntax error that is not about depth may be syntax newer than this Python: libcst decides."""
+    assert python_tree("def f(:\n") == (None, None)
+    tree, problem = python_tree("x = (1 + 2)\n")
+    assert problem is None and tree.body
+
+
+def test_read_source_names_the_file_and_escapes_it(tmp_path):
+    path = tmp_path / "esc\x1b[31m.py"
+    path.write_bytes(b"x = '\xff'\n")
+    with pytest.raises(SourceError) as exc:
+        read_source(path)
+    message = str(exc.value)
+    assert "\x1b" not in message and "esc\\x1b[31m.py" in message and "not UTF-8 (byte 5)" in message
+    assert read_source(path, errors="replace") == "x = '\ufffd'\n"
+    assert path_text(tmp_path / "plain.py") == str(tmp_path / "plain.py")
