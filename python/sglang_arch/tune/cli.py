@@ -152,7 +152,7 @@ def load_results(path: str) -> Dict[str, Any]:
     need(cap is None or isinstance(cap, str), "run.capability", cap, "a capability string or null")
     need(run["backend"] == "gloo" or isinstance(cap, str), "run.capability", cap, "a capability for an nccl run")
     topo = saved.get("topology")
-    need(topo is None or (isinstance(topo, str) and topo in TOPOLOGIES), "topology", topo,
+    need(topo is None or (isinstance(topo, str) and topo.strip().lower() in TOPOLOGIES), "topology", topo,
          f"one of {', '.join(TOPOLOGIES)}, or null")
     ms = run.get("measurements")
     need(isinstance(ms, list) and len(ms) <= MAX_MEASUREMENTS, "run.measurements", ms,
