@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import Any, Dict, List
 
 from .. import args as cli_args
-from ..arch.validate import MAX_FILE_BYTES, MAX_GPUS_PER_NODE, read_regular_file, shown
+from ..arch.topology import TOPOLOGIES
+from ..arch.validate import (
+    MAX_FILE_BYTES,
+    MAX_GPUS_PER_NODE,
+    MAX_TEXT,
+    check_output_path,
+    read_regular_file,
+    shown,
+    write_files,
+)
 
 
 def _modes(text: str) -> List[str]:
@@ -55,6 +63,9 @@ def add_command(sub) -> None:
 def cmd_tune_collectives(args: argparse.Namespace) -> int:
     from . import collectives as tc
 
+    for flag, target in (("--out", args.out), ("--results", args.results)):
+        if target:  # a FIFO, a device or a folder is refused before anything is read or measured
+            check_output_path(target, flag)
     if args.from_results:
         saved = load_results(args.from_results)
         run = saved["run"]
@@ -79,8 +90,23 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
         return _report(args, run, world_sizes, topology_name=args.topology)
 
 
+# Bounds of a results file (README "Limits"), beyond what the command line bounds.
+MAX_MEASUREMENTS = 10_000
+MAX_PATHS = 16  # paths timed in one cell (the harness times 3)
+MAX_PATH_NAME = 64  # characters of a path name
+MAX_DEVICE = 200  # characters of run.device (it goes into the override's `sources`)
+MAX_STARTED = 100  # characters of run.started (likewise)
+MIN_TIME_US, MAX_TIME_US = 1e-3, 1e9  # one all-reduce: 1 ns to 1000 s
+MAX_ITERS, MAX_TRIALS = 100_000, 1000  # as --iters and --trials
+MAX_GRAPH_CALLS = 100_000
+TIME_ACCEPTED = "a number of microseconds from 0.001 to 1000000000 (1 ns to 1000 s)"
+STAT_KEYS = ("median", "min", "max")
+
+
 def load_results(path: str) -> Dict[str, Any]:
-    """A results file written by --results, checked field by field (a regular file of at most 1 MiB)."""
+    """A results file written by --results, checked field by field (a regular file of at
+    most 1 MiB): every field the analysis, the report and the override file read, within
+    the bounds above; every string encodable as UTF-8."""
     where = f"--from-results {path}"
     try:
         data = read_regular_file(path)
@@ -97,38 +123,115 @@ def load_results(path: str) -> Dict[str, Any]:
 
     def need(ok: bool, field: str, value: Any, accepted: str) -> None:
         if not ok:
+            field = field if len(field) <= 200 else field[:197] + "..."
             raise ValueError(f"{where}: field '{field}': expected {accepted}, got {shown(value)}")
 
+    bad_text = _first_non_utf8(saved)
+    if bad_text is not None:
+        field, value = bad_text
+        need(False, field, value, "text encodable as UTF-8 (no lone surrogate such as \\ud800)")
     need(isinstance(saved, dict), "(top level)", saved, "an object with 'run'")
     run = saved.get("run")
     need(isinstance(run, dict), "run", run, "an object")
     need(run.get("backend") in ("nccl", "gloo"), "run.backend", run.get("backend"), "'nccl' or 'gloo'")
-    for key in ("device", "started"):
-        need(isinstance(run.get(key), str), f"run.{key}", run.get(key), "a string")
-    need(_is_int(run.get("iters"), 1, 10 ** 6), "run.iters", run.get("iters"), "an integer >= 1")
+    for key, most in (("device", MAX_DEVICE), ("started", MAX_STARTED)):
+        need(isinstance(run.get(key), str) and 0 < len(run[key]) <= most, f"run.{key}", run.get(key),
+             f"a string of 1-{most} characters")
+    need(_is_int(run.get("iters"), 1, MAX_ITERS), "run.iters", run.get("iters"), f"an integer 1-{MAX_ITERS}")
+    for key, most in (("trials", MAX_TRIALS), ("graph_calls", MAX_GRAPH_CALLS)):
+        need(key not in run or _is_int(run[key], 0, most), f"run.{key}", run.get(key),
+             f"an integer 0-{most} (0: not recorded), or no such field")
+    modes = run.get("modes", [])
+    need(isinstance(modes, list) and len(set(map(str, modes))) == len(modes) <= 2
+         and all(m in ("eager", "graph") for m in modes), "run.modes", modes,
+         "a list of 'eager' and/or 'graph', or no such field")
     ws = run.get("world_sizes")
     need(isinstance(ws, list) and 0 < len(ws) <= MAX_GPUS_PER_NODE and all(_is_int(w, 2, MAX_GPUS_PER_NODE) for w in ws),
-         "run.world_sizes", ws, f"a list of integers 2-{MAX_GPUS_PER_NODE}")
+         "run.world_sizes", ws, f"a list of 1-{MAX_GPUS_PER_NODE} integers 2-{MAX_GPUS_PER_NODE}")
     cap = run.get("capability")
     need(cap is None or isinstance(cap, str), "run.capability", cap, "a capability string or null")
     need(run["backend"] == "gloo" or isinstance(cap, str), "run.capability", cap, "a capability for an nccl run")
     topo = saved.get("topology")
-    need(topo is None or isinstance(topo, str), "topology", topo, "a topology name or null")
+    need(topo is None or (isinstance(topo, str) and topo.strip().lower() in TOPOLOGIES), "topology", topo,
+         f"one of {', '.join(TOPOLOGIES)}, or null")
     ms = run.get("measurements")
-    need(isinstance(ms, list) and len(ms) <= 10_000, "run.measurements", ms, "a list of at most 10000 objects")
+    need(isinstance(ms, list) and len(ms) <= MAX_MEASUREMENTS, "run.measurements", ms,
+         f"a list of at most {MAX_MEASUREMENTS} objects")
     for i, m in enumerate(ms):
         field = f"run.measurements[{i}]"
         need(isinstance(m, dict), field, m, "an object")
-        need(_is_int(m.get("world_size"), 2, MAX_GPUS_PER_NODE), f"{field}.world_size", m.get("world_size"),
-             f"an integer 2-{MAX_GPUS_PER_NODE}")
+        need(_is_int(m.get("world_size"), 2, MAX_GPUS_PER_NODE) and m["world_size"] in ws, f"{field}.world_size",
+             m.get("world_size"), f"an integer 2-{MAX_GPUS_PER_NODE} listed in run.world_sizes")
         need(_is_int(m.get("size"), 4, cli_args.MAX_MESSAGE_BYTES), f"{field}.size", m.get("size"),
              f"an integer 4-{cli_args.MAX_MESSAGE_BYTES}")
-        times, errors = m.get("times_us"), m.get("errors")
-        need(isinstance(times, dict) and all(isinstance(k, str) and _is_time(v) for k, v in times.items()),
-             f"{field}.times_us", times, "an object of path -> microseconds (a finite number > 0)")
-        need(isinstance(errors, dict) and all(isinstance(v, str) for v in errors.values()),
-             f"{field}.errors", errors, "an object of path -> reason")
+        times = {}
+        for key, mode in (("times_us", "eager"), ("graph_times_us", "graph")):
+            value = m.get(key, {}) if key == "graph_times_us" else m.get(key)
+            need(isinstance(value, dict) and len(value) <= MAX_PATHS and all(_is_path(k) for k in value),
+                 f"{field}.{key}", value, f"an object of at most {MAX_PATHS} path -> microseconds (path names of "
+                 f"1-{MAX_PATH_NAME} characters)" + (", or no such field" if key == "graph_times_us" else ""))
+            for p, t in value.items():
+                need(_is_time(t), f"{field}.{key}.{p}", t, TIME_ACCEPTED)
+            times[mode] = value
+        errors = m.get("errors")
+        need(isinstance(errors, dict) and len(errors) <= 2 * MAX_PATHS and all(_is_path(k) for k in errors),
+             f"{field}.errors", errors, f"an object of at most {2 * MAX_PATHS} path -> reason (path names of "
+             f"1-{MAX_PATH_NAME} characters)")
+        for p, why in errors.items():
+            need(isinstance(why, str) and len(why) <= MAX_TEXT, f"{field}.errors.{p}", why,
+                 f"a string of at most {MAX_TEXT} characters")
+        stats = m.get("stats", {})
+        need(isinstance(stats, dict) and all(k in ("eager", "graph") for k in stats), f"{field}.stats", stats,
+             "an object of mode ('eager', 'graph') -> path -> spread, or no such field")
+        for mode, by_path in stats.items():
+            need(isinstance(by_path, dict) and all(p in times[mode] for p in by_path), f"{field}.stats.{mode}",
+                 by_path, f"an object of path -> spread, for paths timed in {mode} mode")
+            for p, st in by_path.items():
+                _check_spread(need, f"{field}.stats.{mode}.{p}", st)
     return saved
+
+
+def _check_spread(need, field: str, st: Any) -> None:
+    accepted = (f"an object with median, min and max (each {TIME_ACCEPTED}; min <= median <= max), optional "
+                f"q1, q3 (times) and trials (a list of 1-{MAX_TRIALS} times)")
+    need(isinstance(st, dict), field, st, accepted)
+    for key in STAT_KEYS + ("q1", "q3"):
+        need((key in st or key not in STAT_KEYS) and (key not in st or _is_time(st[key])), f"{field}.{key}",
+             st.get(key), TIME_ACCEPTED + ("" if key in STAT_KEYS else ", or no such field"))
+    need(st["min"] <= st["median"] <= st["max"], field, st, "min <= median <= max")
+    trials = st.get("trials", [0.001])
+    need(isinstance(trials, list) and 0 < len(trials) <= MAX_TRIALS and all(_is_time(t) for t in trials),
+         f"{field}.trials", trials, f"a list of 1-{MAX_TRIALS} times ({TIME_ACCEPTED}), or no such field")
+
+
+def _first_non_utf8(doc: Any):
+    """(field path, value) of the first string (key or value) in ``doc`` that UTF-8 cannot
+    encode (a lone surrogate from a ``\\ud800`` escape), else None.  Iterative: a document
+    nested as deeply as the JSON parser allows is walked without recursion."""
+    stack = [("(top level)", doc)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return where, value
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if _first_non_utf8_key(k):
+                    return f"{where} (a key)", k
+                stack.append((k if where == "(top level)" else f"{where}.{k}", v))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+    return None
+
+
+def _first_non_utf8_key(key: str) -> bool:
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _no_constant(name: str):
@@ -140,7 +243,12 @@ def _is_int(value: Any, minimum: int, maximum: int) -> bool:
 
 
 def _is_time(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and MIN_TIME_US <= value <= MAX_TIME_US)  # a comparison: no float() of a huge int
+
+
+def _is_path(name: Any) -> bool:
+    return isinstance(name, str) and 0 < len(name) <= MAX_PATH_NAME
 
 
 def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
@@ -148,10 +256,17 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
     from . import collectives as tc
 
     report = {"run": run}
+    outputs = []  # (flag, path, text): every text made before the first is written
     if run["backend"] == "nccl":
         node = detect() if not args.from_results else None
         res = node_resolution(node.capabilities) if node and node.gpus else resolve(run["capability"])
-        topology = parse_topology(topology_name) if topology_name else node.topology
+        if topology_name:
+            topology = parse_topology(topology_name)
+        elif node is not None:
+            topology = node.topology
+        else:
+            raise ValueError(f"--from-results {args.from_results}: field 'topology': no topology saved; "
+                             f"accepted: --topology T ({', '.join(TOPOLOGIES)}), or a topology in the file")
         measured = [m for m in ("eager", "graph") if any(tc._cell_times(c, m) for c in run["measurements"])]
         tune_mode = args.tune_mode or ("graph" if "graph" in measured else "eager")
         rows = [r for mode in measured for r in tc.check(run, res, topology, mode)]
@@ -164,15 +279,13 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
             source = (f"sglang-arch tune collectives, {run['started']}, {max(world_sizes)}x {run['device']}, "
                       f"topology {topology.name}, multicast off, {tune_mode} timing")
             entry = tc.override_entry(str(res.resolved), dict(res.profile.torch_symm_mem), tuned, source)
-            tc.write_override(args.out, entry)
+            outputs.append(("--out", args.out, tc.override_text(args.out, entry)))
             report["override_file"] = args.out
     if args.results:
-        with open(args.results, "w") as fh:
-            json.dump(report, fh, indent=2)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(render(report))
+        outputs.append(("--results", args.results, json.dumps(report, indent=2) + "\n"))
+    shown_report = json.dumps(report, indent=2) if args.json else render(report)
+    write_files(outputs)
+    print(shown_report)
     return 0
 
 

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from ..arch.detect import MULTICAST_OFF
-from ..arch.validate import SYMM_MEM_MAX_MIB
+from ..arch.validate import SYMM_MEM_MAX_MIB, shown, write_files
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -471,16 +471,39 @@ def override_entry(capability: str, base_sizes: Dict[int, int], tuned: Dict[int,
     return {capability: {"torch_symm_mem": {str(k): v for k, v in sorted(sizes.items())}, "sources": [source]}}
 
 
-def write_override(path: str, entry: Dict[str, Any]) -> None:
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string: backslash, quote and the control characters
+    (U+0000-U+001F, U+007F) escaped, every other character kept as it is (UTF-8 in the
+    file).  Text that UTF-8 cannot hold (a lone surrogate) is a ValueError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"text {shown(text)} cannot be written as UTF-8 ({exc.reason})") from None
+    out = []
+    for ch in text:
+        if ch == "\\" or ch == '"':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def override_text(path: str, entry: Dict[str, Any]) -> str:
+    """The override file for ``entry``: TOML where ``path`` ends in ``.toml`` (any case),
+    JSON otherwise."""
     if path.lower().endswith(".toml"):
         lines = ["# Written by `sglang-arch tune collectives`; read through SGLANG_ARCH_CONFIG."]
         for cap, fields in entry.items():
-            lines.append(f'[architectures."{cap}"]')
-            sizes = ", ".join(f'"{k}" = {v}' for k, v in fields["torch_symm_mem"].items())
+            lines.append(f"[architectures.{toml_string(cap)}]")
+            sizes = ", ".join(f"{toml_string(str(k))} = {int(v)}" for k, v in fields["torch_symm_mem"].items())
             lines.append(f"torch_symm_mem = {{ {sizes} }}")
-            lines.append("sources = [" + ", ".join(json.dumps(s) for s in fields["sources"]) + "]")
-        text = "\n".join(lines) + "\n"
-    else:
-        text = json.dumps(entry, indent=2) + "\n"
-    with open(path, "w") as fh:
-        fh.write(text)
+            lines.append("sources = [" + ", ".join(toml_string(s) for s in fields["sources"]) + "]")
+        return "\n".join(lines) + "\n"
+    return json.dumps(entry, indent=2) + "\n"
+
+
+def write_override(path: str, entry: Dict[str, Any]) -> None:
+    """Write the override file (through a temporary file: never half a file)."""
+    write_files([("--out", path, override_text(path, entry))])

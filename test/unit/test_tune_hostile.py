@@ -1,0 +1,333 @@
+"""Hostile input to ``sglang-arch tune collectives``: a results file (``--from-results``)
+with any field wrong, and outputs (``--out``, ``--results``) that are not regular files
+or fail while written.  Every result is exit 0, or exit 2 with one line on stderr and
+nothing written; the override file it writes always loads back."""
+
+import copy
+import errno
+import json
+import os
+import signal
+import tempfile
+import tomllib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sglang_arch.arch import reset_default_registry
+from sglang_arch.arch import validate as validate_module
+from sglang_arch.arch.registry import build_registry, load_override_file
+from sglang_arch.cli import main
+from sglang_arch.tune import collectives as tc
+
+MIB = 1 << 20
+
+
+def valid_results():
+    """A small results file as --results writes it (nccl, two world sizes, both modes)."""
+    cells = []
+    for ws in (2, 4):
+        for size, (nccl, two_shot) in {4096: (10.0, 5.0), MIB: (30.0, 10.0), 64 * MIB: (400.0, 600.0)}.items():
+            stats = {p: tc.spread([v, v * 1.01, v * 0.99]) for p, v in (("nccl", nccl), ("two_shot", two_shot))}
+            medians = {p: s["median"] for p, s in stats.items()}
+            cells.append({"world_size": ws, "size": size, "times_us": medians, "errors": {"one_shot": "skipped"},
+                          "graph_times_us": dict(medians), "stats": {"eager": stats, "graph": copy.deepcopy(stats)}})
+    run = {"device": "NVIDIA H200", "capability": "9.0", "backend": "nccl", "world_sizes": [2, 4], "iters": 20,
+           "started": "2025-01-01T00:00:00Z", "measurements": cells, "trials": 3, "graph_calls": 20,
+           "modes": ["eager", "graph"]}
+    return {"run": run, "topology": "nvlink"}
+
+
+@pytest.fixture(autouse=True)
+def _no_config(monkeypatch):
+    monkeypatch.delenv("SGLANG_ARCH_CONFIG", raising=False)
+    reset_default_registry()
+    yield
+    reset_default_registry()
+
+
+@pytest.fixture
+def no_hang():
+    """A FIFO target used to block forever: fail the test instead of hanging the suite."""
+    def alarm(*_):
+        raise TimeoutError("the command blocked")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def tune(capsys, *argv):
+    code = main(["tune", "collectives", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_2(capsys, *argv, expect=()):
+    code, out, err = tune(capsys, *argv)
+    assert code == 2, (argv, code, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for text in expect:
+        assert text in err, err
+    return err
+
+
+def write(path, doc):
+    path.write_text(json.dumps(doc))  # ensure_ascii: a lone surrogate is written as the escape \ud800
+    return str(path)
+
+
+def test_a_valid_results_file_writes_both_outputs(tmp_path, capsys):
+    src = write(tmp_path / "ok.json", valid_results())
+    out, results = tmp_path / "o.toml", tmp_path / "r.json"
+    code, stdout, err = tune(capsys, "--from-results", src, "--out", str(out), "--results", str(results))
+    assert code == 0 and err == ""
+    assert load_override_file(str(out))["9.0"]["torch_symm_mem"] == {"2": 64, "4": 64, "6": 128, "8": 128}
+    assert json.loads(results.read_text())["override_file"] == str(out)
+    assert sorted(os.listdir(tmp_path)) == ["o.toml", "ok.json", "r.json"]  # no temporary file left
+
+
+# --- 1. every field the analysis reads is checked ---------------------------------------
+
+def _set(path, value):
+    def mutate(doc):
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        if value is KeyError:
+            del target[path[-1]]
+        else:
+            target[path[-1]] = value
+    return mutate
+
+
+M3 = ("run", "measurements", 3)
+
+
+@pytest.mark.parametrize("mutate,field", [
+    # the reproducers of the report: each was an internal error (exit 1)
+    (_set(M3 + ("stats",), {"eager": {"two_shot": {"median": 30}, "nccl": {"median": 20}}}),
+     "run.measurements[3].stats.eager.two_shot.min"),
+    (_set(M3 + ("graph_times_us",), [1, 2]), "run.measurements[3].graph_times_us"),
+    (_set(M3 + ("graph_times_us", "nccl"), "x"), "run.measurements[3].graph_times_us.nccl"),
+    (_set(M3 + ("graph_times_us", "nccl"), 0), "run.measurements[3].graph_times_us.nccl"),
+    (_set(M3 + ("times_us", "nccl"), "x"), "run.measurements[3].times_us.nccl"),
+    (_set(M3 + ("times_us", "nccl"), 0), "run.measurements[3].times_us.nccl"),
+    (_set(M3 + ("stats",), [1]), "run.measurements[3].stats"),
+    # and their neighbours
+    (_set(M3 + ("stats", "eager", "nccl", "median"), "x"), "run.measurements[3].stats.eager.nccl.median"),
+    (_set(M3 + ("stats", "eager", "nccl", "max"), 1.0), "run.measurements[3].stats.eager.nccl"),
+    (_set(M3 + ("stats", "graph", "nccl", "trials"), "many"), "run.measurements[3].stats.graph.nccl.trials"),
+    (_set(M3 + ("stats", "graph"), {"multimem": tc.spread([1.0])}), "run.measurements[3].stats.graph"),
+    (_set(M3 + ("stats", "prefill"), {}), "run.measurements[3].stats"),
+    (_set(M3 + ("times_us", "nccl"), 10 ** 400), "run.measurements[3].times_us.nccl"),  # float() overflowed
+    (_set(M3 + ("times_us", "nccl"), 1e-300), "run.measurements[3].times_us.nccl"),  # a ratio to infinity
+    (_set(M3 + ("times_us",), {f"p{i}": 1.0 for i in range(17)}), "run.measurements[3].times_us"),
+    (_set(M3 + ("errors", "nccl"), "x" * 1001), "run.measurements[3].errors.nccl"),
+    (_set(M3 + ("world_size",), 8), "run.measurements[3].world_size"),
+    (_set(("run", "device"), "x" * 201), "run.device"),
+    (_set(("run", "started"), ""), "run.started"),
+    (_set(("run", "iters"), 100_001), "run.iters"),
+    (_set(("run", "trials"), "7"), "run.trials"),
+    (_set(("run", "graph_calls"), -1), "run.graph_calls"),
+    (_set(("run", "modes"), ["eager", "eager"]), "run.modes"),
+    (_set(("topology",), "x" * 5000), "field 'topology'"),
+    (_set(("topology",), None), "field 'topology': no topology saved"),  # was an AttributeError
+    (_set(("run", "device"), "GPU \ud800"), "run.device"),  # a lone surrogate: refused when read
+    (_set(M3 + ("errors", "nccl\udfff"), "x"), "run.measurements[3].errors (a key)"),
+])
+def test_a_wrong_field_is_named(tmp_path, capsys, mutate, field):
+    doc = valid_results()
+    mutate(doc)
+    src = write(tmp_path / "bad.json", doc)
+    out, results = tmp_path / "o.toml", tmp_path / "r.json"
+    err = one_line_2(capsys, "--from-results", src, "--out", str(out), "--results", str(results),
+                     expect=(f"--from-results {src}", field))
+    assert "expected" in err or "accepted" in err
+    assert not out.exists() and not results.exists()
+
+
+def test_a_saved_run_without_graph_timing_or_stats_still_loads(tmp_path, capsys):
+    doc = valid_results()
+    for m in doc["run"]["measurements"]:
+        del m["graph_times_us"], m["stats"]
+    for key in ("trials", "graph_calls", "modes"):
+        del doc["run"][key]
+    code, out, err = tune(capsys, "--from-results", write(tmp_path / "old.json", doc))
+    assert code == 0 and "-- eager" in out and "-- graph" not in out
+
+
+# --- 2. outputs: never a FIFO or a device, never half a file -------------------------------
+
+@pytest.mark.parametrize("flag", ["--out", "--results"])
+def test_a_fifo_output_is_refused_without_blocking(tmp_path, capsys, no_hang, flag):
+    fifo = tmp_path / "f.toml"
+    os.mkfifo(fifo)
+    one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), flag, str(fifo),
+               expect=(f"{flag} {fifo}", "FIFO", "accepted"))
+
+
+@pytest.mark.parametrize("flag", ["--out", "--results"])
+def test_dev_full_is_named(tmp_path, capsys, flag):
+    one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), flag, "/dev/full",
+               expect=(f"{flag} /dev/full", "device"))
+
+
+def test_a_folder_output_is_refused(tmp_path, capsys):
+    (tmp_path / "dir.toml").mkdir()
+    one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out",
+               str(tmp_path / "dir.toml"), expect=("--out", "dir.toml", "a folder"))
+
+
+def test_both_outputs_naming_one_file_are_refused(tmp_path, capsys):
+    same = str(tmp_path / "same.json")
+    one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", same,
+               "--results", same, expect=("name the same file",))
+    assert not os.path.exists(same)
+
+
+def test_a_failed_write_names_the_path_and_leaves_the_old_file(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "o.toml"
+    out.write_text("old\n")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(validate_module.os, "fsync", full)
+    one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(out),
+               expect=(f"--out {out}", "No space left on device"))
+    assert out.read_text() == "old\n"
+    assert sorted(os.listdir(tmp_path)) == ["o.toml", "ok.json"]  # the temporary file is gone
+
+
+def test_when_the_second_output_fails_neither_is_written(tmp_path, capsys, monkeypatch):
+    out, results = tmp_path / "o.toml", tmp_path / "r.json"
+    out.write_text("old\n")
+    stage = validate_module._stage
+
+    def fail_results(what, path, data):
+        if what == "--results":
+            raise ValueError(f"{what} {path}: cannot write: Disk quota exceeded")
+        return stage(what, path, data)
+
+    monkeypatch.setattr(validate_module, "_stage", fail_results)
+    one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(out),
+               "--results", str(results), expect=(f"--results {results}",))
+    assert out.read_text() == "old\n" and not results.exists()
+    assert sorted(os.listdir(tmp_path)) == ["o.toml", "ok.json"]
+
+
+def test_a_symlink_target_is_replaced_not_written_through(tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / "o.toml"
+    link.symlink_to(victim)
+    code, _, _ = tune(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(link))
+    assert code == 0 and victim.read_text() == "precious\n" and not link.is_symlink()
+    assert "torch_symm_mem" in link.read_text()
+
+
+def test_an_existing_files_permissions_are_kept(tmp_path, capsys):
+    out = tmp_path / "o.json"
+    out.write_text("{}")
+    out.chmod(0o640)
+    assert tune(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(out))[0] == 0
+    assert out.stat().st_mode & 0o777 == 0o640
+
+
+# --- 3. the TOML it writes loads back ---------------------------------------------------------
+
+@pytest.mark.parametrize("device", ["GPU 😀", 'a "quoted" \\ back\\slash', "tab\tnew\nline\x00\x1f\x7f", "é中"])
+def test_the_written_toml_loads_back_with_any_device_name(tmp_path, capsys, device):
+    doc = valid_results()
+    doc["run"]["device"] = device
+    out = tmp_path / "o.toml"
+    assert tune(capsys, "--from-results", write(tmp_path / "ok.json", doc), "--out", str(out))[0] == 0
+    (source,) = load_override_file(str(out))["9.0"]["sources"]
+    assert f"4x {device}, topology nvlink" in source
+    reg = build_registry(load_override_file(str(out)), override_source=str(out))
+    assert reg.resolve("9.0").profile.sources == (source,)
+
+
+def test_a_lone_surrogate_is_refused_before_anything_is_written(tmp_path, capsys):
+    src = tmp_path / "bad.json"
+    src.write_text(json.dumps(valid_results()).replace('"NVIDIA H200"', '"\\ud800"'))
+    out = tmp_path / "o.toml"
+    one_line_2(capsys, "--from-results", str(src), "--out", str(out), expect=("field 'run.device'", "UTF-8"))
+    assert not out.exists()
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.text(max_size=40))
+def test_toml_string_round_trips(text):
+    assert tomllib.loads(f"k = {tc.toml_string(text)}")["k"] == text
+
+
+def test_toml_string_refuses_a_lone_surrogate():
+    with pytest.raises(ValueError, match="UTF-8"):
+        tc.toml_string("\ud800")
+
+
+# --- a property: any corruption of a valid file is exit 0 or one line and exit 2 ----------------
+
+def _paths(doc, prefix=()):
+    """Every (container path, key) in the document."""
+    out = []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        out.append(prefix + (key,))
+        out.extend(_paths(value, prefix + (key,)))
+    return out
+
+
+VALID = valid_results()
+PATHS = _paths(VALID)
+HOSTILE = st.one_of(
+    st.none(), st.booleans(), st.sampled_from([0, -1, 1, 2, 3, 4, 8, 72, 73, 10 ** 6, 10 ** 400, 2 ** 63]),
+    st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.sampled_from([1e-300, 1e300, 5e-324]),
+    st.sampled_from(["", "x", "nccl", "two_shot", "eager", "graph", "9.0", "banana", "nvlink", "\ud800", "GPU 😀",
+                     "a\nb", "x" * 2000]),
+    st.text(max_size=8), st.lists(st.integers(-2, 100), max_size=3), st.just({}),
+    st.dictionaries(st.sampled_from(["nccl", "two_shot", "median", "min", "max", "eager", "graph"]),
+                    st.one_of(st.none(), st.integers(-1, 1000), st.floats(0, 1e4), st.just({})), max_size=3),
+)
+
+
+@settings(max_examples=150, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_corruption_is_exit_0_or_one_line_and_exit_2(capsys, data):
+    doc = copy.deepcopy(VALID)
+    for _ in range(data.draw(st.integers(1, 3), label="corruptions")):
+        path = data.draw(st.sampled_from(PATHS), label="field")
+        parent = doc
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]]
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier corruption removed or replaced it
+        if data.draw(st.booleans(), label="delete") and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = data.draw(HOSTILE, label="value")
+    text = json.dumps(doc)
+    if data.draw(st.integers(0, 9), label="truncate") == 0:
+        text = text[: data.draw(st.integers(0, len(text)), label="at")]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "in.json")
+        with open(src, "w") as fh:
+            fh.write(text)
+        out, results = os.path.join(tmp, "o.toml"), os.path.join(tmp, "r.json")
+        code, _, err = tune(capsys, "--from-results", src, "--out", out, "--results", results)
+        assert code in (0, 2), err
+        if code == 2:
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+            assert sorted(os.listdir(tmp)) == ["in.json"]  # nothing written
+        else:
+            with open(results) as fh:
+                written = "override_file" in json.load(fh)  # a gloo run writes no override
+            assert sorted(os.listdir(tmp)) == ["in.json"] + (["o.toml"] if written else []) + ["r.json"]
+            if written:
+                build_registry(load_override_file(out), override_source=out)  # it loads back
