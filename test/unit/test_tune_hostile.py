@@ -14,8 +14,8 @@ import tomllib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sglang_arch import files as validate_module
 from sglang_arch.arch import reset_default_registry
-from sglang_arch.arch import validate as validate_module
 from sglang_arch.arch.registry import build_registry, load_override_file
 from sglang_arch.cli import main
 from sglang_arch.tune import collectives as tc

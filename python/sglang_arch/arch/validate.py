@@ -3,20 +3,17 @@
 One place for what the registry accepts from outside (override files, environment
 variables, command-line arguments): the limits (documented in the README's "Limits"
 table), the one boolean parser for environment flags, strict ASCII integers, and a file
-reader that never blocks and never reads past its cap, and the writer of output files
-(never into a FIFO or device, never half a file).  Standard library only.
+reader that never blocks and never reads past its cap.  Standard library only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import math
 import os
 import re
-import secrets
 import stat
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, Mapping, Optional
 
 # --- limits (README "Limits"; test/unit/test_hostile.py checks each) -------------------
 
@@ -138,77 +135,3 @@ def read_regular_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-def check_output_path(path: str, what: str) -> None:
-    """An output target that may be written: absent, or an existing regular file (a
-    symlink to one is replaced by the new file, its target left alone).  FIFOs, devices
-    (``/dev/full``), sockets and folders are refused before anything is opened: writing
-    to them would block, fail half-way or land outside the file named."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise ValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise ValueError(f"{what} {path}: cannot write: it is {kind}; accepted: a new file or an existing "
-                         f"regular file (replaced)")
-
-
-def write_files(outputs: Sequence[Tuple[str, str, str]]) -> None:
-    """Write each ``(what, path, text)`` (UTF-8) so that a failure leaves no half-written
-    file and, where the system allows, none of them written: every target is checked
-    (``check_output_path``) and every text written to a temporary file beside its target
-    before the first ``os.replace``.  Errors are ValueErrors naming ``what`` and the path."""
-    if len({os.path.realpath(path) for _, path, _ in outputs}) < len(outputs):
-        names = " and ".join(f"{what} {path}" for what, path, _ in outputs)
-        raise ValueError(f"{names} name the same file; accepted: a different file for each")
-    encoded = []
-    for what, path, text in outputs:
-        check_output_path(path, what)
-        try:
-            encoded.append(text.encode("utf-8"))
-        except UnicodeEncodeError as exc:  # pragma: no cover - inputs are checked before
-            raise ValueError(f"{what} {path}: cannot write: text is not UTF-8 encodable ({exc.reason})") from None
-    staged: list = []
-    try:
-        for (what, path, _), data in zip(outputs, encoded):
-            staged.append((what, path, _stage(what, path, data)))
-        while staged:
-            what, path, tmp = staged[0]
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise ValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
-            staged.pop(0)
-    finally:  # whatever was not moved into place
-        for _, _, tmp in staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _stage(what: str, path: str, data: bytes) -> str:
-    """``data`` in a new temporary file in ``path``'s folder (the permissions a new file
-    gets under the umask, or the replaced file's); returns its name."""
-    folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    except OSError as exc:
-        raise ValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
-    return tmp

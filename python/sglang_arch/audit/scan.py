@@ -36,7 +36,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..source_files import (
+from ..files import (
     MAX_SOURCE_FILES,
     SourceError,
     path_text,

@@ -12,11 +12,10 @@ from ..arch.validate import (
     MAX_FILE_BYTES,
     MAX_GPUS_PER_NODE,
     MAX_TEXT,
-    check_output_path,
     read_regular_file,
     shown,
-    write_files,
 )
+from ..files import check_output_path, write_files
 
 
 def _modes(text: str) -> List[str]:

@@ -40,7 +40,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from ..arch.detect import MULTICAST_OFF
-from ..arch.validate import SYMM_MEM_MAX_MIB, shown, write_files
+from ..arch.validate import SYMM_MEM_MAX_MIB, shown
+from ..files import write_files
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union, cast
 
 import libcst as cst
 
-from ..source_files import syntax_problem
+from ..files import syntax_problem
 from . import replace
 
 # A planned rewrite: the function that replaces the site's (None: nothing to do), and the status.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
-from ..source_files import MAX_SOURCE_FILES, path_text, read_source
+from ..files import MAX_SOURCE_FILES, path_text, read_source
 from . import glue, replace, texts
 from .rewriter import (
     ALREADY,

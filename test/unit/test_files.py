@@ -1,7 +1,13 @@
-"""Reading a user's source tree (``sglang_arch.source_files``): what reaches libcst, and how files are named."""
+"""Reading a user's source tree (``sglang_arch.files``): what reaches libcst, and how files are named."""
 
 import pytest
-from sglang_arch.source_files import SourceError, path_text, python_tree, read_source, syntax_problem
+from sglang_arch.files import (
+    SourceError,
+    path_text,
+    python_tree,
+    read_source,
+    syntax_problem,
+)
 
 
 @pytest.mark.parametrize("text, problem", [
