@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 from .arch import default_registry, detect, parse_capability
 from .arch.policies import build
 from .arch.profile import format_version, parse_version
+from .arch.validate import MAX_ITEMS
 
 
 def add_commands(sub) -> None:
@@ -23,7 +24,8 @@ def add_commands(sub) -> None:
                     "PTX for the newest capability.")
     p.add_argument("--cuda", metavar="X.Y", help="CUDA toolkit version (default: nvcc --version, else torch's)")
     who = p.add_mutually_exclusive_group()
-    who.add_argument("--capability", action="append", metavar="CAP", help="a capability to build for (repeatable)")
+    who.add_argument("--capability", action="append", metavar="CAP",
+                     help=f"a capability to build for (repeatable, at most {MAX_ITEMS} times)")
     who.add_argument("--detected", action="store_true", help="the GPUs on this machine (default)")
     p.add_argument("--format", choices=build.FORMATS, default="gencode")
     p.add_argument("--no-specific", action="store_true", help="only plain sm_XY targets, no 'a'/'f'")
@@ -67,6 +69,9 @@ def toolkit_version(explicit: Optional[str]) -> Tuple[Tuple[int, int], str]:
 
 
 def cmd_gencode(args: argparse.Namespace) -> int:
+    if args.capability and len(args.capability) > MAX_ITEMS:
+        raise ValueError(f"--capability is given {len(args.capability)} times; accepted: at most {MAX_ITEMS} "
+                         f"capabilities")
     cuda, cuda_source = toolkit_version(args.cuda)
     registry = default_registry()
     if args.capability:

@@ -71,3 +71,42 @@ def test_invalid_explicit_backend_is_a_clear_error_before_weights():
 def test_plan_bad_input(args, message):
     out = plan(*args)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def one_line_2(out):
+    assert out.returncode == 2, (out.stdout[-2000:], out.stderr[-2000:])
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout == ""
+    return out.stderr
+
+
+def test_invalid_config_json_is_refused_before_sglang_starts(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    err = one_line_2(plan("--capability", "9.0", "--model-path", str(tmp_path)))
+    assert f"--model-path '{tmp_path}': config.json is not valid JSON" in err
+    assert "a regular file of at most 16 MiB" in err
+
+
+def test_a_model_sglang_cannot_load_is_an_error_not_a_table(tmp_path):
+    (tmp_path / "config.json").write_text("{}")  # JSON, but no model_type: Transformers refuses it
+    err = one_line_2(plan("--capability", "9.0", "--model-path", str(tmp_path)))
+    assert f"plan: --model-path '{tmp_path}': SGLang cannot load the model's config: ValueError: " in err
+    assert "model_type" in err
+
+
+def test_arguments_both_modes_refuse_are_an_error():
+    err = one_line_2(plan("--capability", "9.0", "--tp", "2", "--model-path", str(FIXTURES / "llama-tiny"),
+                          "--", "--enable-dp-attention", "--dp-size", "3"))
+    assert "with server arguments '--enable-dp-attention --dp-size 3': SGLang would not start, " in err
+    assert "with or without sglang-arch: AssertionError: assert " in err  # the bare assert's own line
+
+
+def test_a_worker_past_the_timeout_is_killed():
+    err = one_line_2(plan("--capability", "9.0", "--timeout", "1", "--model-path", str(FIXTURES / "llama-tiny")))
+    assert "worker did not finish in 1 s (killed)" in err
+
+
+def test_text_table_columns_are_apart():
+    out = plan("--capability", "9.0", "--model-path", str(FIXTURES / "llama-tiny"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "with sglang-arch  SGLang alone" in out.stdout and "would not start" not in out.stdout

@@ -64,6 +64,16 @@ def test_bad_input_exits_2_with_one_line(capsys, argv, message):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_gencode_capability_count_is_bounded(capsys):
+    from sglang_arch.arch.validate import MAX_ITEMS
+
+    code, _, err = run(capsys, "gencode", "--cuda", "12.9", *["--capability", "9.0"] * 20_000)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"--capability is given 20000 times; accepted: at most {MAX_ITEMS} capabilities" in err
+    code, out, _ = run(capsys, "gencode", "--cuda", "12.9", *["--capability", "9.0"] * MAX_ITEMS)
+    assert code == 0 and "sm_90a" in out
+
+
 def test_bad_environment_is_one_line_too(capsys, monkeypatch):
     monkeypatch.setenv("SGLANG_ARCH_CONFIG", "/nonexistent/arch.json")
     code, _, err = run(capsys, "explain", "9.0")

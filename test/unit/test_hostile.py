@@ -436,6 +436,61 @@ def test_show_simulation_flags_need_a_capability(capsys):
     one_line_2(capsys, "show", "--topology", "pcie", expect="need --capability")
 
 
+@pytest.mark.parametrize("value,named", [
+    ("nonexist.json", "SGLANG_ARCH_CONFIG='nonexist.json': cannot read override file: No such file or directory"),
+    ("\n", "SGLANG_ARCH_CONFIG='\\n': cannot read override file"),
+    ("/tmp/\x1b[31mred.json", "SGLANG_ARCH_CONFIG='/tmp/\\x1b[31mred.json': cannot read override file"),
+])
+@pytest.mark.parametrize("command", [["show"], ["explain", "12.0"]])
+def test_config_errors_name_the_variable_and_escape_the_path(monkeypatch, capsys, value, named, command):
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", value)
+    err = one_line_2(capsys, *command, expect=named)
+    assert "\x1b" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("content,message", [
+    ("{not json", "not valid JSON"),
+    ('{"12.0": {"colour": "green"}}', "entry 12.0: unknown field(s) ['colour']"),
+    ('{"twelve": {"name": "x"}}', "invalid compute capability 'twelve'"),
+    ('{"13.0": {"inherits": "14.0", "name": "x"}}', "field 'inherits' names '14.0'"),
+    ("[1]", "expected a table of capability -> fields"),
+])
+def test_every_config_file_error_names_the_variable(tmp_path, monkeypatch, capsys, content, message):
+    path = tmp_path / "arch.json"
+    path.write_text(content)
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    err = one_line_2(capsys, "explain", "12.0", expect=message)
+    assert f"SGLANG_ARCH_CONFIG='{path}'" in err
+
+
+def test_config_reason_names_the_variable(tmp_path, monkeypatch):
+    from sglang_arch.arch import resolve
+    from sglang_arch.arch.registry import reset_default_registry
+
+    path = tmp_path / "arch.json"
+    path.write_text('{"12.0": {"name": "Mine"}}')
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    reset_default_registry()
+    try:
+        assert resolve("12.0").reason == f"12.0 is defined by the override file SGLANG_ARCH_CONFIG='{path}'"
+    finally:
+        reset_default_registry()
+
+
+def test_a_long_config_path_is_cut_in_errors(monkeypatch, capsys):
+    from sglang_arch.arch.validate import MAX_SHOWN_PATH
+
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", "/" + "d/" * 2000 + "x.json")
+    err = one_line_2(capsys, "show", expect="SGLANG_ARCH_CONFIG='/d/d/")
+    assert len(err) < MAX_SHOWN_PATH + 200
+
+
+def test_load_override_file_escapes_an_unprintable_path(tmp_path):
+    with pytest.raises(TableError) as e:
+        load_override_file(str(tmp_path / "a\x1bb.json"))
+    assert "\x1b" not in str(e.value) and "a\\x1bb.json" in str(e.value)
+
+
 def test_show_without_gpu_still_checks_the_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(tmp_path / "missing.json"))
     one_line_2(capsys, "show", expect="cannot read override file")

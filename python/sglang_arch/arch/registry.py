@@ -33,7 +33,14 @@ from .profile import (
     inherits_of,
 )
 from .table import ARCHITECTURES
-from .validate import MAX_FILE_BYTES, env_bool, read_regular_file, shown
+from .validate import (
+    MAX_FILE_BYTES,
+    MAX_SHOWN_PATH,
+    env_bool,
+    read_regular_file,
+    shown,
+    shown_path,
+)
 
 logger = logging.getLogger("sglang_arch")
 
@@ -240,38 +247,46 @@ def _inherited_overrides(raw: Mapping[str, Mapping], overridden: Tuple[Capabilit
     return out
 
 
-def load_override_file(path: str) -> Dict[str, Mapping]:
+def env_config_label(path: str) -> str:
+    """How errors and reasons name the file of ``SGLANG_ARCH_CONFIG``: the variable and its
+    value, quoted, control characters escaped, cut at MAX_SHOWN_PATH (``validate.shown``)."""
+    return f"{ENV_CONFIG}={shown(path, MAX_SHOWN_PATH)}"
+
+
+def load_override_file(path: str, label: Optional[str] = None) -> Dict[str, Mapping]:
     """Read an override file: TOML (``.toml``, any case) or JSON (anything else).
 
     Only a regular file of at most 1 MiB is read, without blocking (``validate.py``);
     the document must be a table of capability -> table of fields, optionally under
     ``architectures``.  Every field is checked later, when the profiles are built.
+    Errors start with ``label`` (default: the path, escaped where it is not printable).
     """
+    where = label or shown_path(path)
     try:
         data = read_regular_file(path)
     except OSError as exc:
-        raise TableError(f"{path}: cannot read override file: {exc.strerror or exc}") from None
+        raise TableError(f"{where}: cannot read override file: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise TableError(f"{path}: cannot read override file: {exc}; accepted: a regular file of at most "
+        raise TableError(f"{where}: cannot read override file: {exc}; accepted: a regular file of at most "
                          f"{MAX_FILE_BYTES} bytes") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TableError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    if path.lower().endswith(".toml"):
-        parsed = _parse_toml(path, text)
+        raise TableError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if str(path).lower().endswith(".toml"):
+        parsed = _parse_toml(where, text)
     else:
-        parsed = _parse_json(path, text)
+        parsed = _parse_json(where, text)
     if not isinstance(parsed, dict):
-        raise TableError(f"{path}: expected a table of capability -> fields at the top level, got {type(parsed).__name__}")
+        raise TableError(f"{where}: expected a table of capability -> fields at the top level, got {type(parsed).__name__}")
     if "architectures" in parsed:
         if len(parsed) != 1:
             extra = sorted(str(k) for k in parsed if k != "architectures")
-            raise TableError(f"{path}: unknown top-level key(s) {[shown(k) for k in extra[:3]]} beside "
+            raise TableError(f"{where}: unknown top-level key(s) {[shown(k) for k in extra[:3]]} beside "
                              f"'architectures'; accepted: 'architectures' alone, or capability keys")
         parsed = parsed["architectures"]
         if not isinstance(parsed, dict):
-            raise TableError(f"{path}: field 'architectures': expected a table of capability -> fields, "
+            raise TableError(f"{where}: field 'architectures': expected a table of capability -> fields, "
                              f"got {type(parsed).__name__}")
     # TOML keys such as "12.0" must be quoted; an unquoted 12.0 becomes nested {"12": {"0": ..}}.
     return {str(k): v for k, v in parsed.items()}
@@ -339,14 +354,15 @@ def default_registry() -> Registry:
 
 def _build_default() -> Registry:
     path = os.environ.get(ENV_CONFIG) or None
-    overrides = load_override_file(path) if path else None
+    label = env_config_label(path) if path else "<none>"
+    overrides = load_override_file(path, label) if path else None
     resolve_as = os.environ.get(ENV_RESOLVE_AS) or None
     if resolve_as is not None:
         try:
             parse_capability(resolve_as)
         except ValueError as exc:
             raise ValueError(f"{ENV_RESOLVE_AS}: {exc}") from None
-    return build_registry(overrides, override_source=path or "<none>", resolve_as=resolve_as,
+    return build_registry(overrides, override_source=label, resolve_as=resolve_as,
                           strict=env_flag(ENV_STRICT))
 
 

@@ -32,21 +32,38 @@ CUDA_MAX_MINOR = 99
 MAX_TEXT = 1000  # characters of one string field (names, backends, sources)
 MAX_ITEMS = 64  # items of one list field
 MAX_FILE_BYTES = 1 * MIB  # override files and saved measurements
+MAX_MODEL_CONFIG_BYTES = 16 * MIB  # plan --model-path DIR/config.json (real ones are < 100 KiB)
+# plan: seconds each SGLang worker may take (plan --timeout); importing SGLang and resolving
+# its arguments takes 5-30 s, and a worker still running after this is killed.
+WORKER_TIMEOUT_S = 600
+MAX_WORKER_TIMEOUT_S = 3600
 MAX_SHOWN = 60  # characters of a rejected value quoted in an error message
+MAX_SHOWN_PATH = 240  # characters of a file path quoted in an error message
 
 _ASCII_INT = re.compile(r"[0-9]{1,9}")
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("", "0", "false", "no", "off")
 
 
-def shown(value: Any) -> str:
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
     """``repr(value)``, cut short: an error line stays one short line whatever came in."""
     try:
         text = repr(value)
     except Exception:  # pragma: no cover - a repr that fails
         text = f"<{type(value).__name__}>"
     text = text.replace("\n", "\\n").replace("\r", "\\r")
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def shown_path(path: Any) -> str:
+    """A file path for an error line: as it is when it is printable and short, else
+    ``shown`` (quoted, control characters such as ESC escaped, cut at MAX_SHOWN_PATH)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, str) and path and path.isprintable() and path.strip() == path \
+            and len(path) <= MAX_SHOWN_PATH:
+        return path
+    return shown(path, MAX_SHOWN_PATH)
 
 
 def parse_int(value: Any, what: str, minimum: int, maximum: int) -> int:

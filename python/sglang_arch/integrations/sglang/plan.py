@@ -18,16 +18,44 @@ import logging
 import os
 import subprocess
 import sys
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ...arch import Capability, parse_capability, parse_topology
 from ...arch.profile import format_version
+from ...arch.validate import MAX_WORKER_TIMEOUT_S, WORKER_TIMEOUT_S
 
 # A simulated node: 132 SMs, like an H100 SXM / H200 (only the v2 custom all-reduce
 # block counts read it).
 SIMULATED_NUM_SM = 132
+
+
+def failing_line(exc: BaseException) -> str:
+    """Where an exception without a message (a bare ``assert``) was raised: its source
+    line and place, so the one-line error still says what failed."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "(no message)"
+    last = frames[-1]
+    return f"{(last.line or '').strip() or '(no source)'} ({os.path.basename(last.filename)}:{last.lineno})"
+
+
+def about_the_model(exc: BaseException) -> bool:
+    """True when ``exc`` was raised while loading the model's own files (Transformers'
+    config loading, SGLang's ``hf_transformers`` helpers), in its chain of causes: an
+    error about ``--model-path``, the same with or without the registry."""
+    seen = set()
+    link: Optional[BaseException] = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        for frame, _ in traceback.walk_tb(link.__traceback__):
+            filename = frame.f_code.co_filename.replace(os.sep, "/")
+            if "/transformers/" in filename or "/hf_transformers/" in filename:
+                return True
+        link = link.__cause__ or link.__context__
+    return False
 
 
 def upstream_platform_facts(cap: Capability, cuda: Tuple[int, int]) -> Dict[str, Any]:
@@ -228,13 +256,14 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
     argv = ["--model-path", model_path, "--tp-size", str(tp), "--nnodes", str(nnodes)]
     if "--device" not in extra:
         argv += ["--device", "cuda"]
-    error = None
+    error = error_about = None
     with override_platform(**facts):
         server_args = prepare_server_args(argv + list(extra))
         try:
             server_args.resolve_once()
         except Exception as exc:  # what the server would say at start-up
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {str(exc) or failing_line(exc)}"
+            error_about = "model" if about_the_model(exc) else "arguments"
         view = resolving_view(server_args)
         fusion = view.flashinfer_allreduce_fusion_backend
         fusion_resolved = None
@@ -250,6 +279,7 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
             "tier": tier,
             "routed": routed,
             "error": error,
+            "error_about": error_about,
             "attention": {"prefill": prefill, "decode": decode},
             "allreduce_fusion": {"requested": fusion, "backend": fusion_resolved},
             "torch_symm_mem": dict(symm_out, flag=bool(view.enable_torch_symm_mem)),
@@ -258,8 +288,9 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
 
 
 def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cuda: Tuple[int, int],
-             model_path: str, extra: Sequence[str]) -> Dict[str, Any]:
-    """Both workers, in parallel; returns {"routed": ..., "upstream": ...}."""
+             model_path: str, extra: Sequence[str], timeout: float = WORKER_TIMEOUT_S) -> Dict[str, Any]:
+    """Both workers, in parallel; returns {"routed": ..., "upstream": ...}.  RuntimeError
+    when a worker fails or runs past ``timeout`` seconds (it is killed)."""
     from ...arch import resolve
 
     topo = topology or ("single" if tp == 1 else resolve(cap).profile.topology)
@@ -276,12 +307,19 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
                "--model-path", model_path, "--", *extra]
         # The upstream worker must not see the plugin even if SGLang loads plugins itself.
         mode_env = dict(env, SGLANG_ARCH_DISABLE="1") if mode == "upstream" else env
-        out = subprocess.run(cmd, capture_output=True, text=True, env=mode_env)
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, env=mode_env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the {mode} worker did not finish in {timeout:g} s (killed); accepted: "
+                               f"--timeout up to {MAX_WORKER_TIMEOUT_S} s") from None
         lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
         if out.returncode != 0 or not lines:
             tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
             raise RuntimeError(f"the {mode} worker failed: {tail[0]}")
-        return json.loads(lines[-1])
+        try:
+            return json.loads(lines[-1])
+        except ValueError:
+            raise RuntimeError(f"the {mode} worker printed no result: {lines[-1][:200]}") from None
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         routed, upstream = pool.map(one, ("routed", "upstream"))
