@@ -19,7 +19,7 @@ import secrets
 import stat
 from typing import Optional, Sequence, Tuple
 
-from .arch.validate import MIB, read_regular_file
+from .arch.validate import MIB, read_regular_file, shown_path
 
 # SGLang 0.5.23's largest .py file is under 0.5 MB; 8x that and more.
 MAX_SOURCE_BYTES = 4 * MIB
@@ -31,17 +31,10 @@ class SourceError(ValueError):
     """A file of the tree that cannot be read as source (the message names it)."""
 
 
-def path_text(path: "os.PathLike[str] | str") -> str:
-    """``path`` for a message: whole, with unprintable characters escaped (an ESC byte in a
-    file name must not reach the terminal raw)."""
-    text = os.fspath(path)
-    return text if text.isprintable() else repr(text)[1:-1]
-
-
 def read_source(path: "os.PathLike[str] | str", errors: str = "strict") -> str:
     """The text of the Python source file ``path``; SourceError naming it otherwise
     (``errors="replace"``: bytes that are not UTF-8 become U+FFFD instead)."""
-    where = path_text(path)
+    where = shown_path(path)
     try:
         data = read_regular_file(os.fspath(path), MAX_SOURCE_BYTES)
     except OSError as exc:

@@ -7,9 +7,12 @@ import sys
 import time
 
 import pytest
-from sglang_arch.arch.validate import MAX_MODEL_CONFIG_BYTES, MAX_WORKER_TIMEOUT_S
 from sglang_arch.cli import main
 from sglang_arch.integrations.sglang import plan, plan_cli
+from sglang_arch.integrations.sglang.plan import (
+    MAX_MODEL_CONFIG_BYTES,
+    MAX_WORKER_TIMEOUT_S,
+)
 
 ACCEPTED = "accepted: a model directory whose config.json is a JSON object in a regular file of at most 16 MiB"
 

@@ -32,11 +32,6 @@ CUDA_MAX_MINOR = 99
 MAX_TEXT = 1000  # characters of one string field (names, backends, sources)
 MAX_ITEMS = 64  # items of one list field
 MAX_FILE_BYTES = 1 * MIB  # override files and saved measurements
-MAX_MODEL_CONFIG_BYTES = 16 * MIB  # plan --model-path DIR/config.json (real ones are < 100 KiB)
-# plan: seconds each SGLang worker may take (plan --timeout); importing SGLang and resolving
-# its arguments takes 5-30 s, and a worker still running after this is killed.
-WORKER_TIMEOUT_S = 600
-MAX_WORKER_TIMEOUT_S = 3600
 MAX_SHOWN = 60  # characters of a rejected value quoted in an error message
 MAX_SHOWN_PATH = 240  # characters of a file path quoted in an error message
 

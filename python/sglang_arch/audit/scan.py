@@ -36,13 +36,8 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from ..files import (
-    MAX_SOURCE_FILES,
-    SourceError,
-    path_text,
-    python_tree,
-    read_source,
-)
+from ..arch.validate import shown_path
+from ..files import MAX_SOURCE_FILES, SourceError, python_tree, read_source
 
 SCANNED = ("srt", "kernels")
 SKIP_DIRS = {"__pycache__", "test", "tests", "testing"}
@@ -122,7 +117,7 @@ def iter_files(root: str) -> Iterator[str]:
     for top in SCANNED:
         base = os.path.join(root, top)
         if os.path.islink(base):
-            raise SourceError(f"{path_text(base)}: is a symlink; accepted: a real folder inside the tree")
+            raise SourceError(f"{shown_path(base)}: is a symlink; accepted: a real folder inside the tree")
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             for name in filenames:
@@ -132,7 +127,7 @@ def iter_files(root: str) -> Iterator[str]:
                 if not rel.startswith(SKIP_PREFIXES):
                     out.append(rel)
                     if len(out) > MAX_SOURCE_FILES:
-                        raise SourceError(f"{path_text(root)}: more than {MAX_SOURCE_FILES} Python files under "
+                        raise SourceError(f"{shown_path(root)}: more than {MAX_SOURCE_FILES} Python files under "
                                           f"{', '.join(SCANNED)}; accepted: at most {MAX_SOURCE_FILES}")
     return iter(sorted(out))
 
@@ -513,7 +508,7 @@ def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[r
     except cst.ParserSyntaxError:
         return FileScan(file, module, {}, {}, {}, {}, [], lines)
     except RecursionError:
-        raise SourceError(f"{path_text(os.path.join(root, file))}: nested too deeply to scan; accepted: "
+        raise SourceError(f"{shown_path(os.path.join(root, file))}: nested too deeply to scan; accepted: "
                           f"source whose nesting libcst can visit") from None
     return FileScan(file, module, visitor.imports, visitor.sites, visitor.flags, visitor.flag_deps, visitor.loads,
                     lines)

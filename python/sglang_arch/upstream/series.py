@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import __version__
-from ..files import MAX_SOURCE_FILES, path_text, read_source
+from ..arch.validate import shown_path
+from ..files import MAX_SOURCE_FILES, read_source
 from . import glue, replace, texts
 from .rewriter import (
     ALREADY,
@@ -340,7 +341,7 @@ def _importer_of(overlay: "_Overlay", rel: str, local: Dict[str, Optional[str]])
     name = re.compile(r"(?<![\w])%s(?![\w])" % re.escape(Path(rel).stem))
     paths = sorted((overlay.package / "srt").rglob("*.py"))
     if len(paths) > MAX_SOURCE_FILES:
-        raise ValueError(f"{path_text(overlay.package / 'srt')}: {len(paths)} Python files; accepted: at most "
+        raise ValueError(f"{shown_path(overlay.package / 'srt')}: {len(paths)} Python files; accepted: at most "
                          f"{MAX_SOURCE_FILES}")
     for path in paths:
         other = path.relative_to(overlay.package).as_posix()
@@ -370,7 +371,7 @@ class _Overlay:
         if not path.exists():
             return None
         if not path.is_file():
-            raise ValueError(f"{path_text(path)}: exists and is not a regular file; accepted: a regular file "
+            raise ValueError(f"{shown_path(path)}: exists and is not a regular file; accepted: a regular file "
                              f"(or nothing) where the series reads or writes")
         return read_source(path)
 
@@ -464,10 +465,10 @@ def _check_target(path: Path, remove: bool) -> None:
     one the series can create or write in: checked for every file before the first write."""
     if path.exists() or path.is_symlink():
         if not path.is_file():
-            raise ValueError(f"{path_text(path)}: exists and is not a regular file; accepted: a regular file "
+            raise ValueError(f"{shown_path(path)}: exists and is not a regular file; accepted: a regular file "
                              f"(or nothing) where the series writes; nothing was written")
         if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
-            raise ValueError(f"{path_text(path)}: not writable; nothing was written")
+            raise ValueError(f"{shown_path(path)}: not writable; nothing was written")
         return
     if remove:
         return
@@ -475,10 +476,10 @@ def _check_target(path: Path, remove: bool) -> None:
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
-        raise ValueError(f"{path_text(folder)}: not a folder, and {path_text(path)} would be written below it; "
+        raise ValueError(f"{shown_path(folder)}: not a folder, and {shown_path(path)} would be written below it; "
                          f"nothing was written")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"{path_text(folder)}: not writable, and {path_text(path)} would be written there; "
+        raise ValueError(f"{shown_path(folder)}: not writable, and {shown_path(path)} would be written there; "
                          f"nothing was written")
 
 
@@ -509,7 +510,7 @@ def _stage(writes) -> Dict[int, Optional[str]]:
                     fh.write(change.new)
                 os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
             except OSError as exc:
-                raise ValueError(f"{path_text(path)}: cannot be written ({exc.strerror or exc}); "
+                raise ValueError(f"{shown_path(path)}: cannot be written ({exc.strerror or exc}); "
                                  f"nothing was written") from None
     except BaseException:
         for tmp in staged.values():
@@ -533,7 +534,7 @@ def _put(path: Path, tmp: Optional[str]) -> None:
         else:
             os.replace(tmp, path)
     except OSError as exc:
-        raise ValueError(f"{path_text(path)}: cannot be replaced ({exc.strerror or exc}); the steps before "
+        raise ValueError(f"{shown_path(path)}: cannot be replaced ({exc.strerror or exc}); the steps before "
                          f"this file's step are written") from None
 
 

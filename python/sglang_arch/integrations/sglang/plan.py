@@ -25,7 +25,13 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ...arch import Capability, parse_capability, parse_topology
 from ...arch.profile import format_version
-from ...arch.validate import MAX_WORKER_TIMEOUT_S, WORKER_TIMEOUT_S
+from ...arch.validate import MIB
+
+MAX_MODEL_CONFIG_BYTES = 16 * MIB  # plan --model-path DIR/config.json (real ones are < 100 KiB)
+# Seconds each SGLang worker may take (plan --timeout); importing SGLang and resolving its
+# arguments takes 5-30 s, and a worker still running after this is killed.
+WORKER_TIMEOUT_S = 600
+MAX_WORKER_TIMEOUT_S = 3600
 
 # A simulated node: 132 SMs, like an H100 SXM / H200 (only the v2 custom all-reduce
 # block counts read it).

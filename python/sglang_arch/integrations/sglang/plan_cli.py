@@ -8,14 +8,8 @@ import os
 from typing import Any, Dict, Sequence
 
 from ... import args as cli_args
-from ...arch.validate import (
-    MAX_MODEL_CONFIG_BYTES,
-    MAX_SHOWN_PATH,
-    MAX_WORKER_TIMEOUT_S,
-    WORKER_TIMEOUT_S,
-    read_regular_file,
-    shown,
-)
+from ...arch.validate import MAX_SHOWN_PATH, read_regular_file, shown
+from .plan import MAX_MODEL_CONFIG_BYTES, MAX_WORKER_TIMEOUT_S, WORKER_TIMEOUT_S
 
 MAX_ERROR_CHARS = 600  # of each worker's error quoted in plan's one-line error
 
