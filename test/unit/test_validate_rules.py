@@ -49,6 +49,17 @@ def test_shown_cuts_at_60_characters():
     assert v.shown("c" * 100) == "'" + "c" * 56 + "..."
 
 
+def test_shown_path_is_the_path_while_printable_and_at_most_240_characters():
+    # validate.MAX_SHOWN_PATH (240): a path is shown as it is up to that length; longer,
+    # unprintable or padded paths are quoted, escaped and cut (shown with limit 240)
+    at_limit = "/" + "p" * 239
+    assert v.shown_path(at_limit) == at_limit
+    assert v.shown_path(at_limit + "q") == "'" + at_limit[:236] + "..."
+    assert v.shown_path("/tmp/a\x1bb") == "'/tmp/a\\x1bb'"
+    assert v.shown_path(" /tmp/x") == "' /tmp/x'"
+    assert v.shown_path("") == "''"
+
+
 # --- parse_int / env_bool --------------------------------------------------------------
 
 
