@@ -7,6 +7,7 @@ decisions for the same machine (printed by the child from the registry), and, wh
 noted, facts from the field report and SGLang's own tables.
 """
 
+import importlib
 import importlib.util
 import json
 import subprocess
@@ -21,6 +22,8 @@ if importlib.util.find_spec("sglang") is None:  # located, not imported: each SG
 
 from helpers import clean_env  # noqa: E402
 
+MULTICAST_OFF = importlib.import_module("sglang_arch.arch.detect").MULTICAST_OFF
+
 PROBE = Path(__file__).with_name("runtime_truth.py")
 MIB = 1024 * 1024
 
@@ -33,7 +36,7 @@ def _run(machine):
     cap, gpus, topology = machine
     env = clean_env(SGLANG_ARCH_CAPABILITY=cap, SGLANG_ARCH_GPU_COUNT=str(gpus), SGLANG_ARCH_TOPOLOGY=topology,
                     SGLANG_ARCH_CUDA="13.0")
-    for name in ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "NCCL_NVLS_ENABLE", "NVSHMEM_DISABLE_NVLS"):
+    for name in MULTICAST_OFF:  # the simulated topology decides, not this machine's settings
         env.pop(name, None)
     out = subprocess.run([sys.executable, str(PROBE), "--cpu"], capture_output=True, text=True, env=env,
                          timeout=600)

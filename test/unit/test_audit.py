@@ -332,3 +332,50 @@ def test_nesting_python_refuses_is_skipped_not_handed_to_libcst(tree):
     rep = audit(str(tree))
     assert not by_line(rep, "srt/layers/deep.py")
     assert by_line(rep, ATTN)  # the rest of the tree is scanned as before
+
+
+def test_line_provider_agrees_with_libcsts_positions():
+    """The audit's LineProvider gives every node PositionProvider's start line (decorators,
+    parentheses over lines, comments, backslashes, CRLF, CR, strings holding newlines)."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper, PositionProvider
+    from sglang_arch.audit.scan import LineProvider
+
+    source = textwrap.dedent('''\
+        # leading comment
+
+        @decorator(
+            arg,
+        )
+        def f(a,
+              b=(1 +
+                 2)):
+            """doc
+            string"""
+            x = (  # comment
+                a.b.c(
+                    d
+                )
+            )
+            if (a and
+                    b):
+                return [i for i in
+                        range(3)]
+            y = 1 + \\
+                2
+            return f"""{x}
+        """
+
+
+        class C(Base):
+
+            # a block whose first statement follows a blank line and a comment
+            z: int = (
+                3
+            )
+        ''')
+    for text in (source, source.replace("\n", "\r\n"), source.replace("\n", "\r")):
+        wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
+        positions, lines = wrapper.resolve(PositionProvider), wrapper.resolve(LineProvider)
+        assert len(positions) > 100
+        assert {node: p.start.line for node, p in positions.items()} == dict(lines)
