@@ -17,7 +17,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..arch.validate import shown_path
@@ -433,25 +433,23 @@ def run_series(src: str, into_git: bool = False, check: bool = False,
     series = SeriesResult(tree, steps, check, into_git)
     if check:
         return series
-    writes = [(result, change, confine(tree, change.path, change.base))
-              for result in steps if not result.skipped for change in result.changes]
-    for _, change, path in writes:  # every target checked before the first write
+    writes = {id(change): (change, _target(tree, change))
+              for result in steps if not result.skipped for change in result.changes}
+    for change, path in writes.values():  # every target checked before the first write
         _check_target(path, change.new is None)
     if git_root is not None:
         _refuse_local_changes(git_root, tree, steps)
-    staged = _stage(writes)  # every new file's content on disk, beside its target; nothing replaced yet
+    staged = _stage(writes.values())  # every new file's content on disk, beside its target; nothing replaced yet
     try:
         for result in steps:
             if result.skipped or not result.changes:
                 continue
             for change in result.changes:
-                _put(confine(tree, change.path, change.base), staged.pop(id(change), None))
+                _put(writes[id(change)][1], staged.pop(id(change)))
             if git_root is not None:
                 result.commit = _commit(git_root, tree, result)
     finally:
-        for tmp in staged.values():
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
+        _discard(staged.values())
     return series
 
 
@@ -483,7 +481,7 @@ def _check_target(path: Path, remove: bool) -> None:
                          f"nothing was written")
 
 
-def _stage(writes) -> Dict[int, Optional[str]]:
+def _stage(writes: Iterable[Tuple[FileChange, Path]]) -> Dict[int, Optional[str]]:
     """Write every new content to a temporary file in its target's folder (creating folders
     as needed): {id(change): temporary path, or None for a removal}.  On any failure, the
     temporary files and the folders made for them are removed and a ValueError names the
@@ -491,7 +489,7 @@ def _stage(writes) -> Dict[int, Optional[str]]:
     staged: Dict[int, Optional[str]] = {}
     made: List[Path] = []
     try:
-        for _, change, path in writes:
+        for change, path in writes:
             if change.new is None:
                 staged[id(change)] = None
                 continue
@@ -513,9 +511,7 @@ def _stage(writes) -> Dict[int, Optional[str]]:
                 raise ValueError(f"{shown_path(path)}: cannot be written ({exc.strerror or exc}); "
                                  f"nothing was written") from None
     except BaseException:
-        for tmp in staged.values():
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
+        _discard(staged.values())
         for folder in reversed(made):
             try:
                 folder.rmdir()
@@ -523,6 +519,13 @@ def _stage(writes) -> Dict[int, Optional[str]]:
                 pass
         raise
     return staged
+
+
+def _discard(staged: Iterable[Optional[str]]) -> None:
+    """Remove staged files that were not put in place."""
+    for tmp in staged:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def _put(path: Path, tmp: Optional[str]) -> None:
