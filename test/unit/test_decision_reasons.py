@@ -66,7 +66,7 @@ def test_fusion_reasons():
     assert c.allreduce_fusion(b, T["nvswitch"], 1).reason == "one GPU: nothing to all-reduce"
     assert c.allreduce_fusion(resolve("8.0"), T["nvlink"], 8).reason == "tier 8.0 has no FlashInfer all-reduce fusion kernels"
     d = c.allreduce_fusion(resolve("13.0"), T["pcie-p2p"], 8)
-    assert d.enabled is False and d.reason == "generation fallback to 12.1: FlashInfer's comm kernels are built per family"
+    assert d.enabled is False and d.reason == "generation match of tier 12.1: flashinfer_trtllm_comm has no build for 13.0 (builds: jit:9.x, jit:10.x, jit:12.x)"
     assert c.allreduce_fusion(b, T["nvswitch"], 8, 2).reason == "tier 10.0, 8 GPUs on nvswitch, 2 nodes: mnnvl"
     assert c.allreduce_fusion(b, T["nvswitch"], 8, 2, "trtllm").reason == (
         "trtllm fusion is not available on tier 10.0 with 2 nodes (available: mnnvl, cutedsl)")

@@ -5,7 +5,10 @@ SGLang 0.5.23 ``srt/arg_groups/overrides.py``, ``_dsa_kv_cache_dtype_default`` (
 if major >= 10 and no learnable sinks, else "bfloat16") and ``_dsa_split_backend_resolution``
 (GLM-5 + FP8 on major 12: flashinfer_sparse_mla; FP8: trtllm on major >= 10 else
 flashmla_kv; bfloat16: prefill flashmla_sparse, decode trtllm on major >= 10 else fa3).
-Off the table (docs/differences.md D10): tilelang for both phases.
+Then the kernel catalog: where a phase's backend has no build for the device, both phases
+take tilelang (docs/differences.md D10 off the table, D11 on known tiers).  Where each
+backend's kernels exist is written here from the builds (cuobjdump of the wheels,
+FlashInfer 0.7.2's artifact notes), not imported from the catalog.
 """
 
 import pytest
@@ -31,8 +34,28 @@ UPSTREAM = {
 }
 
 
+
+def built_for(backend, cap):
+    """Where each DSA backend's kernels have a build (the sources in the module docstring)."""
+    c = Capability(*map(int, cap.split("."))) if isinstance(cap, str) else cap
+    if backend == "trtllm":  # trtllm-gen cubins: sm_100f, sm_103a, sm_107a
+        return c.major == 10
+    if backend in ("flashmla_kv", "flashmla_sparse"):  # sgl-flash-mla: sm_90a, sm_100a, sm_103a, sm_107a
+        return c in (Capability(9, 0), Capability(10, 0), Capability(10, 3), Capability(10, 7))
+    if backend == "fa3":  # sgl-kernel flash_ops: sm_90a (and sm_80/86 for MHA only)
+        return c == Capability(9, 0)
+    if backend == "flashinfer_sparse_mla":  # generated for major 12
+        return c.major == 12
+    assert backend == "tilelang"
+    return c >= Capability(8, 0)
+
+
+def expected(cap, pair):
+    return pair if all(built_for(b, cap) for b in pair) else ("tilelang", "tilelang")
+
+
 @pytest.mark.parametrize("cap", sorted(UPSTREAM))
-def test_known_tiers_take_upstreams_rule(cap):
+def test_known_tiers_take_upstreams_rule_where_its_kernels_exist(cap):
     res = resolve(cap)
     assert res.match == "exact"
     kv, fp8, bf16, glm = UPSTREAM[cap]
@@ -40,14 +63,25 @@ def test_known_tiers_take_upstreams_rule(cap):
     got_fp8 = dsa.split_backends(res, "fp8_e4m3", V32)
     got_bf16 = dsa.split_backends(res, "bfloat16", V32)
     got_glm = dsa.split_backends(res, "fp8_e4m3", GLM)
-    assert (got_fp8.prefill, got_fp8.decode) == fp8
-    assert (got_bf16.prefill, got_bf16.decode) == bf16
-    assert (got_glm.prefill, got_glm.decode) == glm
+    assert (got_fp8.prefill, got_fp8.decode) == expected(cap, fp8)
+    assert (got_bf16.prefill, got_bf16.decode) == expected(cap, bf16)
+    assert (got_glm.prefill, got_glm.decode) == expected(cap, glm)
     assert got_glm.glm_sm12 is (cap.startswith("12."))
     assert not got_fp8.glm_sm12 and not got_bf16.glm_sm12
     # GLM-5 with a bfloat16 cache is the general bfloat16 rule
     glm_bf16 = dsa.split_backends(res, "bfloat16", GLM)
-    assert (glm_bf16.prefill, glm_bf16.decode) == bf16
+    assert (glm_bf16.prefill, glm_bf16.decode) == expected(cap, bf16)
+
+
+# D11: the known tiers where upstream's rule names a kernel with no build for the tier.
+D11_TIERS = {"8.0", "8.9", "11.0", "12.0", "12.1"}
+
+
+def test_d11_known_tiers_where_upstream_names_a_kernel_never_built_for_them():
+    differs = {cap for cap, (_, fp8, bf16, glm) in UPSTREAM.items()
+               if any(expected(cap, pair) != pair for pair in (fp8, bf16, glm))}
+    assert differs == D11_TIERS
+    assert "has no build for 12.0" in dsa.split_backends(resolve("12.0"), "fp8_e4m3", V32).reason
 
 
 def test_sinks_keep_a_bfloat16_cache_everywhere():
@@ -57,7 +91,7 @@ def test_sinks_keep_a_bfloat16_cache_everywhere():
         assert "sinks" in decision.reason
 
 
-@pytest.mark.parametrize("cap", ["9.5", "10.5", "11.5", "12.5", "13.0", "20.0", "6.1"])
+@pytest.mark.parametrize("cap", ["9.5", "11.5", "13.0", "20.0", "6.1"])
 def test_off_the_table_dsa_takes_tilelang(cap):
     res = resolve(cap)
     assert res.match not in ("exact", "override")
@@ -67,6 +101,16 @@ def test_off_the_table_dsa_takes_tilelang(cap):
             assert (decision.prefill, decision.decode) == ("tilelang", "tilelang")
             assert not decision.glm_sm12
             assert cap in decision.reason and "tilelang" in decision.reason
+
+
+def test_off_the_table_keeps_family_builds():
+    """10.5 runs trtllm-gen's sm_100f cubins; 12.5 runs FlashInfer's SM12x sparse MLA."""
+    d = dsa.split_backends(resolve("10.5"), "fp8_e4m3", V32)
+    assert (d.prefill, d.decode) == ("trtllm", "trtllm")
+    d = dsa.split_backends(resolve("10.5"), "bfloat16", V32)  # FlashMLA has no 10.5 build
+    assert (d.prefill, d.decode) == ("tilelang", "tilelang")
+    d = dsa.split_backends(resolve("12.5"), "fp8_e4m3", GLM)
+    assert (d.prefill, d.decode) == ("flashinfer_sparse_mla",) * 2 and d.glm_sm12
 
 
 @given(major=st.integers(min_value=0, max_value=30), minor=st.integers(min_value=0, max_value=9))
@@ -79,12 +123,12 @@ def test_kv_default_from_the_tier_equals_upstreams_from_the_device(major, minor)
 
 @given(major=st.integers(min_value=0, max_value=30), minor=st.integers(min_value=0, max_value=9),
        kv=st.sampled_from(dsa.KV_CACHE_DTYPES), arch=st.sampled_from([V32, GLM]))
-def test_prebuilt_dsa_kernels_only_on_known_tiers(major, minor, kv, arch):
-    """The safety rule: a backend of prebuilt kernels only where the tier is the device."""
-    res = resolve(Capability(major, minor))
-    decision = dsa.split_backends(res, kv, arch)
-    portable = (decision.prefill, decision.decode) == ("tilelang", "tilelang")
-    assert portable is (res.match not in ("exact", "override"))
+def test_dsa_backends_only_where_their_kernels_are_built(major, minor, kv, arch):
+    """The safety rule: a prebuilt backend only where it has a build for the device itself."""
+    cap = Capability(major, minor)
+    decision = dsa.split_backends(resolve(cap), kv, arch)
+    if (decision.prefill, decision.decode) != ("tilelang", "tilelang"):
+        assert built_for(decision.prefill, cap) and built_for(decision.decode, cap), decision
 
 
 def test_invalid_kv_cache_dtype_is_named():

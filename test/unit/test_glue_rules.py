@@ -790,8 +790,8 @@ def test_dsa_split_backends_glm5_fp8_on_sm12x(route, monkeypatch):
         assert ga.dsa_split_backends(view) == {"dsa_prefill_backend": "flashinfer_sparse_mla",
                                                "dsa_decode_backend": "flashinfer_sparse_mla"}
     assert checked == []  # as upstream: that arm runs no constraint check
-    view = _dsa_view(arch="GlmMoeDsaForCausalLM", kv="bfloat16")
-    assert ga.dsa_split_backends(view) == {"dsa_prefill_backend": "flashmla_sparse", "dsa_decode_backend": "trtllm"}
+    view = _dsa_view(arch="GlmMoeDsaForCausalLM", kv="bfloat16")  # D11: FlashMLA and trtllm-gen have no SM120 build
+    assert ga.dsa_split_backends(view) == {"dsa_prefill_backend": "tilelang", "dsa_decode_backend": "tilelang"}
 
 
 @pytest.mark.parametrize("case", ["sinks", "hisparse", "not dsa", "not cuda", "hip", "no gpu"])
@@ -809,6 +809,7 @@ def test_dsa_split_backends_refused_pair_is_a_clear_error(route, monkeypatch):
     with pytest.raises(ArchDecisionError) as e:
         ga.dsa_split_backends(_dsa_view(kv="fp8_e4m3"))
     msg = str(e.value)
-    assert msg.startswith("DSA backends prefill=tilelang, decode=tilelang (6.1 is not a known tier")
+    assert msg.startswith("DSA backends prefill=tilelang, decode=tilelang (tier 6.1 (portable): FP8 KV cache -> "
+                          "flashmla_kv, but on 6.1 prefill flashmla_kv: flashmla has no build for 6.1")
     assert "CUDA TileLang FP8 KV requires SM89 or newer." in msg
     assert msg.endswith("(checked by sglang_arch.arch)")

@@ -78,7 +78,7 @@ class MachineContext:
         return dsa.kv_cache_dtype_default(self._res(), attention_sinks)
 
     def dsa_backends(self, kv_cache_dtype: str, model_arch: str = "") -> dsa.DsaDecision:
-        return dsa.split_backends(self._res(), kv_cache_dtype, model_arch)
+        return dsa.split_backends(self._res(), kv_cache_dtype, model_arch, self.cuda)
 
     def decisions(self, nnodes: int = 1) -> Decisions:
         """Every decision for this node's own GPU count, topology and CUDA: what ``show`` prints."""

@@ -1,98 +1,25 @@
-"""Attention backends: what each one needs, and the default for a tier and a model.
+"""Attention backends: the default for a tier and a model, and the check of a choice.
 
-Requirements are declared next to each backend (as FlashInfer's
-``@supported_compute_capability`` does) in terms of the resolution's features and
-family, so a fallback automatically drops a backend whose kernels would not run.
-The default is the first backend of the tier's preference list, then the portable
-tail, that passes its own check for this model.
+The tier gives the preference order; whether a backend can run is the kernel catalog's
+answer for the device itself (``catalog.choice_runs`` on ``Resolution.requested``): a
+fallback lends the neighbour's preferences, never its kernels.  The default is the
+first backend of the tier's preference list, then the portable tail, that has a kernel
+for this device, model kind and phase.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Optional, Tuple
+from typing import Optional, Tuple
 
-from ..capability import Capability
+from .. import catalog
 from ..registry import Resolution
 
 MODEL_KINDS = ("mha", "mla")
 PHASES = ("prefill", "decode")
-_BOTH = frozenset(PHASES)
 
 
-@dataclass(frozen=True)
-class Need:
-    """One way a backend can run; a backend runs where any of its needs holds."""
-
-    feature: Optional[str] = None  # a feature the resolution keeps
-    family: Optional[int] = None  # the tier's major, with family code kept
-    min_cc: Optional[Capability] = None  # on the resolved tier
-    max_cc: Optional[Capability] = None
-    kinds: FrozenSet[str] = frozenset(MODEL_KINDS)
-    min_cuda: Optional[Tuple[int, int]] = None
-
-    def holds(self, res: Resolution, kind: str, cuda: Optional[Tuple[int, int]]) -> bool:
-        if res.match == "portable" or kind not in self.kinds:
-            return False
-        if self.feature is not None and not res.has(self.feature):
-            return False
-        if self.family is not None and not (res.resolved.major == self.family and res.keeps_family_code):
-            return False
-        if self.min_cc is not None and res.resolved < self.min_cc:
-            return False
-        if self.max_cc is not None and res.resolved > self.max_cc:
-            return False
-        if self.min_cuda is not None and (cuda is None or cuda < self.min_cuda):
-            return False
-        return True
-
-    def describe(self) -> str:
-        parts = []
-        if self.feature:
-            parts.append(self.feature)
-        if self.family is not None:
-            parts.append(f"SM{self.family}x")
-        if self.min_cc or self.max_cc:
-            parts.append(f"SM {self.min_cc or ''}..{self.max_cc or ''}")
-        if self.kinds != frozenset(MODEL_KINDS):
-            parts.append("/".join(sorted(self.kinds)).upper() + " only")
-        if self.min_cuda:
-            parts.append(f"CUDA >= {self.min_cuda[0]}.{self.min_cuda[1]}")
-        return " + ".join(parts) or "any CUDA GPU"
-
-
-@dataclass(frozen=True)
-class BackendSpec:
-    name: str
-    needs: Tuple[Need, ...]
-    phases: FrozenSet[str] = _BOTH
-    portable: bool = False  # runs on every GPU (and without one)
-
-
-def _cc(text: str) -> Capability:
-    major, minor = text.split(".")
-    return Capability(int(major), int(minor))
-
-
-# Sources: ARCH-FACTS.md "Attention backends"; FlashInfer utils (7.5 to 12.1);
-# sglang 0.5.23 model_override_base.py (fa3 on Hopper needs CUDA 12.3; SM100 paths 12.8);
-# sglang issue #24633 (trtllm_mla fails on SM120).
-BACKENDS: Dict[str, BackendSpec] = {
-    spec.name: spec
-    for spec in (
-        BackendSpec("fa3", (Need(feature="wgmma", min_cuda=(12, 3)),
-                            Need(min_cc=_cc("8.0"), max_cc=_cc("8.9"), kinds=frozenset({"mha"})))),
-        BackendSpec("fa4", (Need(feature="tcgen05"), Need(family=12))),
-        BackendSpec("trtllm_mha", (Need(feature="wgmma"), Need(feature="tcgen05", min_cuda=(12, 8)),
-                                   Need(family=12, min_cuda=(12, 8))), ),
-        BackendSpec("trtllm_mla", (Need(feature="tcgen05", family=10, kinds=frozenset({"mla"}), min_cuda=(12, 8)),)),
-        BackendSpec("cutedsl_mla", (Need(feature="tcgen05", family=10, kinds=frozenset({"mla"})),),
-                    phases=frozenset({"decode"})),
-        BackendSpec("flashinfer", (Need(min_cc=_cc("7.5"), max_cc=_cc("12.1")),)),
-        BackendSpec("triton", (Need(),), portable=True),
-        BackendSpec("torch_native", (Need(),), portable=True),
-    )
-}
+DECISION = "attention"  # the kernel catalog's name for this decision (arch/kernels.py CHOICES)
 
 
 @dataclass(frozen=True)
@@ -129,30 +56,19 @@ class AttentionDecision:
 
 def check_backend(res: Resolution, name: str, kind: str = "mha", phase: str = "prefill",
                   cuda: Optional[Tuple[int, int]] = (13, 0)) -> Validity:
-    """Whether ``name`` can run here; when not, which backends can."""
+    """Whether ``name`` has a kernel for this device, model kind and phase; when not, which do."""
     if kind not in MODEL_KINDS:
         raise ValueError(f"invalid model kind {kind!r}; accepted: {', '.join(MODEL_KINDS)}")
     if phase not in PHASES:
         raise ValueError(f"invalid phase {phase!r}; accepted: {', '.join(PHASES)}")
-    spec = BACKENDS.get(name)
-    if spec is None:
-        return Validity(None, f"{name!r} has no requirements in this registry; not checked")
-    ok, why = _runs(spec, res, kind, phase, cuda)
-    if ok:
-        return Validity(True, f"{name} runs on tier {res.resolved} ({res.match}): {why}")
-    alternatives = tuple(b for b, s in BACKENDS.items() if _runs(s, res, kind, phase, cuda)[0])
+    verdict = catalog.choice_runs(DECISION, name, res.requested, cuda, kind, phase)
+    if verdict is None:
+        return Validity(None, f"{name!r} has no entry in the kernel catalog; not checked")
+    if verdict.runs:
+        return Validity(True, f"{name} runs on {res.requested}: {verdict.reason}")
+    alternatives = catalog.runnable(DECISION, catalog.known_choices(DECISION), res.requested, cuda, kind, phase)
     return Validity(False, f"{name} cannot run {kind.upper()} {phase} on {res.requested} "
-                           f"(tier {res.resolved}, {res.match}): needs {why}", alternatives)
-
-
-def _runs(spec: BackendSpec, res: Resolution, kind: str, phase: str,
-          cuda: Optional[Tuple[int, int]]) -> Tuple[bool, str]:
-    if phase not in spec.phases:
-        return False, f"{'/'.join(sorted(spec.phases))} only"
-    for need in spec.needs:
-        if (spec.portable and kind in need.kinds) or need.holds(res, kind, cuda):
-            return True, need.describe()
-    return False, " or ".join(n.describe() for n in spec.needs)
+                           f"(tier {res.resolved}, {res.match}): {verdict.reason}", alternatives)
 
 
 def default_backend(res: Resolution, traits: ModelTraits) -> AttentionDecision:
@@ -177,7 +93,7 @@ def default_backend(res: Resolution, traits: ModelTraits) -> AttentionDecision:
         if check.valid:
             note = f"; skipped {', '.join(skipped)}" if skipped else ""
             return AttentionDecision(name, name, f"tier {res.resolved} prefers {name}{note}")
-        skipped.append(f"{name} (cannot run: {check.reason.split(': needs ')[-1]})")
+        skipped.append(f"{name} (cannot run: {check.reason.split('): ', 1)[-1]})")
     tail = _portable_tail(res, traits)
     note = f" after {', '.join(skipped)}" if skipped else ""
     return AttentionDecision(tail, tail, f"tier {res.resolved} ({res.match}): portable default {tail}{note}")
@@ -196,8 +112,11 @@ def _model_blocks(name: str, traits: ModelTraits) -> Optional[str]:
 
 def _portable_tail(res: Resolution, traits: ModelTraits) -> str:
     """MLA: triton.  MHA: flashinfer where it is installed, runs here and the model has
-    no attention sinks (FlashInfer has none), else triton."""
+    no attention sinks (FlashInfer has none), else triton; torch_native where Triton has
+    no build for the device (below SM70)."""
     if (traits.kind == "mha" and traits.flashinfer_available and not traits.attention_sinks
             and check_backend(res, "flashinfer", "mha", "prefill", traits.cuda).valid):
         return "flashinfer"
-    return "triton"
+    if check_backend(res, "triton", traits.kind, "prefill", traits.cuda).valid:
+        return "triton"
+    return "torch_native"

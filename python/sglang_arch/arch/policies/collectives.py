@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from .. import catalog
 from ..profile import MIB
 from ..registry import Resolution
 from ..topology import Topology
@@ -114,9 +115,10 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
     ``auto`` takes the tier's first backend; an explicit one must be listed for the
     tier; across nodes only the tier's multi-node backends; trtllm's IPC workspace needs
     P2P, mnnvl's (multi-node) NVLink workspace needs NVLink between every pair.
-    FlashInfer's comm kernels are built per family, so a generation fallback does
-    not keep them.  ``cuda`` (torch's CUDA version), when given, must reach the tier's
-    minimum for these kernels.
+    A backend is a candidate only where the kernel catalog has its comm kernels for the
+    device itself (FlashInfer generates them for named majors), so a fallback lends the
+    tier's list, never a kernel.  ``cuda`` (torch's CUDA version), when given, must reach
+    the tier's minimum for these kernels.
     """
     _check_world_size(world_size)
     if isinstance(nnodes, bool) or not isinstance(nnodes, int) or nnodes < 1:
@@ -129,8 +131,12 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
         return FusionDecision(False, None, "one GPU: nothing to all-reduce")
     if not backends:
         return FusionDecision(False, None, f"tier {tier} has no FlashInfer all-reduce fusion kernels")
-    if not res.keeps_family_code:
-        return FusionDecision(False, None, f"{res.match} fallback to {tier}: FlashInfer's comm kernels are built per family")
+    built = catalog.runnable("fusion", backends, res.requested)
+    if not built:
+        reasons = "; ".join(catalog.choice_runs("fusion", b, res.requested).reason for b in backends)
+        return FusionDecision(False, None, f"{res.match} match of tier {tier}: {reasons}")
+    if len(built) < len(backends):
+        backends = built
     need = res.profile.allreduce_fusion_min_cuda
     if cuda is not None and need is not None and cuda < need:
         return FusionDecision(False, None, f"fusion on tier {tier} needs torch CUDA >= {need[0]}.{need[1]} "

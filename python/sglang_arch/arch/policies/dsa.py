@@ -11,27 +11,30 @@ SGLang 0.5.23 decides both from the device's major during argument resolution
 - FP8 KV cache: ``trtllm`` for both phases on major >= 10, else ``flashmla_kv``;
 - bfloat16 KV cache: prefill ``flashmla_sparse``; decode ``trtllm`` on major >= 10, else ``fa3``.
 
-The registry applies the same rule to the resolved tier, so an exact (or configured)
-match is upstream's answer.  Every one of those backends runs prebuilt kernels compiled
-per architecture (FlashMLA for sm_90a/sm_100a, FA3 for sm_90a, trtllm-gen cubins,
-FlashInfer's sparse MLA for SM12x); an ``a`` target runs on exactly one capability
-(CUDA C++ Programming Guide, "Feature Availability").  So on any other match (a GPU the
-table does not list) the registry picks ``tilelang`` for both phases: TileLang compiles
-its kernels for the device it runs on (docs/differences.md D10).  The KV-cache default
-needs no such care: it is a data layout, and its rule gives the same answer from the
-tier as from the device on every capability.
+The registry applies the same rule to the resolved tier, then keeps each phase's backend
+only where the kernel catalog (``kernels.py``) has a build of its kernels for the device
+itself: FlashMLA ships sm_90a/sm_100a/sm_103a/sm_107a, FA3 sm_90a, trtllm-gen's cubins
+sm_100f/sm_103a/sm_107a, FlashInfer's sparse MLA is generated for SM12x only.  A phase
+whose backend has no build for the device moves both phases to ``tilelang``, which compiles its kernels
+for the device it runs on (docs/differences.md D10, D11): on a GPU the table does not
+list, and on the known tiers where upstream's major-based rule names kernels that were
+never built for them (trtllm on SM11x and SM12x).  The KV-cache default needs no such
+care: it is a data layout, and its rule gives the same answer from the tier as from the
+device on every capability.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional, Tuple
 
+from .. import catalog
 from ..registry import Resolution
 
 KV_CACHE_DTYPES = ("bfloat16", "fp8_e4m3")
 GLM_DSA_ARCH = "GlmMoeDsaForCausalLM"
 PORTABLE = "tilelang"
-_PREBUILT_MATCHES = ("exact", "override")  # where the tier's prebuilt DSA kernels are the device's
+DECISION = "dsa"  # the kernel catalog's name for this decision
 
 
 @dataclass(frozen=True)
@@ -57,21 +60,35 @@ def kv_cache_dtype_default(res: Resolution, attention_sinks: bool = False) -> Kv
     return KvCacheDecision("bfloat16", f"tier {res.resolved} ({res.match}): bfloat16 KV cache before SM100")
 
 
-def split_backends(res: Resolution, kv_cache_dtype: str, model_arch: str = "") -> DsaDecision:
+def split_backends(res: Resolution, kv_cache_dtype: str, model_arch: str = "",
+                   cuda: Optional[Tuple[int, int]] = None) -> DsaDecision:
     """The DSA prefill and decode backends for a KV cache of ``kv_cache_dtype``."""
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise ValueError(f"invalid DSA KV-cache dtype {kv_cache_dtype!r}; accepted: {', '.join(KV_CACHE_DTYPES)}")
-    tier, fp8 = res.resolved, kv_cache_dtype == "fp8_e4m3"
-    if res.match not in _PREBUILT_MATCHES:
-        return DsaDecision(PORTABLE, PORTABLE,
-                           f"{res.requested} is not a known tier ({res.match} match of {tier}): the prebuilt "
-                           f"DSA kernels have no build for it; {PORTABLE} compiles for the device")
+    prefill, decode, why, glm_sm12 = _upstream_rule(res, kv_cache_dtype == "fp8_e4m3", model_arch)
+    dropped = []
+    for phase, backend in (("prefill", prefill), ("decode", decode)):
+        verdict = catalog.choice_runs(DECISION, backend, res.requested, cuda)
+        if verdict is not None and not verdict.runs:
+            dropped.append((phase, backend, verdict.reason))
+    if not dropped:
+        return DsaDecision(prefill, decode, why, glm_sm12=glm_sm12)
+    # Both phases move together: SGLang validates the pair (_check_dsa_backend_constraints),
+    # and TileLang for both is a pair it accepts wherever TileLang runs.
+    lost = "; ".join(f"{phase} {backend}: {reason}" for phase, backend, reason in dropped)
+    return DsaDecision(PORTABLE, PORTABLE,
+                       f"{why}, but on {res.requested} {lost}; {PORTABLE} for both phases compiles for the device")
+
+
+def _upstream_rule(res: Resolution, fp8: bool, model_arch: str) -> Tuple[str, str, str, bool]:
+    """SGLang 0.5.23's rule on the tier: (prefill, decode, reason, GLM-5 SM12x arm)."""
+    tier = res.resolved
+    where = f"tier {tier} ({res.match})"
     if model_arch == GLM_DSA_ARCH and fp8 and tier.major == 12:
-        return DsaDecision("flashinfer_sparse_mla", "flashinfer_sparse_mla",
-                           f"tier {tier}: GLM-5 with an FP8 KV cache on SM12x", glm_sm12=True)
+        return "flashinfer_sparse_mla", "flashinfer_sparse_mla", f"{where}: GLM-5 with an FP8 KV cache on SM12x", True
     blackwell = tier.major >= 10
     if fp8:
         backend = "trtllm" if blackwell else "flashmla_kv"
-        return DsaDecision(backend, backend, f"tier {tier}: FP8 KV cache -> {backend}")
+        return backend, backend, f"{where}: FP8 KV cache -> {backend}", False
     decode = "trtllm" if blackwell else "fa3"
-    return DsaDecision("flashmla_sparse", decode, f"tier {tier}: bfloat16 KV cache -> flashmla_sparse / {decode}")
+    return "flashmla_sparse", decode, f"{where}: bfloat16 KV cache -> flashmla_sparse / {decode}", False
