@@ -131,9 +131,9 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
         return FusionDecision(False, None, "one GPU: nothing to all-reduce")
     if not backends:
         return FusionDecision(False, None, f"tier {tier} has no FlashInfer all-reduce fusion kernels")
-    built = catalog.runnable("fusion", backends, res.requested)
+    built = catalog.runnable("fusion", backends, res.identities)
     if not built:
-        reasons = "; ".join(catalog.choice_runs("fusion", b, res.requested).reason for b in backends)
+        reasons = "; ".join(catalog.choice_runs("fusion", b, res.identities).reason for b in backends)
         return FusionDecision(False, None, f"{res.match} match of tier {tier}: {reasons}")
     if len(built) < len(backends):
         backends = built
