@@ -106,7 +106,9 @@ def run(tree: str, files: List[Path], tests: Path, work: Path, patched: Path) ->
     import test_upstream_series as series
 
     report = work / f"{tree}.xml"
-    hide_gpu = {"CUDA_VISIBLE_DEVICES": ""}
+    # No GPU visible: an index no host has (CUDA then shows none; SGLang's test_utils
+    # reads the variable's first character as a digit, so it cannot be empty).
+    hide_gpu = {"CUDA_VISIBLE_DEVICES": "9"}
     args = ["-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"--junitxml={report}",
             f"--rootdir={tests}", *map(str, files)]
     if tree == "patched":  # the patched tree alone, sglang_arch refused (SGLang's CPU CI)
