@@ -228,12 +228,14 @@ class Transaction:
         self._undo: List[Tuple[str, Callable[[], Optional[str]]]] = []  # (what, how), undone last first
         self._kept: List[str] = []  # the files replaced or removed, until the end
         self._done: set = set()  # id(write) of those in place
+        self._present: set = set()  # paths there at the check, or put there since by this transaction
 
     def __enter__(self) -> "Transaction":
         try:
             for folder in self._lock:
                 self._stack.enter_context(folder_lock(folder))
             check_writes(self.writes, distinct=self._distinct)
+            self._present = {w.path for w in self.writes if os.path.lexists(w.path)}
             for write in self.writes:
                 if write.text is not None:
                     self._staged[id(write)] = self._stage(write)
@@ -279,12 +281,13 @@ class Transaction:
 
     def _put(self, write: Write) -> None:
         path = write.path
-        present = os.path.lexists(path)
+        present = path in self._present
         if write.text is None:
             if present:
                 kept = _temp_name(path, "bak")
                 os.rename(path, kept)
                 self._keep(path, kept)
+                self._present.discard(path)
             return
         tmp = self._staged[id(write)]
         if present:
@@ -306,6 +309,7 @@ class Transaction:
                     raise
                 os.replace(tmp, path)
             self._undo.append((path, lambda: os.unlink(path)))
+            self._present.add(path)
         del self._staged[id(write)]
 
     def _keep(self, path: str, kept: str) -> None:
