@@ -513,6 +513,7 @@ class _Git:
 
     def __init__(self, tree: Tree) -> None:
         self.root = _git_root(tree)
+        self.identity = _identity(self.root)
         self.head: Optional[str] = None
         self.ref: Optional[str] = None
         self.env: Dict[str, str] = {}
@@ -553,7 +554,7 @@ class _Git:
 
     def commit(self, result: StepResult, paths: Sequence[str]) -> str:
         self._run(f"git add of step {result.step.number}", "add", "-A", "--", *paths)
-        self._run(f"git commit of step {result.step.number}", *_identity(self.root), "commit", "--quiet",
+        self._run(f"git commit of step {result.step.number}", *self.identity, "commit", "--quiet",
                   "-F", "-", stdin=commit_message(result))
         return self._run("git rev-parse", "rev-parse", "--short", "HEAD")
 
