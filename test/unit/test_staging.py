@@ -16,7 +16,7 @@ import fcntl
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sglang_arch import files
 from sglang_arch.files import Transaction, Write, check_writes
@@ -121,6 +121,7 @@ def test_a_fault_anywhere_leaves_the_folder_as_it_was_or_the_run_completes(tmp_p
             else:
                 failed = None
     after = snapshot(root)
+    event(f"{fault}: {'rolled back' if failed else 'completed'}")
     if failed is None:
         assert after == expected(before, writes, root)
     else:

@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("libcst", reason="the upstream rewriter needs libcst: pip install -e 'python[test]'")
@@ -29,6 +29,8 @@ from sglang_arch import files  # noqa: E402
 from sglang_arch.cli import main  # noqa: E402
 from sglang_arch.upstream import series  # noqa: E402
 from sglang_arch.upstream.sites import STEPS  # noqa: E402
+
+from .test_upstream_rewriter import make_synthetic_tree  # noqa: E402
 
 
 def git(root, *args, check=True):
@@ -134,7 +136,9 @@ def test_into_git_commits_every_step_or_leaves_everything_as_it_was(tmp_path_fac
         git(root, "config", "gpg.program", "false")
     elif fault in ("index.lock", "ref.lock"):  # another git takes a lock while the k-th commit runs
         lock = root / ".git" / ("index.lock" if fault == "index.lock" else "refs/heads/main.lock")
-        fail_at_commit(root, hooks, at, action=f'touch "{lock}"')
+        # ... and gives it back a moment later (index.lock: once the run has ended, below)
+        release = "" if fault == "index.lock" else f'; (sleep 0.3; rm -f "{lock}") >/dev/null 2>&1 &'
+        fail_at_commit(root, hooks, at, action=f'touch "{lock}"{release}')
     elif fault == "ignored":
         (root / ".gitignore").write_text("python/sglang/srt/arch/\n")
         git(root, "add", ".gitignore")
@@ -161,6 +165,7 @@ def test_into_git_commits_every_step_or_leaves_everything_as_it_was(tmp_path_fac
         monkeypatch.undo()
         for lock in (root / ".git" / "index.lock", root / ".git" / "refs/heads/main.lock"):
             lock.unlink(missing_ok=True)  # the other git has finished
+    event(f"{fault}: {'rolled back' if failed else 'completed'}")
     if failed is not None:
         assert "\n" not in failed
         assert state(root) == before, failed
@@ -182,28 +187,10 @@ def test_into_git_commits_every_step_or_leaves_everything_as_it_was(tmp_path_fac
 # the command is given the plan (``plan_series`` patched), except where planning is the
 # subject (imports, libcst failures).
 
-def _installed_sglang():
-    import importlib.util
-
-    spec = importlib.util.find_spec("sglang")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("needs the sglang package's sources (the series edits its real call sites)")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
     """SGLang's copies of the files the series edits, in a clone's layout (no repository)."""
-    installed = _installed_sglang()
-    root = tmp_path_factory.mktemp("template")
-    package = root / "python" / "sglang"
-    (package / "srt").mkdir(parents=True)
-    (package / "__init__.py").write_text("", encoding="utf-8")
-    for step in STEPS:
-        for plan in step.modules:
-            (package / plan.path).parent.mkdir(parents=True, exist_ok=True)
-            (package / plan.path).write_bytes((installed / plan.path).read_bytes())
-    return root
+    return make_synthetic_tree(tmp_path_factory.mktemp("template"))
 
 
 @pytest.fixture(scope="module")

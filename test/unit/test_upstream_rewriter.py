@@ -382,18 +382,22 @@ def _installed_sglang():
     return Path(list(spec.submodule_search_locations)[0])
 
 
-@pytest.fixture()
-def synthetic_tree(tmp_path):
-    """``tmp/python/sglang`` with SGLang's own copies of the files the series edits."""
+def make_synthetic_tree(root):
+    """``root/python/sglang`` with SGLang's own copies of the files the series edits; root."""
     installed = _installed_sglang()
-    package = tmp_path / "clone" / "python" / "sglang"
+    package = root / "python" / "sglang"
     (package / "srt").mkdir(parents=True)
     (package / "__init__.py").write_text("", encoding="utf-8")
     for step in STEPS:
         for plan in step.modules:
             (package / plan.path).parent.mkdir(parents=True, exist_ok=True)
             (package / plan.path).write_bytes((installed / plan.path).read_bytes())
-    return tmp_path / "clone"
+    return root
+
+
+@pytest.fixture()
+def synthetic_tree(tmp_path):
+    return make_synthetic_tree(tmp_path / "clone")
 
 
 def _git(root, *args, env=None):

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -52,6 +53,8 @@ UP_TO_DATE = "up to date"
 # detection back-ends it imports inside functions, both already SGLang dependencies.
 REGISTRY_THIRD_PARTY = frozenset({"torch", "pynvml"})
 GIT_IDENTITY = ("-c", "user.name=sglang-arch", "-c", "user.email=sglang-arch@localhost")
+# Seconds a roll back keeps trying to put HEAD back while another git holds the branch's lock.
+ROLLBACK_WAIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -535,8 +538,17 @@ class _Git:
             raise ValueError(f"--into-git: uncommitted changes in files the series writes ({shown}): an earlier "
                              f"run without --into-git, or edits of yours; commit or stash them first")
 
-    def _run(self, what: str, *args: str, stdin: Optional[str] = None, private: bool = True) -> str:
-        out = _git(self.root, *args, stdin=stdin, env=self.env if private else None)
+    def _run(self, what: str, *args: str, stdin: Optional[str] = None, private: bool = True,
+             wait_for_locks: float = 0.0) -> str:
+        """git ``args`` (with the private index unless not ``private``); ValueError naming ``what``
+        when it fails.  ``wait_for_locks``: seconds to keep trying while another git holds a
+        lock it needs (a roll back must not give up on the first try)."""
+        deadline = time.monotonic() + wait_for_locks
+        while True:
+            out = _git(self.root, *args, stdin=stdin, env=self.env if private else None)
+            if out.returncode == 0 or ".lock': File exists" not in out.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         if out.returncode != 0:
             raise ValueError(f"--into-git: {what} failed: {' '.join((out.stderr or out.stdout).split())[:2000]}")
         return out.stdout.strip()
@@ -575,11 +587,12 @@ class _Git:
             return None
         old = [now] if now else []
         if self.head is None:  # the branch had no commit: it goes away again
-            self._run("git update-ref -d", "update-ref", "-d", self.ref or "HEAD", *old, private=False)
+            self._run("git update-ref -d", "update-ref", "-d", self.ref or "HEAD", *old, private=False,
+                      wait_for_locks=ROLLBACK_WAIT)
             return "no commit was made"
         where = ["--no-deref", "HEAD"] if self.ref is None else [self.ref]
         self._run("git update-ref", "update-ref", "-m", "sglang-arch upstream: rolled back", *where, self.head,
-                  *old, private=False)
+                  *old, private=False, wait_for_locks=ROLLBACK_WAIT)
         return f"HEAD is back at {self.head[:12]}"
 
 
