@@ -281,6 +281,33 @@ def test_a_second_run_changes_nothing(clone):
     assert check.returncode == 0 and "nothing to do" in check.stdout
 
 
+def _repository_state(root: Path) -> dict:
+    """The work tree (every change git sees), the index and HEAD of a clean checkout."""
+    return {args[0]: _git(root, *args) for args in (("status", "--porcelain", "--untracked-files=all"),
+                                                   ("diff",), ("diff", "--cached"), ("rev-parse", "HEAD"))}
+
+
+def test_a_refused_commit_changes_nothing_and_a_registry_only_tree_takes_the_rest(clone, tmp_path):
+    """Issue 21, items 1 and 2, on the installed SGLang 0.5.23: signing that fails (gpg.program
+    false) at the first commit leaves the tree, the index and HEAD as they were; a tree that
+    carries only the registry (SGLang merged PR-1) gets steps 2-4, the same tree as the series."""
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(clone.root), str(other)], check=True)
+    _git(other, "checkout", "-q", clone.base)
+    _git(other, "config", "commit.gpgsign", "true")
+    _git(other, "config", "gpg.program", "false")
+    before = _repository_state(other)
+    run = _upstream(other, "--into-git", env=clone.env)
+    assert run.returncode == 2 and "git commit of step 1 failed" in run.stderr, run.stdout + run.stderr
+    assert _repository_state(other) == before
+    assert len(run.stderr.strip().splitlines()) == 1 and "everything written was undone" in run.stderr
+    _git(other, "config", "--unset", "commit.gpgsign")
+    _git(other, "checkout", "-q", _git(clone.root, "rev-parse", "HEAD~3").strip())  # the registry alone
+    run = _upstream(other, "--into-git", env=clone.env)
+    assert run.returncode == 0 and run.stdout.count(", commit ") == 3, run.stdout + run.stderr
+    assert _git(other, "rev-parse", "HEAD^{tree}") == _git(clone.root, "rev-parse", "HEAD^{tree}")
+
+
 def test_the_installed_package_layout(clone, tmp_path):
     package = _copy_sglang(tmp_path / "sglang")
     env = _env(tmp_path)
