@@ -371,6 +371,11 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
         "flashinfer_cutedsl": [{"kernel": "flashinfer_cutedsl_gemm_fp4"}],
         "marlin": [{"kernel": "marlin"}],
     },
+    # sgl-kernel's own MoE helpers (no flag picks them; every runner above calls them): recorded
+    # so that explain and the catalog tests see which GPUs the installed wheel loads on.
+    "sgl_kernel": {
+        "common_ops": [{"kernel": "sgl_kernel_moe_ops"}],
+    },
     # DeepGEMM JIT enablement (SGLANG_ENABLE_JIT_DEEPGEMM; deep_gemm_wrapper.ENABLE_JIT_DEEPGEMM)
     "deep_gemm": {
         "jit": [{"kernel": "deep_gemm"}],
