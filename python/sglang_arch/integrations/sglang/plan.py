@@ -230,11 +230,14 @@ def moe_gemm_outcome(mode: str, cap: Capability, view: Any) -> Dict[str, Any]:
     """
     from ...arch import catalog
     from ...arch.policies import moe
-    from .glue.moe import quant_kind
+    from .glue.moe import kind_of
 
-    kind, explicit_q = quant_kind(view)
-    arch = (getattr(sys.modules["sglang.srt.arg_groups.overrides"].model_config_of(view).hf_config,
-                    "architectures", None) or [""])[0]
+    # The model's own config.json: SGLang's ModelConfig can refuse it on a host without a
+    # GPU (0.5.23 registers the mxfp4 method only where is_cuda() holds at import).
+    with open(os.path.join(view.model_path, "config.json"), encoding="utf-8") as f:
+        hf = json.load(f)
+    kind, explicit_q = kind_of(view.quantization, hf.get("quantization_config") or {})
+    arch = (hf.get("architectures") or [""])[0]
     runner, fp8, fp4 = view.moe_runner_backend, view.fp8_gemm_runner_backend, view.fp4_gemm_runner_backend
     if mode == "routed":
         from ...arch.runtime import current

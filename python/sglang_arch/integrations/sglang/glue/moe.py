@@ -34,9 +34,13 @@ def _cuda_platform() -> bool:
 def quant_kind(view: Any) -> Tuple[Optional[str], bool]:
     """(kind of the MoE experts, whether ``--quantization`` named it); kind None: a
     quantization the registry does not judge (SGLang decides)."""
-    explicit = view.quantization
     hf_config = sys.modules[_OVERRIDES].model_config_of(view).hf_config
     config = getattr(hf_config, "quantization_config", None) or {}
+    return kind_of(view.quantization, config)
+
+
+def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
+    """The experts' kind from ``--quantization`` and the HF ``quantization_config``."""
     if not isinstance(config, dict):
         config = getattr(config, "__dict__", {}) or {}
     method = explicit or config.get("quant_method")
