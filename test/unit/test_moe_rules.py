@@ -32,8 +32,8 @@ def _decisions(res):
 def test_every_decision_runs_on_the_device(cap):
     res = _res(cap)
     for decision, choice, kind in _decisions(res):
-        if choice.choice is None:
-            continue  # refused: nothing of the kind has a build here (D12)
+        if choice.choice is None or not choice.judged:
+            continue  # refused: nothing of the kind has a build here (D12); FP8 below SM89: SGLang's own
         verdict = catalog.choice_runs(decision, choice.choice, cap, (13, 0), kind)
         assert verdict is not None and verdict.runs, (str(cap), decision, kind, choice)
 
@@ -116,6 +116,13 @@ def test_upstream_rules_are_sglangs_0_5_23_rules():
     assert moe.upstream_fp8_gemm(cap("9.0"), True) == "deep_gemm"
     assert moe.upstream_fp4_gemm(cap("10.3")) == "flashinfer_cutedsl"
     assert moe.upstream_fp4_gemm(cap("8.9")) == "marlin"
+
+
+def test_fp8_below_sm89_is_left_to_sglang():
+    for cap in ("7.0", "8.0", "8.6"):
+        assert not moe.moe_runner(_res(cap), "fp8_block").judged and not moe.fp8_gemm(_res(cap)).judged
+        assert not moe.moe_runner(_res(cap), "fp8_block").changed
+    assert moe.moe_runner(_res("8.9"), "fp8_block").judged
 
 
 def test_bad_kinds_and_decisions_are_refused():

@@ -49,6 +49,7 @@ class Choice:
     upstream: str
     reason: str
     alternatives: Tuple[str, ...] = ()
+    judged: bool = True  # False: SGLang's own choice, not checked (FP8 below SM89: SGLang's own fallbacks)
 
     @property
     def changed(self) -> bool:
@@ -149,11 +150,21 @@ def _pick(decision: str, upstream: str, prefs: Tuple[str, ...], res: Resolution,
                                   f"({verdict.reason}), and none of {', '.join(prefs)} has a build for it")
 
 
+FP8_NATIVE = Capability(8, 9)  # below it SGLang serves FP8 weights through its own fallbacks (Marlin W8A16)
+
+
+def _below_fp8(res: Resolution) -> bool:
+    return any(cap < FP8_NATIVE for cap in res.identities)
+
+
 def moe_runner(res: Resolution, quant: str, cuda: Cuda = (13, 0), model_arch: str = "",
                explicit_quantization: bool = False) -> Choice:
     """The MoE runner for ``--moe-runner-backend auto`` and experts of kind ``quant``."""
     kind = _kind(quant)
     upstream = upstream_moe_runner(res.resolved, kind, model_arch, explicit_quantization)
+    if kind == "fp8_block" and _below_fp8(res):
+        return Choice(upstream, upstream, f"not judged on {res.requested}: below SM89 SGLang serves FP8 weights "
+                                          f"through its own fallbacks", judged=False)
     return _pick(MOE, upstream, MOE_FALLBACKS[kind], res, cuda, kind, f"{kind} MoE runner")
 
 
@@ -191,6 +202,9 @@ def fp8_gemm(res: Resolution, cuda: Cuda = (13, 0), deep_gemm_on: Optional[bool]
     if deep_gemm_on is None:
         deep_gemm_on = deep_gemm(res, cuda).choice == "on"
     upstream = upstream_fp8_gemm(res.resolved, deep_gemm_on, flashinfer)
+    if _below_fp8(res):
+        return Choice(upstream, upstream, f"not judged on {res.requested}: below SM89 SGLang serves FP8 weights "
+                                          f"through its own fallbacks", judged=False)
     return _pick(FP8_GEMM, upstream, FP8_GEMM_FALLBACKS, res, cuda, None, "FP8 block GEMM")
 
 

@@ -97,7 +97,7 @@ def moe_runner_backend(view: Any) -> Optional[dict]:
     runner = view.moe_runner_backend
     if runner != "auto":
         check = ctx.check_moe_runner(runner, kind)
-        if check.valid is not False:
+        if check.valid is not False or not ctx.moe_runner(kind).judged:
             return None
         if _user_value(view, "moe_runner_backend") == runner:
             _refuse("--moe-runner-backend", runner, check)
