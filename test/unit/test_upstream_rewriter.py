@@ -335,7 +335,8 @@ def test_the_series_writes_the_plugins_glue():
     """The glue modules are the plugin's, with only their registry imports translated."""
     files = series.registry_files()
     assert files["srt/arch/glue/__init__.py"] == glue.tree_module("__init__")
-    assert set(glue_files()) == {"glue/__init__.py", "glue/collectives.py", "glue/fusion.py", "glue/attention.py"}
+    assert set(glue_files()) == {"glue/__init__.py", "glue/collectives.py", "glue/fusion.py", "glue/attention.py",
+                                 "glue/moe.py"}
 
 
 def test_the_registry_is_portable_and_copied_byte_for_byte():
@@ -584,10 +585,12 @@ def test_a_git_clone_gets_the_test_files_counted_apart_from_the_call_sites(synth
 def test_the_commits_include_the_test_files(synthetic_tree, tmp_path, monkeypatch):
     _commit_base(synthetic_tree, tmp_path, monkeypatch)
     assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
-    first = _git(synthetic_tree, "show", "--name-only", "--format=", "HEAD~3").split()
-    last = _git(synthetic_tree, "show", "--name-only", "--format=", "HEAD").split()
-    assert f"{series.TESTS_DIR}/test_arch_registry.py" in first
-    assert f"{series.TESTS_DIR}/test_arch_call_sites.py" in last
+    def commit_of(step: int) -> list:  # HEAD is the last step's commit
+        return _git(synthetic_tree, "show", "--name-only", "--format=", f"HEAD~{len(STEPS) - step}").split()
+
+    for step, name in series.TEST_FILES.items():
+        assert f"{series.TESTS_DIR}/{name}" in commit_of(step), (step, name)
+    assert f"{series.TESTS_DIR}/test_arch_registry.py" in commit_of(1)
     assert _git(synthetic_tree, "status", "--porcelain") == ""
 
 

@@ -16,7 +16,7 @@ from typing import Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import attention, collectives, dsa, platform
+from .policies import attention, collectives, dsa, moe, platform
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import TOPOLOGIES, Topology
@@ -82,6 +82,24 @@ class MachineContext:
 
     def dsa_backends(self, kv_cache_dtype: str, model_arch: str = "") -> dsa.DsaDecision:
         return dsa.split_backends(self._res(), kv_cache_dtype, model_arch, self.cuda)
+
+    def moe_runner(self, quant: str, model_arch: str = "", explicit_quantization: bool = False) -> moe.Choice:
+        return moe.moe_runner(self._res(), quant, self.cuda, model_arch, explicit_quantization)
+
+    def check_moe_runner(self, name: str, quant: str) -> moe.Validity:
+        return moe.check_moe_runner(self._res(), name, quant, self.cuda)
+
+    def deep_gemm(self) -> moe.Choice:
+        return moe.deep_gemm(self._res(), self.cuda)
+
+    def fp8_gemm(self, deep_gemm_on: Optional[bool] = None, flashinfer: bool = True) -> moe.Choice:
+        return moe.fp8_gemm(self._res(), self.cuda, deep_gemm_on, flashinfer)
+
+    def fp4_gemm(self) -> moe.Choice:
+        return moe.fp4_gemm(self._res(), self.cuda)
+
+    def check_gemm(self, decision: str, name: str) -> moe.Validity:
+        return moe.check_gemm(self._res(), decision, name, self.cuda)
 
     def decisions(self, nnodes: int = 1) -> Decisions:
         """Every decision for this node's own GPU count, topology and CUDA: what ``show`` prints."""
