@@ -85,6 +85,7 @@ def loses(m):
     return "two_shot" not in m["times_us"] or tc.slower(m, "eager", "two_shot", "nccl")
 
 
+@settings(deadline=None)
 @given(size=st.integers(4, SYMM_MEM_MAX_MIB * MIB))
 def test_every_size_is_written_as_the_table_reads_it_back(size):
     assert profile.symm_size_bytes(profile.symm_size_text(size), "ctx") == size
