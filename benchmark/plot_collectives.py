@@ -53,7 +53,8 @@ def stability(runs):
         run = saved["run"]
         result["runs"].append({
             "file": path.name, "started": run["started"],
-            "crossover_mib": {mode: tc.tuned_sizes(run, mode=mode) for mode in ("eager", "graph")},
+            "crossover_mib": {mode: {ws: None if b is None else b / tc.MIB for ws, b in tc.tuned_sizes(run, mode=mode).items()}
+                              for mode in ("eager", "graph")},
             "verdicts_two_shot_vs_nccl": {mode: verdicts(run, mode) for mode in ("eager", "graph")},
         })
     for mode in ("eager", "graph"):

@@ -17,7 +17,7 @@ that were not, e.g. where the ``.pth`` file is missing).
 Cost outside SGLang: one dictionary look-up per first import of a module.  Cost in an
 SGLang process: importing the plugin's glue once, and one wrap per target.  Opting out is
 honoured here as in the entry point: ``SGLANG_ARCH_DISABLE=1``, or ``SGLANG_PLUGINS``
-set without ``sglang_arch``.  Nothing here may raise: a failure leaves SGLang as it is
+set without ``sglang_arch`` (read exactly as SGLang's loader reads it: ``allowed_by_sglang``).  Nothing here may raise: a failure leaves SGLang as it is
 (the entry point then logs why).
 
 This module imports only ``os`` and ``sys`` at module level: it runs at every start.  It
@@ -44,10 +44,23 @@ def opted_out(environ=os.environ) -> bool:
     """Whether the user keeps the plugin out of this process (as SGLang's loader does)."""
     if environ.get(KILL_SWITCH, "").strip().lower() not in FALSE_WORDS:
         return True
-    allowed = environ.get("SGLANG_PLUGINS", "")
-    if allowed.strip():
-        return PLUGIN_NAME not in {name.strip() for name in allowed.split(",")}
-    return False
+    return not allowed_by_sglang(environ)
+
+
+def allowed_by_sglang(environ=os.environ) -> bool:
+    """Whether SGLang 0.5.23's loader calls the entry point under ``SGLANG_PLUGINS``.
+
+    Its rule (``sglang/srt/plugins/__init__.py`` ``load_plugins_by_group``): unset or empty,
+    every plugin loads; any other value, even blanks or commas alone, is an allow-list of
+    the comma-separated names, each with surrounding whitespace dropped, compared exactly
+    (case kept).  ``SGLANG_PLATFORM`` only skips distributions that ship a platform plugin,
+    and sglang-arch ships none.  test/integration/test_plugin_allow_list.py compares this
+    with SGLang's own function over generated values.
+    """
+    value = environ.get("SGLANG_PLUGINS")
+    if not value:
+        return True
+    return any(part.strip() == PLUGIN_NAME for part in value.split(","))
 
 
 class _RoutingLoader:

@@ -88,7 +88,11 @@ def _world_sizes(text: str) -> List[int]:
 
 
 _UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
-MAX_MESSAGE_BYTES = SYMM_MEM_MAX_MIB * 1024 * 1024
+# SGLang sends a message through symmetric memory only below the buffer's size, at most
+# SYMM_MEM_MAX_MIB: a size measured at or above that could be won by a path no override
+# can turn on (tune/collectives.py tuned_sizes), so the largest size is the last multiple
+# of 4 bytes below it.
+MAX_MESSAGE_BYTES = SYMM_MEM_MAX_MIB * 1024 * 1024 - 4
 
 
 def _sizes(text: str) -> List[int]:
@@ -108,8 +112,9 @@ def _sizes(text: str) -> List[int]:
         except ValueError:
             value = 0
         if not 4 <= value <= MAX_MESSAGE_BYTES or value % 4:
-            raise ValueError(f"invalid size {shown(part)}; accepted: a positive multiple of 4 bytes up to "
-                             f"{SYMM_MEM_MAX_MIB} MiB, as bytes or 4K, 1M, 256M (comma-separated)")
+            raise ValueError(f"invalid size {shown(part)}; accepted: a positive multiple of 4 bytes below "
+                             f"{SYMM_MEM_MAX_MIB} MiB (the largest symmetric-memory buffer), as bytes or 4K, 1M, "
+                             f"256M (comma-separated)")
         out.append(value)
     return out
 

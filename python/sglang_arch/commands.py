@@ -45,27 +45,64 @@ def add_commands(sub) -> None:
     tune_cli.add_command(sub)
 
 
+# How long ``gencode`` waits for ``nvcc --version`` (a healthy nvcc answers in well under a
+# second; one on a hung network file system may never answer).
+NVCC_TIMEOUT_S = 10
+
+
 def toolkit_version(explicit: Optional[str]) -> Tuple[Tuple[int, int], str]:
-    """The CUDA toolkit to build for: the argument, nvcc's version, or torch's."""
+    """The CUDA toolkit to build for: the argument, nvcc's version, or torch's.  Where none
+    answers, the error says what each source did (nvcc not found, timed out, failed)."""
     if explicit:
         return parse_version(explicit), "--cuda"
     nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else None)
     if nvcc and os.path.exists(nvcc):
-        try:
-            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
-            out = ""
-        m = re.search(r"release (\d+)\.(\d+)", out)
-        if m:
-            return (int(m.group(1)), int(m.group(2))), nvcc
+        version, nvcc_said = _nvcc_release(nvcc)
+        if version is not None:
+            return version, nvcc
+    elif nvcc:
+        nvcc_said = f"{nvcc} does not exist (CUDA_HOME)"
+    else:
+        nvcc_said = "no nvcc on PATH and CUDA_HOME unset"
     try:
         import torch
 
         if torch.version.cuda:
             return parse_version(torch.version.cuda), "torch.version.cuda"
+        torch_said = "torch has no CUDA"
     except ImportError:
-        pass
-    raise ValueError("no CUDA toolkit found (no nvcc, no CUDA torch); pass --cuda X.Y")
+        torch_said = "torch is not installed"
+    raise ValueError(f"no CUDA toolkit found: {nvcc_said}; {torch_said}; pass --cuda X.Y")
+
+
+def _nvcc_release(nvcc: str) -> Tuple[Optional[Tuple[int, int]], str]:
+    """``nvcc --version``'s release, or why there is none.  The wait is bounded by
+    NVCC_TIMEOUT_S for nvcc and everything it started (its own session, killed whole)."""
+    import signal
+
+    try:
+        proc = subprocess.Popen([nvcc, "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        return None, f"{nvcc} --version could not start ({exc.strerror or exc})"
+    try:
+        out, _ = proc.communicate(timeout=NVCC_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        proc.communicate()
+        return None, f"{nvcc} --version did not answer within {NVCC_TIMEOUT_S:g} s (timed out)"
+    if proc.returncode != 0:
+        return None, f"{nvcc} --version exited with status {proc.returncode}"
+    m = re.search(r"release ([0-9]+)\.([0-9]+)", out)
+    if not m:
+        return None, f"{nvcc} --version printed no 'release X.Y'"
+    try:
+        return parse_version(f"{m.group(1)}.{m.group(2)}"), nvcc
+    except ValueError as exc:
+        return None, f"{nvcc} --version: {exc}"
 
 
 def cmd_gencode(args: argparse.Namespace) -> int:

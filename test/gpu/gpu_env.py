@@ -25,3 +25,21 @@ def _gpu_count() -> int:
 
 
 GPUS = _gpu_count()
+
+
+# The modules of this project and of SGLang itself: a probe that cannot import one of them
+# is broken, never skipped.
+OWN_MODULES = ("sglang", "sglang_arch", "_sglang_arch_early")
+
+
+def missing_requirement(stderr: str):
+    """The third-party module a probe subprocess could not import (its last
+    ``ModuleNotFoundError``), or None: what the plain wheels of ``scripts/gpu-wheels`` lack
+    and ``scripts/gpu-wheels --server`` carries (setproctitle, uvicorn, ...: section B of
+    scripts/gpu-requirements.txt), so the test skips naming it instead of failing."""
+    import re
+
+    found = re.findall(r"ModuleNotFoundError: No module named '([^']+)'", stderr)
+    if not found or found[-1].split(".")[0] in OWN_MODULES:
+        return None
+    return found[-1]

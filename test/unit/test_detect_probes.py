@@ -155,15 +155,17 @@ def test_detect_with_no_gpu_anywhere_says_so():
 
 @pytest.mark.parametrize("spec,expected", [
     (None, [0, 1, 2, 3]), ("", []), ("2", [2]), ("3,1", [3, 1]), ("0, 2", [0, 2]), ("1,7", [1]),
-    ("-1", []), ("GPU-8f6e1d2c,GPU-1a2b", [0, 1, 2, 3]), ("0,,1", [0, 1]),
+    ("-1", []), ("GPU-8f6e1d2c,GPU-1a2b", [1, 0]), ("0,,1", [0]), ("GPU-8f,GPU-1a", []), ("GPU-8f6,GPU-ff", [1]), ("+1,-0", [1, 0]), ("GPU-,0", []),
 ])
 def test_visible_devices(monkeypatch, spec, expected):
+    """CUDA's rule: in order; an invalid entry (an empty one too) hides every one after it."""
     gpus = [Gpu(i, f"g{i}", Capability(9, 0)) for i in range(4)]
+    uuids = ["GPU-1a2b3c", "GPU-8f6e1d2c00", "GPU-8f00", "GPU-77"]
     if spec is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", spec)
-    assert [g.index for g in _visible(gpus)] == expected
+    assert [g.index for g in _visible(gpus, uuids)] == expected
 
 
 def test_nvml_node_honours_visible_devices_for_gpus_and_topology(nvml, monkeypatch):
@@ -319,10 +321,10 @@ def test_a_broken_probe_is_named_without_its_underscores():
     assert node.notes[0] == "Xprobe: OSError: gone"
 
 
-def test_a_visible_index_past_the_end_is_dropped(monkeypatch):
+def test_a_visible_index_past_the_end_hides_every_later_one(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,4,3")
     gpus = [Gpu(i, f"g{i}", Capability(9, 0)) for i in range(4)]
-    assert [g.index for g in _visible(gpus)] == [0, 3]
+    assert [g.index for g in _visible(gpus)] == [0]
 
 
 def test_nvswitch_is_asked_of_the_first_gpu():

@@ -2,11 +2,15 @@
 
 import importlib
 import importlib.abc
+import os
 import sys
 import textwrap
+from unittest import mock
 
 import _sglang_arch_early as _early
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sglang_arch.arch import validate
 
 
@@ -19,10 +23,36 @@ from sglang_arch.arch import validate
     ({"SGLANG_ARCH_DISABLE": "maybe"}, True),  # unreadable: the safe side, as the entry point
     ({"SGLANG_PLUGINS": "other"}, True),
     ({"SGLANG_PLUGINS": "other, sglang_arch"}, False),
-    ({"SGLANG_PLUGINS": " "}, False),
+    ({"SGLANG_PLUGINS": " "}, True),  # SGLang reads blanks as an allow-list naming nothing
+    ({"SGLANG_PLUGINS": ""}, False),  # empty: every plugin loads
+    ({"SGLANG_PLUGINS": " sglang_arch\t,"}, False),
+    ({"SGLANG_PLUGINS": "SGLANG_ARCH"}, True),  # names compare exactly
 ])
 def test_opt_outs_match_the_entry_point(env, out):
     assert _early.opted_out(env) is out
+
+
+@given(value=st.lists(st.sampled_from(["sglang_arch", "other", " ", ",", "\t", "SGLANG_ARCH", ""]), max_size=6)
+       .map("".join))
+def test_the_entry_point_stays_out_where_sglangs_loader_would(value):
+    """A direct call of the entry point agrees with the allow-list SGLang's loader reads
+    (test/integration/test_plugin_allow_list.py compares that with SGLang's own function)."""
+    from sglang_arch.integrations import sglang as plugin
+
+    saved = os.environ.get("SGLANG_PLUGINS")
+    os.environ["SGLANG_PLUGINS"] = value
+    try:
+        if _early.allowed_by_sglang():
+            return  # registering needs SGLang: the integration tests cover that side
+        with mock.patch.object(plugin.logger, "info") as info, mock.patch.object(plugin, "_ensure_visible_logging"):
+            plugin.register()
+        assert not plugin._state["registered"]
+        info.assert_called_once_with("sglang-arch: not in SGLANG_PLUGINS, SGLang decides on its own")
+    finally:
+        if saved is None:
+            os.environ.pop("SGLANG_PLUGINS", None)
+        else:
+            os.environ["SGLANG_PLUGINS"] = saved
 
 
 def test_false_words_are_the_validation_layers():

@@ -66,7 +66,8 @@ def test_flatten_entry_that_is_not_a_table():
 def test_flatten_capability_listed_twice():
     with pytest.raises(TableError) as e:
         flatten_entries({"9.0": {"name": "a"}, "sm_90": {"name": "b"}}, W)
-    assert str(e.value) == "over.toml: entry 'sm_90': capability 9.0 is listed twice"
+    assert str(e.value) == ("over.toml: entries '9.0' and 'sm_90' both name capability 9.0 (listed twice); "
+                            "accepted: one entry per capability")
 
 
 def test_flatten_inherits_that_is_not_a_string():

@@ -178,7 +178,7 @@ def test_override_file_toml(tmp_path):
 
 
 @pytest.mark.parametrize("content,message", [
-    ({"12.0": {"torch_symm_mem": {"8": -1}}}, r"entry 12.0: field 'torch_symm_mem.8': expected an integer >= 1"),
+    ({"12.0": {"torch_symm_mem": {"8": -1}}}, r"entry 12.0: field 'torch_symm_mem.8': expected an integer 1-1024 \(MiB\), or a string"),
     ({"12.0": {"features": {"warp_magic": "arch"}}}, r"entry 12.0: field 'features': unknown feature 'warp_magic'"),
     ({"12.0": {"features": {"fp8": "sometimes"}}}, r"field 'features.fp8': unknown scope 'sometimes'"),
     ({"12.0": {"topology": "ring"}}, r"field 'topology': unknown 'ring'; accepted: single, nvswitch"),

@@ -157,7 +157,8 @@ def test_an_override_entry_that_is_not_a_table():
 def test_an_override_capability_listed_twice():
     with pytest.raises(TableError) as e:
         r.build_registry({"9.0": {"name": "a"}, "sm_90": {"name": "b"}}, override_source="o.json")
-    assert str(e.value) == "o.json: entry 'sm_90': capability 9.0 is listed twice"
+    assert str(e.value) == ("o.json: entries '9.0' and 'sm_90' both name capability 9.0 (listed twice); "
+                            "accepted: one entry per capability")
 
 
 def test_a_patch_sets_a_field_it_names_to_null():

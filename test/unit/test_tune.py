@@ -27,7 +27,7 @@ RUN = synthetic(2, {
 
 
 def test_tuned_size_is_the_first_size_where_symm_mem_loses():
-    assert tc.tuned_sizes(RUN) == {2: 16}
+    assert tc.tuned_sizes(RUN) == {2: 16 * MIB}
 
 
 def test_one_slow_small_size_is_not_a_crossover():
@@ -36,19 +36,19 @@ def test_one_slow_small_size_is_not_a_crossover():
         1 * MIB: {"nccl": 30.0, "two_shot": 10.0},
         64 * MIB: {"nccl": 400.0, "two_shot": 600.0},
     })
-    assert tc.tuned_sizes(noisy) == {2: 64}
+    assert tc.tuned_sizes(noisy) == {2: 64 * MIB}
 
 
 def test_one_shot_is_information_not_a_sglang_path():
     run = synthetic(2, {MIB: {"nccl": 30.0, "two_shot": 25.0, "one_shot": 10.0}})
-    assert tc.tuned_sizes(run) == {2: 2}
+    assert tc.tuned_sizes(run) == {2: 2 * MIB}
     (row,) = tc.check(run, resolve("9.0"), TOPOLOGIES["nvlink"])
     assert row["fastest"] == "two_shot" and row["ok"] and row["fastest_measured"] == "one_shot"
 
 
 def test_tuned_size_when_symm_mem_always_or_never_wins():
     always = synthetic(4, {MIB: {"nccl": 9.0, "two_shot": 1.0}, 4 * MIB: {"nccl": 9.0, "two_shot": 1.0}})
-    assert tc.tuned_sizes(always) == {4: 8}
+    assert tc.tuned_sizes(always) == {4: 8 * MIB}
     never = synthetic(4, {4096: {"nccl": 1.0, "two_shot": 9.0}})
     assert tc.tuned_sizes(never) == {4: None}
     unmeasured = synthetic(2, {4096: {"nccl": 1.0}})
@@ -66,7 +66,7 @@ def test_check_compares_the_registry_pick_with_the_fastest_path():
 
 def test_override_file_round_trips_into_the_registry(tmp_path):
     base = resolve("9.0").profile.torch_symm_mem
-    entry = tc.override_entry("9.0", dict(base), {2: 16, 4: None}, "measured on test data")
+    entry = tc.override_entry("9.0", dict(base), {2: 16 * MIB, 4: None}, "measured on test data")
     for suffix in (".toml", ".json"):
         path = tmp_path / f"arch{suffix}"
         tc.write_override(str(path), entry)
@@ -79,7 +79,7 @@ def test_override_file_round_trips_into_the_registry(tmp_path):
 
 def test_explain_reports_the_tuned_override(tmp_path, monkeypatch, capsys):
     path = tmp_path / "tuned.toml"
-    tc.write_override(str(path), tc.override_entry("9.0", dict(resolve("9.0").profile.torch_symm_mem), {2: 16}, "t"))
+    tc.write_override(str(path), tc.override_entry("9.0", dict(resolve("9.0").profile.torch_symm_mem), {2: 16 * MIB}, "t"))
     monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
     reset_default_registry()
     assert main(["explain", "9.0", "--world-size", "2", "--topology", "nvlink", "--json"]) == 0
@@ -119,7 +119,7 @@ def test_a_difference_inside_the_spread_decides_nothing():
     for mode in ("eager", "graph"):
         assert not tc.slower(overlap, mode, "two_shot", "nccl")
         assert tc.slower(apart, mode, "two_shot", "nccl")
-        assert tc.tuned_sizes(run, mode=mode) == {2: 64}
+        assert tc.tuned_sizes(run, mode=mode) == {2: 64 * MIB}
     rows = {r["size"]: r for r in tc.check(run, resolve("9.0"), TOPOLOGIES["nvlink"], mode="graph")}
     assert rows[16 * MIB]["pick"] == "two_shot" and rows[16 * MIB]["ok"]  # 1.3x, but inside the spread
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field, replace
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .capability import Capability, parse_capability
 from .registry import MATCH_KINDS, Resolution, resolve
 from .topology import TOPOLOGIES, Topology, parse_topology
-from .validate import MAX_GPUS_PER_NODE, parse_int, shown
+from .validate import MAX_GPUS_PER_NODE, parse_int, read_regular_file, shown
 
 logger = logging.getLogger("sglang_arch")
 
@@ -54,6 +54,7 @@ class Node:
 def detect(*, capability: Optional[str] = None, topology: Optional[str] = None,
            gpu_count: Optional[int] = None, probes: Optional[Sequence[Callable[[], Optional[Node]]]] = None) -> Node:
     """Describe this node.  Arguments (or the environment) simulate a machine."""
+    check_environment()
     sim = simulated_node(capability, topology, gpu_count)
     if sim is not None:
         return sim
@@ -68,6 +69,17 @@ def detect(*, capability: Optional[str] = None, topology: Optional[str] = None,
             node = _apply_topology_env(node)
             return replace(node, notes=tuple(notes) + node.notes)
     return Node((), TOPOLOGIES["single"], "none", tuple(notes) + ("no NVIDIA GPU found (NVML and torch report none)",))
+
+
+def check_environment() -> None:
+    """Every detection variable is checked whether or not a GPU is there, and whether or not
+    it is used (SGLANG_ARCH_GPU_COUNT without SGLANG_ARCH_CAPABILITY): a bad value is an
+    error naming the variable (docs/configuration.md)."""
+    for name, parser in ((ENV_CAPABILITY, parse_capability), (ENV_TOPOLOGY, parse_topology),
+                         (ENV_GPU_COUNT, _parse_count)):
+        text = os.environ.get(name)
+        if text:
+            _parse_env(parser, text, name)
 
 
 def simulated_node(capability: Optional[str] = None, topology: Optional[str] = None,
@@ -115,11 +127,143 @@ def _apply_multicast_env(node: Node) -> Node:
     """On a real node, multicast turned off in the environment wins over the topology,
     detected or forced by SGLANG_ARCH_TOPOLOGY: with it off, symmetric memory must not
     choose multimem.  A simulated machine (SGLANG_ARCH_CAPABILITY) is what was asked for."""
-    off = [f"{k}={v}" for k, v in MULTICAST_OFF.items() if os.environ.get(k, "").strip() == v]
+    off = multicast_off_settings()
     if node.topology.multicast and off:
         return replace(node, topology=TOPOLOGIES["nvlink"],
                        notes=node.notes + (f"multicast turned off by {', '.join(off)}",))
     return node
+
+
+# --- the multicast-off settings, each read as its owner reads it -------------------------
+
+def multicast_off_settings(environ: Optional[Mapping[str, str]] = None, nccl_files: Optional[Sequence[str]] = None
+                           ) -> List[str]:
+    """``NAME=value`` for each multicast-off setting in force, read as torch, NCCL and
+    NVSHMEM read it (docs/configuration.md)."""
+    env = os.environ if environ is None else environ
+    off = []
+    # torch: c10/util/env.cpp ``check_env`` (used by symm_mem's device_has_multicast_support):
+    # exactly "1" is true, "0" false; any other value is warned about and ignored.
+    torch_value = env.get("TORCH_SYMM_MEM_DISABLE_MULTICAST")
+    if torch_value == "1":
+        off.append("TORCH_SYMM_MEM_DISABLE_MULTICAST=1")
+    # NCCL: src/misc/param.cc ``ncclLoadParam`` reads NCCL_NVLS_ENABLE (default 2) with
+    # ``strtoll(str, NULL, 0)``, a value out of range keeping the default; transport/nvls.cc
+    # turns NVLS off where it is 0.  ``ncclGetEnv`` also reads NCCL's configuration files.
+    nccl_value = nccl_env("NCCL_NVLS_ENABLE", env, nccl_files)
+    if nccl_value and c_strtoll(nccl_value) == 0:
+        off.append(f"NCCL_NVLS_ENABLE={nccl_value}")
+    # NVSHMEM: env_defs_internal.h ``nvshmemi_getenv_bool``: a variable that is set is true
+    # (even empty) unless its first character is 0, N, n, F or f.
+    nvshmem_value = env.get("NVSHMEM_DISABLE_NVLS")
+    if nvshmem_value is not None and nvshmem_value[:1] not in ("0", "N", "n", "F", "f"):
+        off.append(f"NVSHMEM_DISABLE_NVLS={nvshmem_value}")
+    return off
+
+
+_C_SPACE = " \t\n\v\f\r"
+_INT64 = 1 << 63
+
+
+def c_strtoll(text: str) -> Optional[int]:
+    """C's ``strtoll(text, NULL, 0)``: leading white space, a sign, then 0x (hex), 0 (octal)
+    or decimal digits, as far as they go; no digits is 0.  None where C reports ERANGE."""
+    rest = text.lstrip(_C_SPACE)
+    sign = -1 if rest[:1] == "-" else 1
+    if rest[:1] in ("-", "+"):
+        rest = rest[1:]
+    base, digits = 10, "0123456789"
+    if rest[:2].lower() == "0x" and rest[2:3].lower() in tuple("0123456789abcdef"):
+        base, digits, rest = 16, "0123456789abcdef", rest[2:]
+    elif rest[:1] == "0":
+        base, digits = 8, "01234567"
+    end = 0
+    while end < len(rest) and rest[end].lower() in digits:
+        end += 1
+    value = sign * int(rest[:end], base) if end else 0
+    return value if -_INT64 <= value < _INT64 else None
+
+
+NCCL_CONF_ETC = "/etc/nccl.conf"
+
+
+def nccl_env(name: str, environ: Mapping[str, str], files: Optional[Sequence[str]] = None) -> Optional[str]:
+    """A variable as NCCL's ``ncclGetEnv`` sees it: the environment, else the first definition
+    in NCCL_CONF_FILE (or ~/.nccl.conf), then /etc/nccl.conf (param.cc ``initEnvFunc``:
+    ``NAME=value`` lines, '#' lines skipped, an earlier value never overwritten)."""
+    if name in environ:
+        return environ[name]
+    if files is None:
+        user = environ.get("NCCL_CONF_FILE") or os.path.join(os.path.expanduser("~"), ".nccl.conf")
+        files = (user, NCCL_CONF_ETC)
+    for path in files:
+        try:
+            text = read_regular_file(path).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            continue
+        for line in text.split("\n"):
+            if line.startswith("#") or "=" not in line:
+                continue
+            key, value = line.split("=", 1)
+            if key[:1023] == name:
+                return value[:1023]
+    return None
+
+
+# --- CUDA_VISIBLE_DEVICES, read as CUDA reads it ------------------------------------------
+
+def visible_indices(spec: Optional[str], count: int, uuids: Sequence[str] = (),
+                    mig: Optional[Mapping[str, int]] = None) -> List[int]:
+    """The devices (indices into NVML's order) CUDA enumerates under CUDA_VISIBLE_DEVICES.
+
+    CUDA's documented rule (CUDA C Programming Guide, "CUDA Environment Variables"):
+    entries are taken in order, as indices or as (abbreviated) ``GPU-``/``MIG-`` UUIDs; an
+    invalid entry hides itself and every entry after it.  An index is read as C's
+    ``strtoul`` reads it ("1gpu" is 1; no digits, a sign or an index past the last device
+    is invalid); a UUID entry must be the prefix of exactly one device's UUID, and a list
+    that starts with UUIDs stops at the first entry that does not.  A device named twice
+    makes the whole list empty (as torch's ``_parse_visible_devices`` models it).  ``mig``:
+    MIG device UUID -> its GPU's index; MIG entries name those.  Unset: every device.
+    """
+    if spec is None:
+        return list(range(count))
+    prefix = spec[:4] if spec[:4] in ("GPU-", "MIG-") else ""
+    picked: List[int] = []
+    named: List[str] = []
+    for entry in spec.split(","):
+        if prefix:
+            if not entry.startswith(prefix):
+                break
+            index = _by_uuid(entry, uuids if prefix == "GPU-" else (), mig or {})
+            key = entry
+        else:
+            index = _by_ordinal(entry.strip(_C_SPACE), count)
+            key = str(index)
+        if index is None:
+            break
+        if key in named or (prefix != "MIG-" and index in picked):
+            return []
+        named.append(key)
+        picked.append(index)
+    return picked
+
+
+def _by_ordinal(entry: str, count: int) -> Optional[int]:
+    sign = -1 if entry[:1] == "-" else 1
+    digits = entry[1:] if entry[:1] in ("-", "+") else entry
+    end = 0
+    while end < len(digits) and digits[end] in "0123456789":
+        end += 1
+    index = sign * int(digits[:end]) if end else -1
+    return index if 0 <= index < count else None
+
+
+def _by_uuid(entry: str, uuids: Sequence[str], mig: Mapping[str, int]) -> Optional[int]:
+    if entry.startswith("MIG-"):
+        hits = [gpu for uuid, gpu in mig.items() if uuid.startswith(entry)]
+    else:
+        hits = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
+    return hits[0] if len(hits) == 1 else None
 
 
 def _nvml_node() -> Optional[Node]:
@@ -143,22 +287,45 @@ def _nvml_node() -> Optional[Node]:
             name = name.decode() if isinstance(name, bytes) else name
             mem = pynvml.nvmlDeviceGetMemoryInfo(h).total
             gpus.append(Gpu(i, name, Capability(major, minor), mem))
-        gpus = _visible(gpus)
+        uuids, mig = _uuids(pynvml, handles)
+        gpus = _visible(gpus, uuids, mig)
+        if mig:  # MIG devices: no peer access between them
+            return Node(tuple(gpus), TOPOLOGIES["single" if len(gpus) <= 1 else "pcie"], "nvml",
+                        ("MIG devices (CUDA_VISIBLE_DEVICES): no peer-to-peer access",))
         return Node(tuple(gpus), _nvml_topology(pynvml, [handles[g.index] for g in gpus]), "nvml")
     finally:
         pynvml.nvmlShutdown()
 
 
-def _visible(gpus: List[Gpu]) -> List[Gpu]:
-    """Honour CUDA_VISIBLE_DEVICES when it lists plain indices (NVML ignores it)."""
-    spec = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if spec is None:
-        return gpus
-    try:
-        picked = [int(x) for x in spec.split(",") if x.strip()]
-    except ValueError:  # UUIDs: keep everything, the count may be off
-        return gpus
-    return [gpus[i] for i in picked if 0 <= i < len(gpus)]
+def _visible(gpus: List[Gpu], uuids: Sequence[str] = (), mig: Optional[Mapping[str, int]] = None) -> List[Gpu]:
+    """The GPUs CUDA makes visible under CUDA_VISIBLE_DEVICES (NVML ignores it)."""
+    return [gpus[i] for i in visible_indices(os.environ.get("CUDA_VISIBLE_DEVICES"), len(gpus), uuids, mig)]
+
+
+def _uuids(pynvml, handles) -> Tuple[List[str], Dict[str, int]]:
+    """Each GPU's UUID, and MIG device UUID -> its GPU's index, asked of NVML only where
+    CUDA_VISIBLE_DEVICES names devices by UUID."""
+    spec = os.environ.get("CUDA_VISIBLE_DEVICES") or ""
+    if not spec.startswith(("GPU-", "MIG-")):
+        return [], {}
+    uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
+    mig: Dict[str, int] = {}
+    if spec.startswith("MIG-"):
+        for i, h in enumerate(handles):
+            try:
+                slots = pynvml.nvmlDeviceGetMaxMigDeviceCount(h)
+            except pynvml.NVMLError:
+                continue
+            for k in range(slots):
+                try:
+                    mig[_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, k)))] = i
+                except pynvml.NVMLError:
+                    continue
+    return uuids, mig
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _nvml_topology(pynvml, handles) -> Topology:

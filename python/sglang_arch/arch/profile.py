@@ -76,12 +76,12 @@ class TableError(ValueError):
 def flatten_entries(raw: Mapping[str, Mapping[str, Any]], where: str) -> Dict[Capability, Dict[str, Any]]:
     """Apply ``inherits`` so each entry holds all its fields.  Keys become Capabilities."""
     by_cap: Dict[Capability, Mapping[str, Any]] = {}
+    spelled: Dict[Capability, Any] = {}
     for key, entry in raw.items():
         cap = _parse_key(key, where)
         if not isinstance(entry, Mapping):
             raise TableError(f"{where}: entry {shown(key)} must be a table of fields, got {type(entry).__name__}")
-        if cap in by_cap:
-            raise TableError(f"{where}: entry {shown(key)}: capability {cap} is listed twice")
+        check_unique(spelled, cap, key, where)
         by_cap[cap] = entry
 
     flat: Dict[Capability, Dict[str, Any]] = {}
@@ -108,6 +108,17 @@ def flatten_entries(raw: Mapping[str, Mapping[str, Any]], where: str) -> Dict[Ca
     for cap in by_cap:
         build(cap, ())
     return flat
+
+
+def check_unique(seen: Dict[Any, Any], value: Any, key: Any, where: str, what: str = "entries",
+                 named: str = "capability", accepted: str = "one entry per capability") -> None:
+    """Refuse a second key naming what an earlier one named ("12.0" and "sm_120", world
+    sizes "2" and "02"): one line naming both keys.  Records ``key`` under ``value``."""
+    if value in seen:
+        label = f"{named} {value}" if named else str(value)
+        raise TableError(f"{where}: {what} {shown(seen[value])} and {shown(key)} both name {label} "
+                         f"(listed twice); accepted: {accepted}")
+    seen[value] = key
 
 
 def inherits_of(entry: Mapping[str, Any], ctx: str) -> Optional[Capability]:
@@ -150,10 +161,12 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
     if not isinstance(symm, Mapping):
         raise TableError(f"{ctx}: field 'torch_symm_mem' must map world size -> MiB, got {shown(symm)}")
     symm_bytes: Dict[int, int] = {}
+    symm_keys: Dict[int, Any] = {}
     for ws, mib in symm.items():
         ws_i = _int(ws, f"{ctx}: field 'torch_symm_mem' key", 2, MAX_GPUS_PER_NODE)
-        symm_bytes[ws_i] = _int(mib, f"{ctx}: field 'torch_symm_mem.{shown(ws).strip(chr(39))}'",
-                                1, SYMM_MEM_MAX_MIB) * MIB
+        check_unique(symm_keys, ws_i, ws, f"{ctx}: field 'torch_symm_mem'", what="keys", named="world size",
+                     accepted="one size per world size")
+        symm_bytes[ws_i] = symm_size_bytes(mib, f"{ctx}: field 'torch_symm_mem.{shown(ws).strip(chr(39))}'")
 
     table = fields.get("custom_ar_v2_table")
     if table is not None and (not isinstance(table, str) or table not in CUSTOM_AR_V2_TABLES):
@@ -201,6 +214,36 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
     )
 
 
+# A symmetric-memory size: an integer is MiB (the table's unit); a string with a unit keeps
+# what a measurement found below or between whole MiB ("512 KiB", "1536 KiB", "8 B").
+_SIZE_RE = re.compile(r"([0-9]{1,10}) ?(B|KiB|MiB)")
+_SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": MIB}
+SYMM_SIZE_ACCEPTED = (f"an integer 1-{SYMM_MEM_MAX_MIB} (MiB), or a string '<n> B', '<n> KiB' or '<n> MiB' "
+                      f"from 4 B to {SYMM_MEM_MAX_MIB} MiB")
+
+
+def symm_size_bytes(value: Any, ctx: str) -> int:
+    """A ``torch_symm_mem`` size in bytes: MiB as an integer, or a string with its unit."""
+    if isinstance(value, str):
+        m = _SIZE_RE.fullmatch(value.strip())
+        size = int(m.group(1)) * _SIZE_UNITS[m.group(2)] if m else 0
+        if 4 <= size <= SYMM_MEM_MAX_MIB * MIB:
+            return size
+        raise TableError(f"{ctx}: expected {SYMM_SIZE_ACCEPTED}, got {shown(value)}")
+    try:
+        return parse_int(value, ctx, 1, SYMM_MEM_MAX_MIB) * MIB
+    except ValueError:
+        raise TableError(f"{ctx}: expected {SYMM_SIZE_ACCEPTED}, got {shown(value)}") from None
+
+
+def symm_size_text(size: int):
+    """The table's spelling of ``size`` bytes (inverse of ``symm_size_bytes``): whole MiB as
+    an integer, otherwise the largest unit that holds it exactly."""
+    if size % MIB == 0:
+        return size // MIB
+    return f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} B"
+
+
 def _parse_key(key: Any, where: str) -> Capability:
     try:
         return parse_capability(key)
@@ -224,7 +267,12 @@ def _list(values: Any, ctx: str, what: str) -> list:
 
 
 def _ints(values: Any, ctx: str, minimum: int, maximum: int) -> Tuple[int, ...]:
-    return tuple(_int(v, ctx, minimum, maximum) for v in _list(values, ctx, f"integers {minimum}-{maximum}"))
+    """A list of distinct integers (world sizes): a value listed twice is refused, both named."""
+    seen: Dict[int, Any] = {}
+    for v in _list(values, ctx, f"integers {minimum}-{maximum}"):
+        check_unique(seen, _int(v, ctx, minimum, maximum), v, ctx, what="items", named="",
+                     accepted="each value once")
+    return tuple(seen)
 
 
 def _str(value: Any, ctx: str) -> str:

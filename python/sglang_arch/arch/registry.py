@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .capability import Capability, CapabilityLike, parse_capability
 from .profile import (
@@ -29,6 +29,7 @@ from .profile import (
     ArchProfile,
     TableError,
     build_profile,
+    check_unique,
     flatten_entries,
     inherits_of,
 )
@@ -208,6 +209,7 @@ def build_registry(
         raise TableError(f"{override_source}: expected a table of capability -> fields, got {shown(overrides)}")
     if overrides:
         flat_base = flatten_entries(raw, "built-in table")
+        spelled: Dict[Capability, Any] = {}
         for key, entry in overrides.items():
             try:
                 cap = parse_capability(key)
@@ -216,8 +218,7 @@ def build_registry(
             if not isinstance(entry, Mapping):
                 raise TableError(f"{override_source}: entry {shown(key)} must be a table of fields, "
                                  f"got {type(entry).__name__}")
-            if cap in overridden:
-                raise TableError(f"{override_source}: entry {shown(key)}: capability {cap} is listed twice")
+            check_unique(spelled, cap, key, override_source)
             patches = inherits_of(entry, f"{override_source}: entry {cap}") is None
             base = dict(flat_base.get(cap, {})) if patches else {}
             base.pop("lead", None)
@@ -323,8 +324,18 @@ def _parse_json(path: str, text: str):
             raise ValueError(f"number {literal[:20]} is out of range")
         return value
 
+    def unique_keys(pairs):
+        # json.loads keeps the last of two equal keys; a file that says two things is refused.
+        obj: Dict[str, Any] = {}
+        for key, value in pairs:
+            if key in obj:
+                raise ValueError(f"key {shown(key)} is given twice in one object (both occurrences would be "
+                                 f"read as one, the last winning); accepted: each key once")
+            obj[key] = value
+        return obj
+
     try:
-        return json.loads(text, parse_constant=constant, parse_float=number)
+        return json.loads(text, parse_constant=constant, parse_float=number, object_pairs_hook=unique_keys)
     except RecursionError:
         raise TableError(f"{path}: not valid JSON: nested too deeply") from None
     except ValueError as exc:

@@ -270,8 +270,8 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
         tune_mode = args.tune_mode or ("graph" if "graph" in measured else "eager")
         rows = [r for mode in measured for r in tc.check(run, res, topology, mode)]
         tuned = tc.tuned_sizes(run, mode=tune_mode)
-        report.update(tier=str(res.resolved), match=res.match, topology=topology.name, check=rows, tuned_mib=tuned,
-                      tune_mode=tune_mode, tuned_mib_by_mode={m: tc.tuned_sizes(run, mode=m) for m in measured},
+        report.update(tier=str(res.resolved), match=res.match, topology=topology.name, check=rows, tuned_bytes=tuned,
+                      tune_mode=tune_mode, tuned_bytes_by_mode={m: tc.tuned_sizes(run, mode=m) for m in measured},
                       within_10_percent=all(r["ok"] for r in rows),
                       within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
@@ -325,10 +325,13 @@ def render(report) -> str:
     for m in run["measurements"]:
         for p, why in m["errors"].items():
             lines.append(f"  {m['world_size']} {_fmt(m['size'])} {p}: {why}")
-    if "tuned_mib" in report:
-        by_mode = report.get("tuned_mib_by_mode", {})
-        lines.append(f"measured symm-mem max sizes (MiB), decided from {report.get('tune_mode', 'eager')} timing: "
-                     f"{report['tuned_mib']} (by mode: {by_mode}); registry's pick never slower beyond 10% and the "
+    if "tuned_bytes" in report:
+        def sizes(tuned):
+            return {ws: "off" if b is None else _fmt(b) for ws, b in tuned.items()}
+
+        by_mode = {m: sizes(t) for m, t in report.get("tuned_bytes_by_mode", {}).items()}
+        lines.append(f"measured symm-mem max sizes, decided from {report.get('tune_mode', 'eager')} timing: "
+                     f"{sizes(report['tuned_bytes'])} (by mode: {by_mode}); registry's pick never slower beyond 10% and the "
                      f"spread: {report.get('within_10_percent_by_mode', report['within_10_percent'])}")
     if report.get("override_file"):
         lines.append(f"override written to {report['override_file']} (use SGLANG_ARCH_CONFIG={report['override_file']})")

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from ..arch.detect import MULTICAST_OFF
+from ..arch.profile import symm_size_text
 from ..arch.validate import SYMM_MEM_MAX_MIB, shown
 from ..files import write_files
 
@@ -426,14 +427,17 @@ def check(run: Dict[str, Any], res, topology, mode: str = "eager") -> List[Dict[
 
 
 def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot", mode: str = "eager") -> Dict[int, Optional[int]]:
-    """Per world size, the symm-mem max size (MiB) the measurements support.
+    """Per world size, the symm-mem max size (bytes, exclusive) the measurements support.
 
-    The maximum (exclusive) is the smallest measured size from which ``algorithm`` stays
-    slower than the fastest path SGLang can take (``SGLANG_PATHS``) at every larger size,
-    where slower means beyond noise (``slower``: over 10% and outside the trials' spread):
-    one slow small size among fast ones is launch noise, not a crossover.  ``None``: it
-    loses from the smallest size on (turn the size off).  A world size where ``algorithm``
-    never ran in ``mode`` is left out: nothing was measured.
+    The maximum is the smallest measured size from which ``algorithm`` stays slower than
+    the fastest path SGLang can take (``SGLANG_PATHS``) at every larger size, where slower
+    means beyond noise (``slower``: over 10% and outside the trials' spread): one slow small
+    size among fast ones is launch noise, not a crossover.  Where it never loses from some
+    size on, twice the largest measured size (at most the 1024 MiB an override may hold;
+    ``tune`` measures below that).  Kept in bytes: a crossover below 1 MiB is a size, not
+    "off".  ``None`` only where it loses at every measured size (turn the size off).  So a
+    size at which ``algorithm`` was the fastest is always below the maximum.  A world size
+    where ``algorithm`` never ran in ``mode`` is left out: nothing was measured.
     """
     by_ws: Dict[int, List[Dict]] = {}
     for m in run["measurements"]:
@@ -450,26 +454,27 @@ def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot", mode: str = "e
             best = _fastest(m, mode, SGLANG_PATHS)
             return best != algorithm and slower(m, mode, algorithm, best)
 
-        limit = 2 * cells[-1]["size"]
+        limit: Optional[int] = 2 * cells[-1]["size"]
         for i in range(len(cells) - 1, -1, -1):
             if not loses(cells[i]):
                 break
-            limit = cells[i]["size"]
-        mib = min(limit // MIB, SYMM_MEM_MAX_MIB)  # what an override file may hold
-        out[ws] = mib if mib >= 1 else None
+            limit = cells[i]["size"] if i > 0 else None
+        out[ws] = None if limit is None else min(limit, SYMM_MEM_MAX_MIB * MIB)  # what an override may hold
     return out
 
 
 def override_entry(capability: str, base_sizes: Dict[int, int], tuned: Dict[int, Optional[int]],
                    source: str) -> Dict[str, Any]:
-    """An override entry in the table's schema: the tier's sizes with the measured ones in."""
-    sizes = {ws: b // MIB for ws, b in base_sizes.items()}
-    for ws, mib in tuned.items():
-        if mib is None:
+    """An override entry in the table's schema: the tier's sizes (bytes) with the measured
+    ones in, each spelled as the table reads it back to the byte (``symm_size_text``)."""
+    sizes = dict(base_sizes)
+    for ws, size in tuned.items():
+        if size is None:
             sizes.pop(ws, None)
         else:
-            sizes[ws] = mib
-    return {capability: {"torch_symm_mem": {str(k): v for k, v in sorted(sizes.items())}, "sources": [source]}}
+            sizes[ws] = size
+    return {capability: {"torch_symm_mem": {str(k): symm_size_text(v) for k, v in sorted(sizes.items())},
+                         "sources": [source]}}
 
 
 def toml_string(text: str) -> str:
@@ -498,7 +503,8 @@ def override_text(path: str, entry: Dict[str, Any]) -> str:
         lines = ["# Written by `sglang-arch tune collectives`; read through SGLANG_ARCH_CONFIG."]
         for cap, fields in entry.items():
             lines.append(f"[architectures.{toml_string(cap)}]")
-            sizes = ", ".join(f"{toml_string(str(k))} = {int(v)}" for k, v in fields["torch_symm_mem"].items())
+            sizes = ", ".join(f"{toml_string(str(k))} = {v if isinstance(v, int) else toml_string(v)}"
+                              for k, v in fields["torch_symm_mem"].items())
             lines.append(f"torch_symm_mem = {{ {sizes} }}")
             lines.append("sources = [" + ", ".join(toml_string(s) for s in fields["sources"]) + "]")
         return "\n".join(lines) + "\n"

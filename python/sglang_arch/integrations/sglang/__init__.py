@@ -3,7 +3,8 @@
 Registered in SGLang's own entry-point group ``sglang.srt.plugins``, so SGLang's
 ``load_plugins()`` runs :func:`register` in the launcher and in every scheduler,
 detokenizer and data-parallel process it spawns.  ``SGLANG_PLUGINS`` (SGLang's
-allow-list) or ``SGLANG_ARCH_DISABLE=1`` keep it out.
+allow-list, read as SGLang reads it: ``_sglang_arch_early.allowed_by_sglang``) or
+``SGLANG_ARCH_DISABLE=1`` keep it out.
 """
 
 from __future__ import annotations
@@ -44,11 +45,17 @@ def _register() -> None:
     if disabled:
         logger.info("sglang-arch: disabled by %s", KILL_SWITCH)
         return
+    import _sglang_arch_early as _early
+
+    if not _early.allowed_by_sglang():
+        # SGLang's loader never calls this then; a direct call agrees with it (and with the
+        # early router, which routed nothing).
+        logger.info("sglang-arch: not in SGLANG_PLUGINS, SGLang decides on its own")
+        return
     if _state["registered"]:
         return
     from importlib.metadata import version
 
-    import _sglang_arch_early as _early
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     from ...arch.runtime import current

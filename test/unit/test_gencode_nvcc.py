@@ -1,0 +1,78 @@
+"""gencode's look at nvcc: a bounded wait, and an answer that says what happened (issue 21, item 10).
+
+Each case puts a fake ``nvcc`` (a shell script) first on PATH; torch is made to report no
+CUDA so that the error names nvcc's fate rather than falling back.
+"""
+
+import os
+import stat
+import sys
+import time
+import types
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sglang_arch import commands
+
+
+def _fake_nvcc(folder, body: str):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nvcc"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def no_cuda_torch(monkeypatch):
+    fake = types.ModuleType("torch")
+    fake.version = types.SimpleNamespace(cuda=None)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    return monkeypatch
+
+
+def test_the_wait_is_bounded_well_below_30_s():
+    assert commands.NVCC_TIMEOUT_S <= 10
+
+
+def test_a_slow_nvcc_is_reported_as_timed_out_not_as_missing(tmp_path, no_cuda_torch):
+    # The script's child (sleep) holds nvcc's output open: the wait must not follow it.
+    nvcc = _fake_nvcc(tmp_path / "bin", "sleep 30 & wait")
+    no_cuda_torch.setenv("PATH", f"{nvcc.parent}{os.pathsep}{os.environ['PATH']}")
+    no_cuda_torch.setattr(commands, "NVCC_TIMEOUT_S", 0.5)
+    start = time.monotonic()
+    with pytest.raises(ValueError) as e:
+        commands.toolkit_version(None)
+    assert time.monotonic() - start < 5
+    assert str(e.value) == (f"no CUDA toolkit found: {nvcc} --version did not answer within 0.5 s (timed out); "
+                            f"torch has no CUDA; pass --cuda X.Y")
+
+
+def test_missing_nvcc_says_not_found(tmp_path, no_cuda_torch):
+    no_cuda_torch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ValueError) as e:
+        commands.toolkit_version(None)
+    assert str(e.value) == ("no CUDA toolkit found: no nvcc on PATH and CUDA_HOME unset; torch has no CUDA; "
+                            "pass --cuda X.Y")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(code=st.integers(0, 5), text=st.text(st.characters(codec="ascii", exclude_characters="'\x00"), max_size=30))
+def test_any_nvcc_answer_is_named_precisely(tmp_path_factory, no_cuda_torch, code, text):
+    """Whatever nvcc prints and however it exits: its release, or one line saying which."""
+    folder = tmp_path_factory.mktemp("nvcc")
+    nvcc = _fake_nvcc(folder, f"printf '%s' '{text}'\nexit {code}")
+    no_cuda_torch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    try:
+        version, source = commands.toolkit_version(None)
+    except ValueError as exc:
+        message = str(exc)
+        assert "\n" not in message and message.startswith(f"no CUDA toolkit found: {nvcc} --version ")
+        if code:
+            assert message.endswith(f"exited with status {code}; torch has no CUDA; pass --cuda X.Y")
+        else:
+            assert "printed no 'release X.Y'" in message or "invalid version" in message
+    else:
+        assert code == 0 and source == str(nvcc) and f"release {version[0]}.{version[1]}" in text

@@ -1,0 +1,178 @@
+"""Inputs read exactly as their owners read them (issue 21, item 10): the multicast-off
+variables as NCCL, torch and NVSHMEM read them, CUDA_VISIBLE_DEVICES as CUDA reads it,
+and every documented variable checked with or without a GPU.  Each owner's parser (C's
+``strtoll`` through ctypes, torch's ``_parse_visible_devices``) or its documented rule is
+compared with ours over generated values."""
+
+import ctypes
+import ctypes.util
+import os
+import re
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+import importlib
+
+from sglang_arch.arch.detect import c_strtoll, multicast_off_settings, nccl_env, visible_indices
+
+d = importlib.import_module("sglang_arch.arch.detect")  # the module (the package exports the function)
+NO_FILES = ()  # NCCL's configuration files left out unless a test names them
+
+LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+LIBC.strtoll.restype = ctypes.c_longlong
+LIBC.strtoll.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int]
+
+numeric_text = st.text(alphabet=" \t\n+-0123456789xXabcdefABCDEFgz.", max_size=24)
+
+
+def libc_strtoll(text):
+    ctypes.set_errno(0)
+    value = LIBC.strtoll(text.encode(), None, 0)
+    return None if ctypes.get_errno() else value
+
+
+@settings(deadline=None)
+@given(text=st.one_of(numeric_text, st.sampled_from(["0", "00", "0x0", " 0", "-0", "+0", "0x", "1", "2",
+                                                     "off", "false", "9" * 30, "-" + "9" * 30, "0b1"])))
+def test_strtoll_is_cs_strtoll(text):
+    assert c_strtoll(text) == libc_strtoll(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(numeric_text, st.text(max_size=6)).filter(lambda v: "\x00" not in v))
+def test_nccl_nvls_enable_is_off_exactly_where_nccl_reads_zero(value):
+    """ncclLoadParam: an empty value keeps the default (2, on); strtoll base 0; ERANGE keeps
+    the default; NVLS is off where the result is 0 (so "off", "abc", "0x0" turn it off)."""
+    ncclsays_off = value != "" and libc_strtoll(value) == 0
+    off = multicast_off_settings({"NCCL_NVLS_ENABLE": value}, nccl_files=NO_FILES)
+    assert (f"NCCL_NVLS_ENABLE={value}" in off) is ncclsays_off
+
+
+@settings(deadline=None)
+@given(value=st.one_of(st.sampled_from(["1", " 1", "1 ", "01", "true", "yes", "0", ""]), st.text(max_size=4)))
+def test_torch_multicast_switch_is_exactly_1(value):
+    """c10::utils::check_env: "1" is true, "0" false, anything else ignored with a warning."""
+    assume("\x00" not in value)
+    off = multicast_off_settings({"TORCH_SYMM_MEM_DISABLE_MULTICAST": value}, nccl_files=NO_FILES)
+    assert bool(off) is (value == "1")
+
+
+@settings(deadline=None)
+@given(value=st.one_of(st.sampled_from(["", "1", "0", "no", "No", "false", "F", "yes", "off", " 0"]),
+                       st.text(max_size=4)))
+def test_nvshmem_disable_nvls_is_true_when_set_unless_it_starts_with_0_n_or_f(value):
+    """nvshmemi_getenv_bool: set is true (empty too) unless the first character is one of 0NnFf."""
+    assume("\x00" not in value)
+    off = multicast_off_settings({"NVSHMEM_DISABLE_NVLS": value}, nccl_files=NO_FILES)
+    assert bool(off) is not (value != "" and value[0] in "0NnFf")
+    assert multicast_off_settings({}, nccl_files=NO_FILES) == []
+
+
+def test_nccl_reads_its_configuration_files_after_the_environment(tmp_path):
+    user, etc = tmp_path / "user.conf", tmp_path / "etc.conf"
+    user.write_text("# NCCL_NVLS_ENABLE=1\nNCCL_DEBUG=WARN\nNCCL_NVLS_ENABLE=0\nNCCL_NVLS_ENABLE=1\n")
+    etc.write_text("NCCL_NVLS_ENABLE=1\n")
+    files = (str(user), str(etc))
+    assert nccl_env("NCCL_NVLS_ENABLE", {}, files) == "0"  # the first definition wins
+    assert nccl_env("NCCL_NVLS_ENABLE", {"NCCL_NVLS_ENABLE": "2"}, files) == "2"  # the environment first
+    assert nccl_env("NCCL_NVLS_ENABLE", {}, (str(tmp_path / "missing"), str(etc))) == "1"
+    assert multicast_off_settings({}, nccl_files=files) == ["NCCL_NVLS_ENABLE=0"]
+    # NCCL_CONF_FILE replaces ~/.nccl.conf (param.cc initEnvFunc)
+    assert nccl_env("NCCL_NVLS_ENABLE", {"NCCL_CONF_FILE": str(user)}) == "0"
+
+
+# --- CUDA_VISIBLE_DEVICES -----------------------------------------------------------------
+
+UUIDS = ["GPU-1a2b3c", "GPU-8f6e1d", "GPU-8f00aa", "GPU-77cafe"]
+entries = st.one_of(
+    st.sampled_from(["0", "1", "2", "3", "4", "7", "-1", "-0", "+2", " 1", "1 ", "1gpu", "", "x", "01"]),
+    st.sampled_from(["GPU-1a", "GPU-8f", "GPU-8f6", "GPU-8f00aa", "GPU-77cafe", "GPU-", "GPU-zz", "MIG-1"]),
+    st.text(alphabet="0123456789 ,-+GPU", max_size=4),
+)
+specs = st.lists(entries, max_size=6).map(",".join)
+
+
+def documented_rule(spec, count, uuids):
+    """CUDA's rule, stated as a prefix: the longest run of valid entries from the start (an
+    index below the device count; or, for a list that starts with GPU-, a UUID prefix of
+    exactly one device); a device named twice in that run empties it."""
+    uuid_list = spec.startswith("GPU-")
+
+    def device(entry):
+        if uuid_list:
+            hits = [i for i, u in enumerate(uuids) if entry.startswith("GPU-") and u.startswith(entry)]
+            return hits[0] if len(hits) == 1 else None
+        m = re.match(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)", entry)
+        value = None if m is None else int(m.group(1) + m.group(2))
+        return value if value is not None and 0 <= value < count else None
+
+    run = []
+    for entry in spec.split(","):
+        if device(entry) is None:
+            break
+        run.append(device(entry))
+    return run if len(set(run)) == len(run) else []
+
+
+@settings(max_examples=500, deadline=None)
+@given(spec=specs, count=st.integers(0, 4))
+def test_visible_devices_follow_cudas_documented_rule(spec, count):
+    assert visible_indices(spec, count, UUIDS[:count]) == documented_rule(spec, count, UUIDS[:count])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=st.lists(st.sampled_from(["0", "1x", " 2", "+3", "5", "-1", ""]), max_size=5, unique=True)
+       .map(",".join), count=st.integers(1, 4))
+def test_visible_devices_agree_with_torchs_model(monkeypatch, spec, count):
+    """torch.cuda._parse_visible_devices, trimmed at the device count as torch's NVML count
+    does, where torch's model and the documented rule meet: no device named twice (torch
+    empties the list for a repeat even after an invalid entry; the documented rule has
+    stopped there)."""
+    torch_cuda = pytest.importorskip("torch.cuda")
+    parse = getattr(torch_cuda, "_parse_visible_devices", None)
+    if parse is None:
+        pytest.skip("this torch has no _parse_visible_devices")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", spec)
+    theirs = parse()
+    for at, index in enumerate(theirs):
+        if index >= count:
+            theirs = theirs[:at]
+            break
+    ours = visible_indices(spec, count)
+    assert ours == theirs
+
+
+def test_mig_devices_are_named_through_their_gpus():
+    mig = {"MIG-aaaa-1": 0, "MIG-aaaa-2": 0, "MIG-bbbb-1": 1}
+    assert visible_indices("MIG-aaaa-1,MIG-bbbb", 2, (), mig) == [0, 1]
+    assert visible_indices("MIG-aaaa,MIG-bbbb", 2, (), mig) == []  # ambiguous first entry
+    assert visible_indices("MIG-aaaa-1,MIG-aaaa-1", 2, (), mig) == []  # named twice
+    assert visible_indices("MIG-aaaa-1,MIG-aaaa-2", 2, (), mig) == [0, 0]  # two instances of one GPU
+
+
+# --- every documented variable checked, GPU or not -----------------------------------------
+
+BAD = {
+    "SGLANG_ARCH_TOPOLOGY": st.sampled_from(["ring", "nv switch", "nvlink2", "x"]),
+    "SGLANG_ARCH_GPU_COUNT": st.sampled_from(["0", "73", "-1", "four", "8.5", "８"]),
+    "SGLANG_ARCH_CAPABILITY": st.sampled_from(["banana", "12.x", "100.0", "sm_1000"]),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(sorted(BAD)), data=st.data(), gpus=st.booleans())
+def test_a_bad_detection_variable_is_refused_with_or_without_a_gpu(monkeypatch, name, data, gpus):
+    """Before: with no GPU (or a real one and no simulation), SGLANG_ARCH_TOPOLOGY and
+    SGLANG_ARCH_GPU_COUNT were never read, so a typo passed silently."""
+    value = data.draw(BAD[name])
+    for other in BAD:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(name, value)
+
+    def probe():
+        return d.Node((d.Gpu(0, "g", d.Capability(9, 0)),), d.TOPOLOGIES["single"], "nvml") if gpus else None
+
+    with pytest.raises(ValueError) as e:
+        d.detect(probes=[probe])
+    assert str(e.value).startswith(f"{name}: ") and "accepted" in str(e.value) and "\n" not in str(e.value)
