@@ -247,15 +247,15 @@ def _runner_traits(model_runner: Any, ctx: Any) -> ModelTraits:
     )
 
 
-def _warn_built(path: str, name: str, phase: str, swap: Any) -> None:
+def _warn_built(path: str, swaps: list) -> None:
+    """One warning for one build: the path that chose, and each backend replaced."""
     logger.warning(
-        "%s chose the %s attention backend %s, which cannot run here: %s; building %s "
-        "instead (%s).",
+        "%s chose attention backends that cannot run here; %s (%s).",
         path,
-        phase,
-        name,
-        swap.reason,
-        swap.backend,
+        "; ".join(
+            f"{phase} {name}: {swap.reason}; building {swap.backend} instead"
+            for phase, name, swap in swaps
+        ),
         REGISTRY,
     )
 
@@ -283,14 +283,15 @@ def built_backends(model_runner: Any) -> Optional[Any]:
         prefill, decode = attention_backends()
         path = "the server's attention backend (resolution, model overrides)"
     traits = _runner_traits(model_runner, ctx)
-    chosen = {}
+    chosen, swaps = {}, []
     for phase, name in (("prefill", prefill), ("decode", decode)):
         swap = ctx.backend_replacement(name, (phase,), traits) if name else None
         chosen[phase] = name if swap is None else swap.backend
         if swap is not None:
-            _warn_built(path, name, phase, swap)
-    if (chosen["prefill"], chosen["decode"]) == (prefill, decode):
+            swaps.append((phase, name, swap))
+    if not swaps:
         return None
+    _warn_built(path, swaps)
     if draft and chosen["prefill"] != chosen["decode"]:
         chosen["decode"] = chosen["prefill"] = ctx.attention_default(traits).prefill
     return importlib.import_module(_SETUP).ResolvedAttentionBackendStr(
@@ -325,7 +326,7 @@ def guard_draft_backend(
     swap = ctx.backend_replacement(name, (phase,), traits) if name else None
     if swap is None or swap.backend not in backend_map:
         return None
-    _warn_built(f"the speculative draft ({backend_name})", name, phase, swap)
+    _warn_built(f"the speculative draft ({backend_name})", [(phase, name, swap)])
     factory.draft_attn_backend = swap.backend
     return None
 
