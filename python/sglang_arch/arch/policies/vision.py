@@ -55,6 +55,7 @@ def backend(res: Resolution, passed: Optional[str] = None,
             if name == pick and not dropped:
                 return VisionDecision(name, f"{where}: SGLang's rule picks {name}")
             lost = "; ".join(f"{n}: {why}" for n, why in dropped)
-            return VisionDecision(name, f"{where}: {lost}; {name} runs on {res.requested}", tuple(dropped))
+            return VisionDecision(name, f"{where}: SGLang's rule picks {pick}; dropped {lost}; {name} runs on "
+                                        f"{res.requested}", tuple(dropped))
         dropped.append((name, verdict.reason if verdict else "not in the catalog"))
     raise AssertionError("sdpa (PyTorch's own kernels) runs wherever torch runs")
