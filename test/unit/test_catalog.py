@@ -142,3 +142,15 @@ def test_family_fallback_lends_preferences_not_kernels():
     assert attention.default_backend(res, attention.ModelTraits()).prefill == "trtllm_mha"
     assert not attention.check_backend(res, "fa4").valid
     assert dsa.split_backends(res, "fp8_e4m3").prefill == "trtllm"
+
+
+def test_a_mixed_node_needs_a_build_for_every_gpu():
+    """9.0 + 10.0 in one node: fa3's sm_90a build does not run on the 10.0 GPU."""
+    from sglang_arch.arch import node_resolution
+
+    res = node_resolution([cc("9.0"), cc("10.0")])
+    assert res.identities == (cc("9.0"), cc("10.0"))
+    assert attention.check_backend(res, "fa3").valid is False
+    assert "has no build for 10.0" in attention.check_backend(res, "fa3").reason
+    assert attention.default_backend(res, attention.ModelTraits()).prefill == "flashinfer"
+    assert resolve("9.0").identities == (cc("9.0"),)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from .capability import Capability
 from .kernels import CHOICES, KERNELS
@@ -38,6 +38,7 @@ TARGET_FORMS = "sm_XY, sm_XYa, sm_XYf, compute_XY, jit:X.Y+, jit:X.x, jit:X.Y, t
 _TARGET_RE = re.compile(r"(?:(sm|compute)_([0-9]{1,2})([0-9])([af]?)|(jit|torch):([0-9]{1,2})\.([0-9x])(\+?))")
 
 Cuda = Optional[Tuple[int, int]]
+Devices = Union[Capability, Sequence[Capability]]  # one GPU, or every GPU of a (mixed) node
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class Kernel:
     summary: str
     sources: Tuple[str, ...]
     binary: Optional[str] = None  # package/path.so whose SASS/PTX the targets list (read with cuobjdump)
+    declared_in: Optional[str] = None  # "package/file.py:generator" or "cutlass-dsl": where the JIT targets are declared
 
     def runs_on(self, device: Capability, cuda: Cuda = None) -> "Verdict":
         if self.min_cuda is not None and cuda is not None and cuda < self.min_cuda:
@@ -141,7 +143,7 @@ def _build_kernels(raw: Mapping[str, Mapping]) -> Dict[str, Kernel]:
             raise ValueError(f"kernel catalog: {name} has no source")
         targets = tuple(parse_target(t) for t in entry["targets"])
         kernels[name] = Kernel(name, targets, _cuda(entry.get("min_cuda")), entry["summary"],
-                               tuple(entry["sources"]), entry.get("binary"))
+                               tuple(entry["sources"]), entry.get("binary"), entry.get("declared_in"))
     return kernels
 
 
@@ -179,16 +181,21 @@ def kernels_of(decision: str, choice: str) -> Tuple[Use, ...]:
     return _CHOICES.get((decision, choice), ())
 
 
-def choice_runs(decision: str, choice: str, device: Capability, cuda: Cuda = None,
+def choice_runs(decision: str, choice: str, device: Devices, cuda: Cuda = None,
                 kind: Optional[str] = None, phase: Optional[str] = None) -> Optional[Verdict]:
     """Whether ``choice`` of ``decision`` has a kernel for ``device``; None: not in the catalog.
 
     A choice runs when any kernel it uses for this model kind and phase runs on the
-    device.  The verdict's reason names the kernel that runs, or every one that does not.
+    device; given several devices (a mixed node: ``Resolution.identities``), on each of
+    them.  The verdict's reason names the kernel that runs, or every one that does not.
     """
     uses = _CHOICES.get((decision, choice))
     if uses is None:
         return None
+    if not isinstance(device, Capability):
+        verdicts = [choice_runs(decision, choice, one, cuda, kind, phase) for one in device]
+        refused = [v for v in verdicts if not v.runs]
+        return refused[0] if refused else verdicts[0]
     serving = [use for use in uses if use.serves(kind, phase)]
     if not serving:
         what = " ".join(x for x in (kind and kind.upper(), phase) if x)
@@ -202,7 +209,7 @@ def choice_runs(decision: str, choice: str, device: Capability, cuda: Cuda = Non
     return Verdict(False, "; ".join(refusals))
 
 
-def runnable(decision: str, choices: Iterable[str], device: Capability, cuda: Cuda = None,
+def runnable(decision: str, choices: Iterable[str], device: Devices, cuda: Cuda = None,
              kind: Optional[str] = None, phase: Optional[str] = None) -> Tuple[str, ...]:
     """The choices among ``choices`` the catalog says run on ``device`` (unknown ones kept out)."""
     out = []

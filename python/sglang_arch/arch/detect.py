@@ -228,6 +228,7 @@ def node_resolution(capabilities: Sequence[Capability]) -> Resolution:
     res = resolve(caps[0])
     if len(caps) == 1:
         return res
+    res = replace(res, devices=tuple(caps))  # the kernel catalog judges every GPU of the node
     demoted = "family" if caps[0].major == caps[-1].major else "generation"
     if MATCH_KINDS.index(res.match) >= MATCH_KINDS.index(demoted):
         return res

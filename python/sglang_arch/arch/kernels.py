@@ -4,8 +4,11 @@ Beside the tier table (``table.py``): the tier says what a GPU would like, this 
 what can run on it.  Target spellings and the rule are in ``catalog.py``.  Every entry
 names where its targets were read; an entry with ``binary`` was read from the wheel
 itself (``cuobjdump --list-elf`` / ``--list-ptx`` on the file that
-``sglang==0.5.23`` installs; ``test/integration/test_catalog_wheels.py`` reads them
-again and fails on any difference), which beats a comment or a doc.
+``sglang==0.5.23`` installs), and one with ``declared_in`` from the code that generates
+the kernel (FlashInfer's ``supported_major_versions`` of the named generator, CuTe DSL's
+``Arch`` targets): ``test/integration/test_catalog_wheels.py`` reads both again from the
+installed packages and fails on any difference.  A fact read from a binary beats one read
+from code, which beats a comment or a doc.
 
 ``CHOICES`` maps each decision's choices (the names SGLang's flags and passes use) to
 the kernels they run, per model kind and phase: a choice runs where one of its kernels
@@ -21,6 +24,7 @@ _FI = "flashinfer-python 0.7.2"
 _CUTE_ARCHS = ("nvidia-cutlass-dsl 4.8.0: cutlass/base_dsl/enums.py Arch (the targets CuTe DSL compiles for: "
                "8.0 8.6 8.7 8.9 9.0 10.0 10.3 10.7 11.0 12.0 12.1)")
 _CUOBJDUMP = "cuobjdump 13.5 --list-elf/--list-ptx on the installed wheel (2026-12-01)"
+_CUTE = "cutlass-dsl"  # declared_in: jit:X.Y targets are among the targets CuTe DSL compiles for
 
 KERNELS: Dict[str, Dict[str, Any]] = {
     # --- attention ---
@@ -42,6 +46,7 @@ KERNELS: Dict[str, Dict[str, Any]] = {
     "fa4_cute": {
         "summary": "FlashAttention 4 (flash-attn-4 CuTe DSL), compiled for the device on first use",
         "targets": ["jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
         "sources": [_CUTE_ARCHS, "flash-attn-4 4.0.0b36 cute/interface.py: arch // 10 in [8, 9, 10, 11, 12]",
                     "sglang 0.5.23: fa4 on SM100 and SM12x"],
     },
@@ -56,11 +61,13 @@ KERNELS: Dict[str, Dict[str, Any]] = {
     "xqa": {
         "summary": "FlashInfer XQA decode (trtllm_mha off SM10x), nvcc JIT",
         "targets": ["jit:9.x", "jit:10.x", "jit:12.x"],
+        "declared_in": "flashinfer/jit/xqa.py:gen_xqa_module",
         "sources": [_FI + " jit/xqa.py gen_xqa_module: supported_major_versions=[9, 10, 12]"],
     },
     "cutedsl_mla_decode": {
         "summary": "FlashInfer CuTe DSL MLA decode (SM100 datacenter kernels), compiled for the device",
         "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
+        "declared_in": _CUTE,
         "sources": [_CUTE_ARCHS, "sglang 0.5.23: cutedsl_mla needs SM100, decode only"],
     },
     "flashinfer_fa2": {
@@ -73,7 +80,8 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "summary": "FlashInfer sparse MLA for SM12x (GLM-5 / DSA with an FP8 KV cache), nvcc JIT",
         "targets": ["jit:12.x"],
         "min_cuda": "12.8",
-        "sources": [_FI + " jit/attention/modules.py: SM12x sparse MLA supported_major_versions=[12]",
+        "declared_in": "flashinfer/jit/mla.py:gen_sparse_mla_sm120_module",
+        "sources": [_FI + " jit/mla.py gen_sparse_mla_sm120_module: supported_major_versions=[12]",
                     "sglang 0.5.23 arg_groups/overrides.py _dsa_split_backend_resolution: GLM-5 FP8 on SM12x"],
     },
     "flashmla": {
@@ -117,18 +125,21 @@ KERNELS: Dict[str, Dict[str, Any]] = {
     "flashinfer_trtllm_comm": {
         "summary": "FlashInfer trtllm all-reduce (+ RMSNorm) fusion kernels, nvcc JIT",
         "targets": ["jit:9.x", "jit:10.x", "jit:12.x"],
+        "declared_in": "flashinfer/jit/comm.py:gen_trtllm_comm_module",
         "sources": [_FI + " jit/comm.py gen_trtllm_comm_module: supported_major_versions=[9, 10, 12]",
                     "FlashInfer PR #3903"],
     },
     "flashinfer_mnnvl_comm": {
         "summary": "FlashInfer MNNVL all-reduce fusion kernels, nvcc JIT",
         "targets": ["jit:9.x", "jit:10.x"],
+        "declared_in": "flashinfer/jit/comm.py:gen_trtllm_mnnvl_comm_module",
         "sources": [_FI + " jit/comm.py gen_trtllm_mnnvl_comm_module: supported_major_versions=[9, 10] "
                           "('Thor (SM11x) and RTX/consumer (SM12x) are intentionally excluded')"],
     },
     "flashinfer_cutedsl_comm": {
         "summary": "FlashInfer CuTe DSL all-reduce fusion kernels (SM100 datacenter)",
         "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
+        "declared_in": _CUTE,
         "sources": [_CUTE_ARCHS, "sglang 0.5.23 flashinfer_comm_fusion._resolve_backend: cutedsl on SM100"],
     },
 }

@@ -71,6 +71,12 @@ class Resolution:
     profile: ArchProfile
     match: str
     reason: str
+    devices: Tuple[Capability, ...] = ()  # every GPU of a mixed node (node_resolution); empty: just ``requested``
+
+    @property
+    def identities(self) -> Tuple[Capability, ...]:
+        """The capabilities a kernel must have a build for: every GPU this resolution serves."""
+        return self.devices or (self.requested,)
 
     @property
     def resolved(self) -> Capability:

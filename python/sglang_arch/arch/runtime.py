@@ -19,13 +19,16 @@ from .detect import Node, detect, node_resolution
 from .policies import attention, collectives, deterministic, dsa, platform, speculative, vision
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
-from .topology import Topology
+from .topology import TOPOLOGIES, Topology
 
 logger = logging.getLogger("sglang_arch")
 
 ENV_CUDA = "SGLANG_ARCH_CUDA"
 # torch's CUDA version assumed for a simulated GPU when torch itself has none (a CPU build).
 SIMULATED_CUDA_DEFAULT = (13, 0)
+# GPUs of the node a described GPU stands on when the host has none or one (an HGX-size
+# node, as the decision suite and `sglang-arch plan` assume).
+DESCRIBED_GPU_COUNT = 8
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,26 @@ def machine(*, capability: Optional[str] = None, topology: Optional[str] = None,
     cuda_version = cuda or _cuda_version(node.source == "simulated")
     facts = platform.platform_facts(res, cuda_version)
     return MachineContext(node, res, cuda_version, facts)
+
+
+def described(base: MachineContext, capability: Optional[str]) -> MachineContext:
+    """The machine ``base`` would be with GPUs of ``capability`` (None: no NVIDIA GPU).
+
+    For a host that describes its GPU without having it (SGLang's platform context
+    inside a ``override_platform`` scope, its unit tests' way of simulating a GPU): a
+    node of two or more GPUs keeps its count and topology; otherwise the GPU stands on
+    a node of ``DESCRIBED_GPU_COUNT`` of them with its tier's usual topology, as
+    ``SGLANG_ARCH_CAPABILITY`` with that many GPUs simulates it.  torch's CUDA version
+    is ``base``'s, or the simulated default where torch has none (a CPU build).
+    """
+    cuda = base.cuda or SIMULATED_CUDA_DEFAULT
+    if capability is None:
+        node = Node((), TOPOLOGIES["single"], "described", ("no NVIDIA GPU described",))
+        return MachineContext(node, None, cuda, platform.platform_facts(None, cuda))
+    if len(base.node.gpus) > 1:
+        return machine(capability=capability, topology=base.topology.name,
+                       gpu_count=len(base.node.gpus), cuda=cuda)
+    return machine(capability=capability, gpu_count=DESCRIBED_GPU_COUNT, cuda=cuda)
 
 
 _lock = threading.Lock()

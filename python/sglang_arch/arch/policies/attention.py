@@ -70,12 +70,12 @@ def check_backend(res: Resolution, name: str, kind: str = "mha", phase: str = "p
         raise ValueError(f"invalid model kind {kind!r}; accepted: {', '.join(MODEL_KINDS)}")
     if phase not in PHASES:
         raise ValueError(f"invalid phase {phase!r}; accepted: {', '.join(PHASES)}")
-    verdict = catalog.choice_runs(DECISION, name, res.requested, cuda, kind, phase)
+    verdict = catalog.choice_runs(DECISION, name, res.identities, cuda, kind, phase)
     if verdict is None:
         return Validity(None, f"{name!r} has no entry in the kernel catalog; not checked")
     if verdict.runs:
         return Validity(True, f"{name} runs on {res.requested}: {verdict.reason}")
-    alternatives = catalog.runnable(DECISION, catalog.known_choices(DECISION), res.requested, cuda, kind, phase)
+    alternatives = catalog.runnable(DECISION, catalog.known_choices(DECISION), res.identities, cuda, kind, phase)
     return Validity(False, f"{name} cannot run {kind.upper()} {phase} on {res.requested} "
                            f"(tier {res.resolved}, {res.match}): {verdict.reason}", alternatives)
 

@@ -132,8 +132,8 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
         return FusionDecision(False, None, "one GPU: nothing to all-reduce")
     if not backends:
         return FusionDecision(False, None, f"tier {tier} has no FlashInfer all-reduce fusion kernels")
-    built = catalog.runnable("fusion", backends, res.requested)
-    dropped = tuple((b, catalog.choice_runs("fusion", b, res.requested).reason) for b in backends if b not in built)
+    built = catalog.runnable("fusion", backends, res.identities)
+    dropped = tuple((b, catalog.choice_runs("fusion", b, res.identities).reason) for b in backends if b not in built)
     if not built:
         reasons = "; ".join(why for _, why in dropped)
         return FusionDecision(False, None, f"{res.match} match of tier {tier}: {reasons}", dropped)

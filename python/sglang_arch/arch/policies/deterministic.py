@@ -57,7 +57,7 @@ def default_backend(res: Resolution, capable: Sequence[str], kind: str = "mha", 
         if name not in capable:
             dropped.append((name, "not among SGLang's deterministic backends"))
             continue
-        verdict = catalog.choice_runs(DECISION, name, res.requested, cuda, kind, "prefill")
+        verdict = catalog.choice_runs(DECISION, name, res.identities, cuda, kind, "prefill")
         if verdict is None or not verdict.runs:
             dropped.append((name, verdict.reason if verdict is not None else "not in the kernel catalog"))
             continue

@@ -69,7 +69,7 @@ def split_backends(res: Resolution, kv_cache_dtype: str, model_arch: str = "",
     prefill, decode, why, glm_sm12 = _upstream_rule(res, kv_cache_dtype == "fp8_e4m3", model_arch)
     dropped = []
     for phase, backend in (("prefill", prefill), ("decode", decode)):
-        verdict = catalog.choice_runs(DECISION, backend, res.requested, cuda)
+        verdict = catalog.choice_runs(DECISION, backend, res.identities, cuda)
         if verdict is not None and not verdict.runs:
             dropped.append((phase, backend, verdict.reason))
     if not dropped:

@@ -42,11 +42,11 @@ def hybrid_linear_draft_backend(res: Resolution, phase: str = "decode",
     """The full-attention backend of a hybrid linear-attention model's draft."""
     pick = upstream_pick(res, cuda)
     where = f"tier {res.resolved} ({res.match})"
-    verdict = catalog.choice_runs(DECISION, pick, res.requested, cuda, "mha", phase)
+    verdict = catalog.choice_runs(DECISION, pick, res.identities, cuda, "mha", phase)
     if verdict is not None and verdict.runs:
         return DraftDecision(pick, f"{where}: SGLang's rule picks {pick}")
     dropped = ((pick, verdict.reason),)
-    portable = catalog.choice_runs(DECISION, PORTABLE, res.requested, cuda, "mha", phase)
+    portable = catalog.choice_runs(DECISION, PORTABLE, res.identities, cuda, "mha", phase)
     if not portable.runs:
         return DraftDecision(None, f"{where}: no draft attention backend runs on {res.requested} "
                                    f"({pick}: {verdict.reason}; {portable.reason})", dropped + ((PORTABLE, portable.reason),))

@@ -42,14 +42,14 @@ def backend(res: Resolution, passed: Optional[str] = None,
     """The vision attention backend; ``passed``: the one the model's code asks for."""
     dropped = []
     if passed is not None:
-        verdict = catalog.choice_runs(DECISION, passed, res.requested, cuda)
+        verdict = catalog.choice_runs(DECISION, passed, res.identities, cuda)
         if verdict is None or verdict.runs:
             return VisionDecision(passed, f"the model's code passes {passed}"
                                           + (f" ({verdict.reason})" if verdict else " (not in the catalog)"))
         dropped.append((passed, f"passed by the model's code: {verdict.reason}"))
     pick = upstream_pick(res)
     for name in (pick,) + tuple(p for p in PORTABLE if p != pick):
-        verdict = catalog.choice_runs(DECISION, name, res.requested, cuda)
+        verdict = catalog.choice_runs(DECISION, name, res.identities, cuda)
         if verdict is not None and verdict.runs:
             where = f"tier {res.resolved} ({res.match})"
             if name == pick and not dropped:

@@ -1,0 +1,98 @@
+"""The kernel catalog against the installed packages: a catalog fact read from a binary or
+from the code that generates a kernel is checked here against that binary or code.
+
+- ``binary``: ``cuobjdump --list-elf`` / ``--list-ptx`` (the ``nvidia-cuda-cuobjdump``
+  wheel, a test dependency) on the file the wheel installed; the SASS and PTX targets of
+  every kernel naming that file, together, equal what the file ships.
+- ``declared_in: "pkg/file.py:generator"``: the ``supported_major_versions`` that FlashInfer's
+  generator passes to its nvcc flags equal the catalog's ``jit:X.x`` majors.
+- ``declared_in: "cutlass-dsl"``: every ``jit:X.Y`` target is one CuTe DSL compiles for.
+"""
+
+import ast
+import subprocess
+import sysconfig
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from sglang_arch.arch import catalog
+
+SITE = Path(sysconfig.get_path("purelib"))
+
+
+def _cuobjdump() -> Path:
+    import nvidia
+
+    for root in nvidia.__path__:
+        for found in sorted(Path(root).glob("cu*/bin/cuobjdump")):
+            return found
+    pytest.fail("cuobjdump not found: the test extra installs nvidia-cuda-cuobjdump (scripts/setup)")
+
+
+def _listed(tool: Path, flag: str, binary: Path) -> set:
+    out = subprocess.run([str(tool), flag, str(binary)], capture_output=True, text=True, timeout=120)
+    text = out.stdout + out.stderr
+    if out.returncode != 0 and "does not contain" not in text:
+        pytest.fail(f"cuobjdump {flag} {binary}: exit {out.returncode}: {text[-300:]}")
+    names = set()
+    for line in text.splitlines():
+        for word in line.replace(".", " ").split():
+            if word.startswith("sm_") and word[3:4].isdigit():
+                names.add(word)
+    return names
+
+
+BINARIES = defaultdict(list)
+for _kernel in catalog.CATALOG.values():
+    if _kernel.binary:
+        BINARIES[_kernel.binary].append(_kernel)
+
+
+@pytest.mark.parametrize("binary", sorted(BINARIES))
+def test_binary_targets_are_what_the_wheel_ships(binary):
+    path = SITE / binary
+    assert path.is_file(), f"{binary} is not installed (sglang==0.5.23's wheels install it)"
+    tool = _cuobjdump()
+    sass = {t.text for k in BINARIES[binary] for t in k.targets if t.kind in ("arch", "family", "sass")}
+    ptx = {"sm_" + t.text.split("_", 1)[1] for k in BINARIES[binary] for t in k.targets if t.kind == "ptx"}
+    assert _listed(tool, "--list-elf", path) == sass
+    assert _listed(tool, "--list-ptx", path) == ptx
+
+
+def _majors_declared(file: Path, function: str) -> list:
+    tree = ast.parse(file.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            for call in ast.walk(node):
+                for kw in getattr(call, "keywords", ()):
+                    if kw.arg == "supported_major_versions":
+                        return sorted(ast.literal_eval(kw.value))
+    pytest.fail(f"{file}:{function} declares no supported_major_versions")
+
+
+DECLARED = sorted((k.name, k.declared_in) for k in catalog.CATALOG.values() if k.declared_in)
+
+
+@pytest.mark.parametrize("name, declared_in", DECLARED)
+def test_jit_targets_are_what_the_generator_declares(name, declared_in):
+    kernel = catalog.CATALOG[name]
+    if declared_in == "cutlass-dsl":
+        from cutlass.base_dsl.enums import Arch
+
+        cute = {(a.major, a.minor) for a in Arch}
+        exact = [t for t in kernel.targets if t.kind == "jit_exact"]
+        assert exact and len(exact) == len(kernel.targets)
+        assert {t.capability.as_tuple() for t in exact} <= cute
+        return
+    file, function = declared_in.split(":")
+    majors = _majors_declared(SITE / file, function)
+    assert all(t.kind == "jit_major" for t in kernel.targets)
+    assert sorted(t.capability.major for t in kernel.targets) == majors
+
+
+def test_a_planted_difference_is_seen(tmp_path):
+    """The comparison can fail: a generator declaring other majors than the catalog's."""
+    planted = tmp_path / "gen.py"
+    planted.write_text("def gen():\n    f(supported_major_versions=[9, 11])\n")
+    assert _majors_declared(planted, "gen") == [9, 11] != [9, 10, 12]
