@@ -107,8 +107,8 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/arg_groups/overrides.py", "attention", (
             FunctionSite("_attention_backend_default", ("view",), "attention_backend_default", ("view",),
                          uses=("use_mla_backend", "model_config_of", "logger")),
-            FunctionSite("_deterministic_attention_backend", ("view",), "deterministic_backend", ("view",),
-                         uses=("use_mla_backend", "_deterministic_is_deepseek_model", "logger")),
+            ReplaceBody("_deterministic_attention_backend", ("view",), "deterministic_backend_here", ("view",),
+                        reads=("is_sm100", "is_sm120"), what="SM100/SM120 rule"),
             # DSA: the two passes hold XPU, NPU, ROCm, sinks and HiSparse arms besides the CUDA
             # ones; the registry answers the CUDA arms and the rest stays SGLang's.
             FunctionSite("_dsa_kv_cache_dtype_default", ("view",), "dsa_kv_cache_dtype_default", ("view",),
@@ -127,10 +127,13 @@ STEPS: Tuple[Step, ...] = (
                          ("self", "backend_name", "backend_map", "error_template", "stamps_children"),
                          "guard_draft_backend",
                          ("self", "backend_name", "backend_map", "error_template", "stamps_children"), form="check"),
-            FunctionSite("DraftBackendFactory._create_hybrid_linear_attn_decode_backend", ("self",),
-                         "hybrid_linear_draft_decode", ("self",)),
-            FunctionSite("DraftBackendFactory._create_hybrid_linear_attn_prefill_backend", ("self",),
-                         "hybrid_linear_draft_prefill", ("self",)),
+            ReplaceBody("DraftBackendFactory._create_hybrid_linear_attn_decode_backend", ("self",),
+                        "hybrid_linear_draft_decode_here", ("self",), reads=("is_blackwell",),
+                        what="Blackwell rule"),
+            ReplaceBody("DraftBackendFactory._create_hybrid_linear_attn_prefill_backend", ("self",),
+                        "hybrid_linear_draft_prefill_here", ("self",), reads=("is_blackwell",),
+                        what="Blackwell rule"),
+            Delete((), unused=("is_blackwell", "cpu_has_amx_support"), what="helpers of the deleted rules"),
         )),
         ModulePlan("srt/layers/attention/vision.py", "attention", (
             FunctionSite("VisionAttention._determine_attention_backend", ("self", "passed_backend"),

@@ -233,6 +233,41 @@ def deterministic_backend(view: Any) -> Optional[dict]:
     return {"attention_backend": decision.backend}
 
 
+def deterministic_backend_here(view: Any) -> dict:
+    """The replace form of ``_deterministic_attention_backend`` (``sglang-arch upstream``):
+    the registry's answer on an NVIDIA GPU; elsewhere SGLang 0.5.23's own pass (its rule
+    is for NVIDIA GPUs; other platforms get ``fa3`` from it and replace it later)."""
+    if not view.enable_deterministic_inference:
+        return {}
+    routed = deterministic_backend(view)
+    if routed is not None:
+        return routed
+    from sglang.srt.runtime_context import get_platform
+    from sglang.srt.server_args import DETERMINISTIC_ATTENTION_BACKEND_CHOICES
+
+    overrides = sys.modules[_OVERRIDES]
+    if view.attention_backend is None:
+        platform = get_platform()
+        if platform.is_sm100 or platform.is_sm120:
+            deepseek = overrides._deterministic_is_deepseek_model(view)
+            backend = "triton" if deepseek else "flashinfer"
+        else:
+            backend = "fa3"
+        overrides.logger.warning(
+            f"Attention backend not specified. Falling back to '{backend}' for "
+            "deterministic inference. You can explicitly set --attention-backend to "
+            f"one of {DETERMINISTIC_ATTENTION_BACKEND_CHOICES}."
+        )
+        return {"attention_backend": backend}
+    if view.attention_backend not in DETERMINISTIC_ATTENTION_BACKEND_CHOICES:
+        raise ValueError(
+            f"Currently only {DETERMINISTIC_ATTENTION_BACKEND_CHOICES} attention backends "
+            "are supported for deterministic inference, but you explicitly specified "
+            f"'{view.attention_backend}'."
+        )
+    return {}
+
+
 # --- the build guard: what SGLang builds, whichever path chose it ---
 
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
@@ -354,6 +389,29 @@ def hybrid_linear_draft_decode(factory: Any) -> Optional[Any]:
 def hybrid_linear_draft_prefill(factory: Any) -> Optional[Any]:
     """``_create_hybrid_linear_attn_prefill_backend``: triton or fa3 by the registry."""
     return _hybrid_linear_draft(factory, "prefill")
+
+
+def _hybrid_linear_draft_here(factory: Any, phase: str) -> Any:
+    from sglang.srt.utils.common import cpu_has_amx_support, is_blackwell, is_cpu
+
+    if is_cpu() and cpu_has_amx_support():
+        return getattr(factory, f"_create_intel_amx_{phase}_backend")()
+    routed = _hybrid_linear_draft(factory, phase)
+    if routed is not None:
+        return routed
+    backend = "triton" if is_blackwell() else "fa3"
+    return getattr(factory, f"_create_{backend}_{phase}_backend")()
+
+
+def hybrid_linear_draft_decode_here(factory: Any) -> Any:
+    """The replace form of ``_create_hybrid_linear_attn_decode_backend``: Intel AMX on a
+    CPU with AMX, the registry's backend on an NVIDIA GPU, else SGLang's own rule."""
+    return _hybrid_linear_draft_here(factory, "decode")
+
+
+def hybrid_linear_draft_prefill_here(factory: Any) -> Any:
+    """The replace form of ``_create_hybrid_linear_attn_prefill_backend`` (as decode)."""
+    return _hybrid_linear_draft_here(factory, "prefill")
 
 
 @fail_open
