@@ -58,13 +58,21 @@ def render_decisions(d: Decisions) -> str:
         f"{(_size(d.custom_allreduce.max_bytes) + ' ' + (d.custom_allreduce.table or 'default')).strip() if d.custom_allreduce.enabled else '-':<26}"
         f"{d.custom_allreduce.reason}",
         f"{'all-reduce fusion':<20}{_yn(d.fusion.enabled):<5}{d.fusion.backend or '-':<26}{d.fusion.reason}",
-        f"{'attention MHA':<20}{'':<5}{d.mha.prefill + ' / ' + d.mha.decode:<26}{d.mha.reason}",
-        f"{'attention MLA':<20}{'':<5}{d.mla.prefill + ' / ' + d.mla.decode:<26}{d.mla.reason}",
     ]
+    if d.fusion.dropped:
+        lines += _dropped_lines(d.fusion.dropped)
+    for label, value, reason, dropped in d.named():
+        lines.append(f"{label:<20}{'':<5}{value:<26}{reason}")
+        lines += _dropped_lines(dropped)
     for name, c in d.gemm_rows().items():
         mark = "" if not c.changed else f" (upstream: {c.upstream})"
-        lines.append(f"{name:<26}{(c.choice or 'refused') + mark:<45}{c.reason}")
+        lines.append(f"{name:<20}{'':<5}{(c.choice or 'refused') + mark:<26}{c.reason}")
     return "\n".join(lines)
+
+
+def _dropped_lines(dropped) -> list:
+    """The candidates a decision left out, one line each, under it."""
+    return [f"{'':<25}dropped {choice}: {why}" for choice, why in dropped]
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

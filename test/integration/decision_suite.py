@@ -126,9 +126,26 @@ def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
                 with simulated_torch_device(cap):  # the passes read torch's capability directly
                     row["dsa"] = {f"{arch}/{kv}": _dsa(overrides, arch, kv)
                                   for arch in DSA_MODELS for kv in DSA_KV_CACHE_DTYPES}
+                # --enable-deterministic-inference without a backend: the GPU and the model alone
+                row["deterministic"] = {name: _call(overrides._deterministic_attention_backend,
+                                                    _deterministic_view(arch, mla))
+                                        for name, arch, mla in DETERMINISTIC_MODELS}
             row["custom_ar_v2"] = custom_ar_table(cap)
         out[f"{cap_text}|{topo}|{ws}"] = row
     return out
+
+
+# (name, architecture, MLA): a Llama, and DeepSeek V3 (SGLang's deterministic DeepSeek family)
+DETERMINISTIC_MODELS = [("mha", "LlamaForCausalLM", False), ("mla", "DeepseekV3ForCausalLM", True)]
+
+
+def _deterministic_view(arch: str, mla: bool):
+    from sglang.srt.configs.model_config import AttentionArch
+
+    model_config = SimpleNamespace(hf_config=SimpleNamespace(architectures=[arch]),
+                                   attention_arch=AttentionArch.MLA if mla else AttentionArch.MHA)
+    return SimpleNamespace(enable_deterministic_inference=True, attention_backend=None,
+                           model_path=f"/suite/{arch}", _model_config=model_config)
 
 
 def _auto_enable_view(ws: int):

@@ -118,6 +118,10 @@ def main() -> int:
         out["attention"] = {kind: attention(kind, gpus, ctx) for kind in MODELS}
         out["fusion"] = fusion(gpus, ctx, add_norm)
         out["symm_mem"] = symm_mem(gpus, ctx, args.cpu)
+        out["deterministic"] = deterministic(gpus, ctx)
+        out["build_guard"] = build_guard(gpus, ctx)
+        out["vision"] = vision(ctx)
+        out["hybrid_linear_draft"] = hybrid_linear_draft(ctx)
     print(json.dumps(out))
     return 0
 
@@ -126,13 +130,13 @@ def _pair(decision):
     return decision.prefill, decision.decode
 
 
-def resolve_args(model: str, gpus: int):
+def resolve_args(model: str, gpus: int, *extra: str):
     from sglang.srt.server_args import (
         prepare_server_args,
         set_global_server_args_for_scheduler,
     )
 
-    argv = ["--model-path", os.path.join(FIXTURES, model), "--tp-size", str(gpus), "--device", "cuda"]
+    argv = ["--model-path", os.path.join(FIXTURES, model), "--tp-size", str(gpus), "--device", "cuda", *extra]
     server_args = prepare_server_args(argv)
     server_args.resolve_once()
     set_global_server_args_for_scheduler(server_args)
@@ -201,6 +205,69 @@ def built_class(name: str, use_mla: bool, server_args) -> str:
             tb = tb.tb_next
         return built or f"refused: {type(exc).__name__}: {str(exc)[:160]}"
     return "built without stopping"
+
+
+def deterministic(gpus: int, ctx) -> dict:
+    """--enable-deterministic-inference with no backend: what SGLang resolves and builds, per model kind."""
+    from sglang.srt.arg_groups.overrides import attention_backends_of, resolved_view
+    from sglang.srt.server_args import DETERMINISTIC_ATTENTION_BACKEND_CHOICES
+
+    out = {}
+    for kind in ("mha", "mla"):
+        try:
+            server_args = resolve_args(MODELS[kind], gpus, "--enable-deterministic-inference")
+        except Exception as exc:
+            out[kind] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
+        prefill, decode = attention_backends_of(resolved_view(server_args))
+        decision = ctx.deterministic_backend(tuple(DETERMINISTIC_ATTENTION_BACKEND_CHOICES), kind, kind == "mla")
+        out[kind] = {"prefill": prefill, "decode": decode,
+                     "prefill_class": built_class(prefill, kind == "mla", server_args),
+                     "registry": decision.backend, "upstream_rule": decision.upstream}
+    return out
+
+
+def build_guard(gpus: int, ctx) -> dict:
+    """A later path sets fa3 on the published config (as a model's own code could): what the
+    model runner then resolves to build, through SGLang's resolve_attention_backend_strs."""
+    from sglang.srt.model_executor.model_runner_components import attention_backend_setup as setup
+    from sglang.srt.runtime_context import get_context
+
+    try:
+        server_args = resolve_args(MODELS["mha"], gpus)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    get_context().override("a later path", attention_backend="fa3", prefill_attention_backend=None,
+                           decode_attention_backend=None)
+    runner = SimpleNamespace(is_draft_worker=False, draft_attention_backend=None, use_mla_backend=False,
+                             server_args=server_args, model_config=server_args._model_config)
+    resolved = setup.resolve_attention_backend_strs(model_runner=runner)
+    upstream = getattr(setup.resolve_attention_backend_strs, "__wrapped__", None)
+    original = upstream(model_runner=runner) if upstream is not None else None
+    return {"built": [resolved.prefill, resolved.decode],
+            "upstream": [original.prefill, original.decode] if original is not None else None,
+            "registry_runs_fa3": bool(ctx.check_backend("fa3", "mha", "prefill").valid)}
+
+
+def vision(ctx) -> dict:
+    """The ViT attention backend VisionAttention picks when neither the user nor the model names one."""
+    from sglang.srt.layers.attention.vision import VisionAttention
+
+    try:
+        picked = VisionAttention._determine_attention_backend(SimpleNamespace(), None)
+    except Exception as exc:
+        picked = f"refused: {type(exc).__name__}: {exc}"[:200]
+    return {"picked": picked, "registry": ctx.vision_backend(None).backend}
+
+
+def hybrid_linear_draft(ctx) -> dict:
+    """The draft backend SGLang's factory builds for a hybrid linear-attention model."""
+    from sglang.srt.speculative.draft_utils import DraftBackendFactory
+
+    factory = SimpleNamespace(_create_triton_decode_backend=lambda: ("triton", None),
+                              _create_fa3_decode_backend=lambda: ("fa3", None))
+    stamp, _ = DraftBackendFactory._create_hybrid_linear_attn_decode_backend(factory)
+    return {"built": stamp, "registry": ctx.hybrid_linear_draft_backend("decode").backend}
 
 
 def fusion(gpus: int, ctx, add_norm) -> dict:

@@ -84,6 +84,27 @@ def _d5_flashinfer_needs_sm75(cap, topo, ws, section, up, rt):
     return all(up[k] == rt[k] or (up[k] == "flashinfer" and rt[k] == "triton") for k in up)
 
 
+# Where FA3 has a build (sgl-kernel flash_ops: sm_80, sm_86 for MHA; sm_90a), written from cuobjdump.
+def _fa3_runs(cap, kind):
+    major, minor = map(int, cap.split("."))
+    return (major, minor) == (9, 0) or (kind == "mha" and major == 8)
+
+
+def _d16_deterministic_backend_that_runs(cap, topo, ws, section, up, rt):
+    """Upstream names fa3 on every major but 10 and 12; where FA3 has no build for the tier
+    (7.x, 11.0, MLA on 8.x) the registry takes the next deterministic backend that runs."""
+    if section != "deterministic":
+        return False
+    for kind in up:
+        if up[kind] == rt[kind]:
+            continue
+        if up[kind] != {"attention_backend": "fa3"} or _fa3_runs(cap, kind):
+            return False
+        if rt[kind] not in ({"attention_backend": "flashinfer"}, {"attention_backend": "triton"}):
+            return False
+    return True
+
+
 def _dsa_cell_expected(cap, upstream):
     """D10/D11: upstream's DSA pair where both its kernels are built for ``cap``, else
     tilelang for both (an FP8 cache then needs SM89: SGLang's own refusal below)."""
@@ -111,6 +132,7 @@ DIFFERENCES = {
     "D5": _d5_flashinfer_needs_sm75,
     "D9": _d9_mnnvl_fusion_needs_nvlink,
     "D11": _d11_dsa_kernels_not_built_for_the_tier,
+    "D16": _d16_deterministic_backend_that_runs,
 }
 
 

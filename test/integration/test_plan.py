@@ -97,3 +97,15 @@ def test_a_model_sglang_cannot_load_is_an_error_not_a_table(tmp_path):
 def test_a_worker_past_the_timeout_is_killed():
     err = one_line_2(plan("--capability", "9.0", "--timeout", "1", "--model-path", str(FIXTURES / "llama-tiny")))
     assert "worker did not finish in 1 s (killed)" in err
+
+
+def test_deterministic_inference_on_an_unknown_gpu_starts_with_a_runnable_backend():
+    """Issue 19: SGLang's deterministic pass names fa3 on 13.0 (neither is_sm100 nor is_sm120);
+    the plan used to refuse it as if the user had passed --attention-backend fa3."""
+    out = plan("--capability", "13.0", "--tp", "8", "--topology", "pcie-p2p",
+               "--model-path", str(FIXTURES / "llama-tiny"), "--json", "--", "--enable-deterministic-inference")
+    assert out.returncode == 0, out.stderr[-2000:]
+    d = json.loads(out.stdout)
+    assert d["routed"]["error"] is None
+    assert d["routed"]["attention"] == {"prefill": "flashinfer", "decode": "flashinfer"}  # D16
+    assert d["upstream"]["attention"] == {"prefill": "fa3", "decode": "fa3"}  # sm_90a / sm_8x builds only

@@ -103,7 +103,9 @@ def test_symm_mem_values_from_their_sources(truth):
 # Model-specific attention overrides SGLang applies after the default, not yet routed
 # through the registry (listed in docs/capability-sites.md; issue 9 remains open for them).
 # (model kind, device major) -> what SGLang then runs, and where it is decided.
-UNROUTED_MODEL_OVERRIDES = {
+# A model override's backend, kept by the registry where the kernel catalog runs it
+# (glue/attention.py attention_backend_default replaces it only where it cannot run).
+MODEL_OVERRIDES_KEPT = {
     ("mla", 10): ("trtllm_mla", "sglang 0.5.23 arg_groups/model_overrides/deepseek_v2.py: "
                                 "DeepseekV3ForCausalLM on is_sm100 -> trtllm_mla"),
 }
@@ -117,8 +119,8 @@ def test_attention_backends_the_model_runner_builds(truth, machine):
         att = result["attention"][kind]
         assert "error" not in att, (kind, att)
         expected = tuple(result["registry_attention"][kind])
-        if (kind, major) in UNROUTED_MODEL_OVERRIDES:
-            backend, _site = UNROUTED_MODEL_OVERRIDES[(kind, major)]
+        if (kind, major) in MODEL_OVERRIDES_KEPT:
+            backend, _site = MODEL_OVERRIDES_KEPT[(kind, major)]
             expected = (backend, backend)
         assert (att["prefill"], att["decode"]) == expected, kind
         for phase in ("prefill", "decode"):
@@ -155,3 +157,71 @@ def test_unknown_gpu_keeps_its_own_identity(truth):
     assert result["identity"] == {"device_capability": [13, 0], "device_sm": 130, "is_sm120": False}
     assert result["symm_mem"]["sglang"]["max_bytes"] == 128 * MIB  # 12.1's tuned size, a decision
 
+
+
+def _runs(cap, backend, kind, phase="prefill"):
+    """The kernel catalog's verdict for the device itself (the test process's registry)."""
+    from sglang_arch.arch import resolve
+    from sglang_arch.arch.policies.attention import check_backend
+
+    return check_backend(resolve(cap), backend, kind, phase).valid
+
+
+# SGLang 0.5.23 _deterministic_attention_backend, written from overrides.py: is_sm100 or
+# is_sm120 (major 10 or 12) -> triton for the DeepSeek family, flashinfer otherwise; else fa3.
+def _upstream_deterministic(cap, deepseek):
+    if int(cap.split(".")[0]) in (10, 12):
+        return "triton" if deepseek else "flashinfer"
+    return "fa3"
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")
+def test_deterministic_inference_starts_with_a_runnable_registry_backend(truth, machine):
+    """--enable-deterministic-inference with no backend (issue 19: 13.0 used to refuse over fa3)."""
+    cap = machine[0]
+    for kind in ("mha", "mla"):
+        det = truth[machine][0]["deterministic"][kind]
+        assert "error" not in det, (kind, det)
+        assert det["prefill"] == det["decode"] == det["registry"], (kind, det)
+        assert _runs(cap, det["prefill"], kind), (kind, det)
+        assert not det["prefill_class"].startswith("refused") or "sgl_kernel" in det["prefill_class"], det
+        upstream = _upstream_deterministic(cap, deepseek=kind == "mla")
+        # upstream's rule asked of the tier: 13.0 resolves to 12.1 (upstream itself names fa3 there)
+        assert det["upstream_rule"] == _upstream_deterministic("12.1" if cap == "13.0" else cap, kind == "mla")
+        if cap != "13.0" and _runs(cap, upstream, kind):  # exact tiers: upstream's pick where it runs
+            assert det["prefill"] == upstream, (kind, det)
+    # 8.9 MLA: upstream's fa3 has no MLA build below Hopper (D16); 13.0: 12.1's rule
+    if cap == "8.9":
+        assert truth[machine][0]["deterministic"]["mla"]["prefill"] == "triton"
+    if cap == "13.0":
+        assert truth[machine][0]["deterministic"]["mha"]["prefill"] == "flashinfer"
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")
+def test_build_guard_builds_a_runnable_backend_whatever_path_chose(truth, machine):
+    """A later path puts fa3 on the published config: the model runner builds the registry's
+    runnable backend where fa3 has no kernel for the device, and fa3 itself where it has one."""
+    cap = machine[0]
+    guard = truth[machine][0]["build_guard"]
+    assert "error" not in guard, guard
+    assert guard["upstream"] == ["fa3", "fa3"]
+    assert guard["registry_runs_fa3"] is _runs(cap, "fa3", "mha")
+    if guard["registry_runs_fa3"]:
+        assert guard["built"] == ["fa3", "fa3"]
+    else:
+        assert guard["built"] == list(truth[machine][0]["registry_attention"]["mha"])
+        assert all(_runs(cap, b, "mha", phase) for b, phase in zip(guard["built"], ("prefill", "decode")))
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")
+def test_vision_and_draft_backends_sglang_builds_are_the_registrys(truth, machine):
+    cap = machine[0]
+    result = truth[machine][0]
+    assert result["vision"]["picked"] == result["vision"]["registry"]
+    # SGLang 0.5.23 vision.py: fa3 on major 9, fa4 on 10, triton_attn otherwise (all run on these tiers)
+    assert result["vision"]["picked"] == {"9": "fa3", "10": "fa4"}.get(cap.split(".")[0], "triton_attn")
+    draft = result["hybrid_linear_draft"]
+    assert draft["built"] == draft["registry"]
+    # draft_utils.py: triton on is_blackwell (10, 11, 12), fa3 elsewhere; 13.0 is neither, and fa3
+    # has no build for it
+    assert draft["built"] == ("triton" if cap.split(".")[0] in ("10", "11", "12", "13") else "fa3")

@@ -351,17 +351,20 @@ def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_pa
     assert fusion.read_bytes() == before
     assert not (package / "srt/arch/glue/fusion.py").exists()
     overrides = (package / "srt/arg_groups/overrides.py").read_text()
-    assert "arch_fusion" not in overrides and "arch_attention.check_explicit_backends(view)" in overrides
+    assert "arch_fusion" not in overrides and "arch_attention.attention_backend_default(view)" in overrides
     guards = [
-        "    # sglang-arch: routed through sglang.srt.arch\n    arch_attention.check_explicit_backends(view)\n",
         "# sglang-arch: routed through sglang.srt.arch\nfrom sglang.srt.arch.glue import attention as arch_attention\n",
     ] + [f"    # sglang-arch: routed through sglang.srt.arch\n"
          f"    if (arch_answer := arch_attention.{call}(view)) is not None:\n        return arch_answer\n"
-         for call in ("dsa_kv_cache_dtype_default", "dsa_split_backends")]
-    for guard in guards:  # step 4's guards (attention) are all that changed in overrides.py
+         for call in ("attention_backend_default", "dsa_kv_cache_dtype_default", "dsa_split_backends")]
+    for guard in guards:  # step 4's guards (attention) and its one replaced body changed overrides.py
         assert guard in overrides, guard
         overrides = overrides.replace(guard, "")
-    assert overrides == overrides_before
+    deterministic = re.compile(r"def _deterministic_attention_backend\(view: Any\) -> dict:\n.*?(?=\n\n\n)", re.S)
+    replaced = deterministic.search(overrides).group(0)
+    assert replaced.endswith("return arch_attention.deterministic_backend_here(view)"), replaced
+    assert "is_sm100" in deterministic.search(overrides_before).group(0) and "is_sm100" not in replaced
+    assert overrides == deterministic.sub(lambda _: replaced, overrides_before)
     for step in ("[2/4]", "[4/4]"):
         assert re.search(rf"^{re.escape(step)} .*commit|^{re.escape(step)} .*file\(s\)", run.stdout, re.M), step
 
@@ -405,7 +408,7 @@ def test_the_patched_tree_runs_what_the_registry_decides(patched_truth, machine)
     assert [mha["prefill"], mha["decode"]] == result["registry_attention"]["mha"]
     dsa = result["attention"]["dsa"]  # the --dsa-* and KV-cache defaults (D10 on 13.0: tilelang)
     assert dsa["dsa_args"] == dsa["registry_dsa"]
-    assert dsa["dsa_args"]["prefill"] == {"12.0": "trtllm", "9.0": "flashmla_sparse", "13.0": "tilelang"}[machine[0]]
+    assert dsa["dsa_args"]["prefill"] == {"12.0": "tilelang", "9.0": "flashmla_sparse", "13.0": "tilelang"}[machine[0]]  # 12.0: D11
 
 
 def test_the_patched_sm120_fuses_and_keeps_its_identity(patched_truth):

@@ -56,8 +56,46 @@ def test_to_dict_keys():
     d = explain("9.0", world_size=8, topology="nvswitch", nnodes=2).to_dict()
     assert (d["name"], d["world_size"], d["nnodes"]) == ("Hopper", 8, 2)
     assert d["collectives"]["custom_allreduce"]["table"] == "sm90"
-    assert d["attention"]["mha"] == {"prefill": "fa3", "decode": "fa3", "reason": "tier 9.0 prefers fa3"}
-    assert set(d["attention"]["mla"]) == {"prefill", "decode", "reason"}
+    assert d["attention"]["mha"] == {"prefill": "fa3", "decode": "fa3", "reason": "tier 9.0 prefers fa3",
+                                     "dropped": []}
+    assert set(d["attention"]["mla"]) == {"prefill", "decode", "reason", "dropped"}
+    assert set(d["attention"]) == {"mha", "mla", "deterministic", "dsa", "vision", "hybrid_linear_draft"}
+    assert set(d["attention"]["deterministic"]["mha"]) == {"backend", "upstream_rule", "reason", "dropped"}
+    assert set(d["collectives"]["allreduce_fusion"]) == {"enabled", "backend", "reason", "dropped"}
+
+
+def test_explain_lists_the_candidates_each_decision_dropped_and_why():
+    """9.5 (family of 9.0): the tier prefers FA3, whose only Hopper build is sm_90a."""
+    d = explain("9.5", world_size=8, topology="nvswitch").to_dict()
+    fa3_gone = "fa3_sm90 has no build for 9.5 (builds: sm_90a)"
+    assert d["attention"]["mha"]["prefill"] == "flashinfer"
+    assert [x["choice"] for x in d["attention"]["mha"]["dropped"]] == ["fa3"]
+    assert fa3_gone in d["attention"]["mha"]["dropped"][0]["reason"]
+    assert d["attention"]["vision"]["backend"] == "triton_attn"
+    assert d["attention"]["vision"]["dropped"][0]["choice"] == "fa3"
+    assert d["attention"]["deterministic"]["mha"] == {
+        "backend": "flashinfer", "upstream_rule": "fa3",
+        "reason": d["attention"]["deterministic"]["mha"]["reason"],
+        "dropped": [{"choice": "fa3", "reason": d["attention"]["deterministic"]["mha"]["dropped"][0]["reason"]}]}
+    assert fa3_gone in d["attention"]["deterministic"]["mha"]["dropped"][0]["reason"]
+    # 13.0 with P2P: the tier's trtllm fusion dropped, its comm kernels are built for majors 9, 10, 12
+    fusion = explain("13.0", world_size=8, topology="pcie-p2p").to_dict()["collectives"]["allreduce_fusion"]
+    assert fusion["enabled"] is False
+    assert fusion["dropped"] == [{"choice": "trtllm", "reason": "flashinfer_trtllm_comm has no build for 13.0 "
+                                                                 "(builds: jit:9.x, jit:10.x, jit:12.x)"}]
+    # trtllm on a topology without P2P: dropped for the topology
+    pcie = explain("12.0", world_size=8, topology="pcie").to_dict()["collectives"]["allreduce_fusion"]
+    assert pcie["dropped"] == [{"choice": "trtllm", "reason": "needs peer-to-peer access; pcie has none"}]
+
+
+def test_explain_text_prints_each_dropped_candidate_under_its_decision(capsys):
+    from sglang_arch import cli
+
+    assert cli.main(["explain", "9.5", "--world-size", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("vision attention"))
+    assert "triton_attn" in lines[at]
+    assert lines[at + 1].strip().startswith("dropped fa3: fa3_sm90 has no build for 9.5")
 
 
 def test_format_version():

@@ -2,18 +2,23 @@
 
 This is what ``sglang-arch explain`` prints and what the plugin logs; its ``to_dict``
 keys are a contract for tools (``requested``, ``resolved``, ``match``, ``reason``,
-``topology``, ``features``, ``collectives``, ``attention``, ``moe_gemm``).
+``topology``, ``features``, ``collectives``, ``attention``, ``moe_gemm``).  Every decision that
+picks among candidates carries ``dropped``: each candidate left out, with why (the kernel
+catalog has no build for the device, the topology, the model).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives, moe
+from .policies import attention, collectives, deterministic, dsa, moe, speculative, vision
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
+
+
+DETERMINISTIC_CHOICES = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,13 @@ class Decisions:
     fusion: collectives.FusionDecision
     mha: attention.AttentionDecision
     mla: attention.AttentionDecision
+    deterministic_mha: deterministic.DeterministicDecision
+    deterministic_mla: deterministic.DeterministicDecision
+    dsa_fp8: dsa.DsaDecision
+    dsa_bf16: dsa.DsaDecision
+    vision: vision.VisionDecision
+    hybrid_linear_draft: speculative.DraftDecision
+
     moe_runner: Optional[Dict[str, moe.Choice]] = None  # per quantization kind of the experts
     deep_gemm: Optional[moe.Choice] = None
     fp8_gemm: Optional[moe.Choice] = None
@@ -40,6 +52,24 @@ class Decisions:
             if choice is not None:
                 rows[name] = choice
         return rows
+
+    def named(self) -> Tuple[Tuple[str, str, str, Tuple[Tuple[str, str], ...]], ...]:
+        """(label, value, reason, dropped) of every backend decision, as ``explain`` prints them."""
+        def pair(d: Any) -> str:
+            return f"{d.prefill} / {d.decode}"
+        return (
+            ("attention MHA", pair(self.mha), self.mha.reason, self.mha.dropped),
+            ("attention MLA", pair(self.mla), self.mla.reason, self.mla.dropped),
+            ("deterministic MHA", self.deterministic_mha.backend or "-", self.deterministic_mha.reason,
+             self.deterministic_mha.dropped),
+            ("deterministic MLA", self.deterministic_mla.backend or "-", self.deterministic_mla.reason,
+             self.deterministic_mla.dropped),
+            ("DSA FP8 KV cache", pair(self.dsa_fp8), self.dsa_fp8.reason, self.dsa_fp8.dropped),
+            ("DSA bf16 KV cache", pair(self.dsa_bf16), self.dsa_bf16.reason, self.dsa_bf16.dropped),
+            ("vision attention", self.vision.backend, self.vision.reason, self.vision.dropped),
+            ("hybrid linear draft", self.hybrid_linear_draft.backend or "-", self.hybrid_linear_draft.reason,
+             self.hybrid_linear_draft.dropped),
+        )
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -70,11 +100,24 @@ class Decisions:
                     "enabled": self.fusion.enabled,
                     "backend": self.fusion.backend,
                     "reason": self.fusion.reason,
+                    "dropped": _dropped(self.fusion.dropped),
                 },
             },
             "attention": {
-                kind: {"prefill": d.prefill, "decode": d.decode, "reason": d.reason}
-                for kind, d in (("mha", self.mha), ("mla", self.mla))
+                **{kind: {"prefill": d.prefill, "decode": d.decode, "reason": d.reason, "dropped": _dropped(d.dropped)}
+                   for kind, d in (("mha", self.mha), ("mla", self.mla))},
+                "deterministic": {
+                    kind: {"backend": d.backend, "upstream_rule": d.upstream, "reason": d.reason,
+                           "dropped": _dropped(d.dropped)}
+                    for kind, d in (("mha", self.deterministic_mha), ("mla", self.deterministic_mla))},
+                "dsa": {
+                    kv: {"prefill": d.prefill, "decode": d.decode, "reason": d.reason, "dropped": _dropped(d.dropped)}
+                    for kv, d in (("fp8_e4m3", self.dsa_fp8), ("bfloat16", self.dsa_bf16))},
+                "vision": {"backend": self.vision.backend, "reason": self.vision.reason,
+                           "dropped": _dropped(self.vision.dropped)},
+                "hybrid_linear_draft": {"backend": self.hybrid_linear_draft.backend,
+                                        "reason": self.hybrid_linear_draft.reason,
+                                        "dropped": _dropped(self.hybrid_linear_draft.dropped)},
             },
             "moe_gemm": {
                 "moe_runner": {kind: _choice(c) for kind, c in (self.moe_runner or {}).items()},
@@ -89,6 +132,10 @@ def _choice(c: Optional[moe.Choice]) -> Optional[Dict[str, Any]]:
     if c is None:
         return None
     return {"choice": c.choice, "upstream": c.upstream, "changed": c.changed, "reason": c.reason}
+
+
+def _dropped(dropped: Tuple[Tuple[str, str], ...]) -> List[Dict[str, str]]:
+    return [{"choice": choice, "reason": why} for choice, why in dropped]
 
 
 def decide(
@@ -112,6 +159,14 @@ def decide(
         fusion=collectives.allreduce_fusion(res, topology, world_size, nnodes, cuda=traits.cuda),
         mha=attention.default_backend(res, replace(traits, kind="mha")),
         mla=attention.default_backend(res, replace(traits, kind="mla")),
+        # SGLang 0.5.23's DETERMINISTIC_ATTENTION_BACKEND_CHOICES (arg_groups/choices.py), the
+        # DeepSeek family for MLA (its deterministic pass's model test)
+        deterministic_mha=deterministic.default_backend(res, DETERMINISTIC_CHOICES, "mha", False, traits.cuda),
+        deterministic_mla=deterministic.default_backend(res, DETERMINISTIC_CHOICES, "mla", True, traits.cuda),
+        dsa_fp8=dsa.split_backends(res, "fp8_e4m3", "DeepseekV32ForCausalLM", traits.cuda),
+        dsa_bf16=dsa.split_backends(res, "bfloat16", "DeepseekV32ForCausalLM", traits.cuda),
+        vision=vision.backend(res, None, traits.cuda),
+        hybrid_linear_draft=speculative.hybrid_linear_draft_backend(res, "decode", traits.cuda),
         moe_runner={kind: moe.moe_runner(res, kind, traits.cuda) for kind in moe.QUANT_KINDS},
         deep_gemm=moe.deep_gemm(res, traits.cuda),
         fp8_gemm=moe.fp8_gemm(res, traits.cuda),

@@ -313,6 +313,15 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
         "triton": [{"kernel": "triton"}],
         "torch_native": [{"kernel": "torch"}],
     },
+    # the vision encoder's attention (--mm-attention-backend, VisionAttention's default):
+    # sglang 0.5.23 layers/attention/vision.py QKV_BACKEND_IMPL; its fa3 calls sgl_kernel.flash_attn
+    # (kernels/ops/attention/flash_attention_v3.py), fa4 flash_attn.cute, triton_attn Triton, sdpa torch
+    "vision": {
+        "fa3": [{"kernel": "fa3_sm90"}, {"kernel": "fa3_sm8x"}],
+        "fa4": [{"kernel": "fa4_cute"}],
+        "triton_attn": [{"kernel": "triton"}],
+        "sdpa": [{"kernel": "torch"}],
+    },
     # --dsa-prefill-backend / --dsa-decode-backend
     "dsa": {
         "trtllm": [{"kernel": "trtllm_gen_fmha"}],

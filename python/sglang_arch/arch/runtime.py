@@ -16,7 +16,7 @@ from typing import Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import attention, collectives, dsa, moe, platform
+from .policies import attention, collectives, deterministic, dsa, moe, platform, speculative, vision
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import TOPOLOGIES, Topology
@@ -76,6 +76,20 @@ class MachineContext:
 
     def check_backend(self, name: str, kind: str, phase: str) -> attention.Validity:
         return attention.check_backend(self._res(), name, kind, phase, self.cuda)
+
+    def backend_replacement(self, name: str, phases: Tuple[str, ...],
+                            traits: attention.ModelTraits) -> Optional[attention.Replacement]:
+        return attention.replacement(self._res(), name, phases, traits)
+
+    def deterministic_backend(self, capable: Tuple[str, ...], kind: str,
+                              deepseek: bool) -> deterministic.DeterministicDecision:
+        return deterministic.default_backend(self._res(), capable, kind, deepseek, self.cuda)
+
+    def vision_backend(self, passed: Optional[str]) -> vision.VisionDecision:
+        return vision.backend(self._res(), passed, self.cuda)
+
+    def hybrid_linear_draft_backend(self, phase: str) -> speculative.DraftDecision:
+        return speculative.hybrid_linear_draft_backend(self._res(), phase, self.cuda)
 
     def dsa_kv_cache_dtype(self, attention_sinks: bool = False) -> dsa.KvCacheDecision:
         return dsa.kv_cache_dtype_default(self._res(), attention_sinks)

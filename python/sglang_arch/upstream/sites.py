@@ -96,7 +96,8 @@ STEPS: Tuple[Step, ...] = (
                             ("view.nnodes",), what="SM90/SM100 conditions"),
         )),
     )),
-    Step(4, "attention", "attention: default backend, explicit-backend check, DSA defaults", "attention", (
+    Step(4, "attention", "attention: default backend, explicit-backend check, deterministic and DSA defaults, "
+         "draft and vision backends, build guard", "attention", (
         ModulePlan("srt/arg_groups/model_override_base.py", "attention", (
             ReplaceArms("get_default_attn_backend", ("server_args", "use_mla_backend", "model_config"),
                         code=_ATTENTION_DEFAULT, anchor="is_out_of_tree", call="nvidia_default_backend",
@@ -104,8 +105,10 @@ STEPS: Tuple[Step, ...] = (
             Delete((), unused=("_forces_eagle_topk_one",), what="helper of a deleted branch"),
         )),
         ModulePlan("srt/arg_groups/overrides.py", "attention", (
-            FunctionSite("_attention_backend_default", ("view",), "check_explicit_backends", ("view",), form="check",
-                         uses=("use_mla_backend",)),
+            FunctionSite("_attention_backend_default", ("view",), "attention_backend_default", ("view",),
+                         uses=("use_mla_backend", "model_config_of", "logger")),
+            ReplaceBody("_deterministic_attention_backend", ("view",), "deterministic_backend_here", ("view",),
+                        reads=("is_sm100", "is_sm120"), what="SM100/SM120 rule"),
             # DSA: the two passes hold XPU, NPU, ROCm, sinks and HiSparse arms besides the CUDA
             # ones; the registry answers the CUDA arms and the rest stays SGLang's.
             FunctionSite("_dsa_kv_cache_dtype_default", ("view",), "dsa_kv_cache_dtype_default", ("view",),
@@ -113,6 +116,28 @@ STEPS: Tuple[Step, ...] = (
             FunctionSite("_dsa_split_backend_resolution", ("view",), "dsa_split_backends", ("view",),
                          uses=("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger",
                                "_check_dsa_backend_constraints")),
+        )),
+        # The build guard: whatever path chose a backend, what is built runs here.
+        ModulePlan("srt/model_executor/model_runner_components/attention_backend_setup.py", "attention", (
+            FunctionSite("resolve_attention_backend_strs", ("model_runner",), "built_backends", ("model_runner",),
+                         uses=("ResolvedAttentionBackendStr",)),
+        )),
+        ModulePlan("srt/speculative/draft_utils.py", "attention", (
+            FunctionSite("DraftBackendFactory._create_backend",
+                         ("self", "backend_name", "backend_map", "error_template", "stamps_children"),
+                         "guard_draft_backend",
+                         ("self", "backend_name", "backend_map", "error_template", "stamps_children"), form="check"),
+            ReplaceBody("DraftBackendFactory._create_hybrid_linear_attn_decode_backend", ("self",),
+                        "hybrid_linear_draft_decode_here", ("self",), reads=("is_blackwell",),
+                        what="Blackwell rule"),
+            ReplaceBody("DraftBackendFactory._create_hybrid_linear_attn_prefill_backend", ("self",),
+                        "hybrid_linear_draft_prefill_here", ("self",), reads=("is_blackwell",),
+                        what="Blackwell rule"),
+            Delete((), unused=("is_blackwell", "cpu_has_amx_support"), what="helpers of the deleted rules"),
+        )),
+        ModulePlan("srt/layers/attention/vision.py", "attention", (
+            FunctionSite("VisionAttention._determine_attention_backend", ("self", "passed_backend"),
+                         "vision_backend", ("self", "passed_backend")),
         )),
     )),
     Step(5, "moe", "moe: MoE runner, FP8 block / FP4 GEMM backends, DeepGEMM enablement", "moe", (

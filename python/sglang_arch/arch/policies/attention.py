@@ -52,6 +52,15 @@ class AttentionDecision:
     prefill: str
     decode: str
     reason: str
+    dropped: Tuple[Tuple[str, str], ...] = ()  # (candidate, why not), in preference order
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """What the build guard builds instead of a backend that cannot run here."""
+
+    backend: str  # the registry's runnable choice
+    reason: str  # why the chosen one cannot run, and what replaces it
 
 
 def check_backend(res: Resolution, name: str, kind: str = "mha", phase: str = "prefill",
@@ -74,29 +83,47 @@ def check_backend(res: Resolution, name: str, kind: str = "mha", phase: str = "p
 def default_backend(res: Resolution, traits: ModelTraits) -> AttentionDecision:
     """The attention backend a server picks when none is given."""
     prefs = res.profile.attention_mla if traits.kind == "mla" else res.profile.attention_mha
-    skipped = []
+    dropped = []
     if traits.cross_attention_needs_flashinfer:
         # Whisper's cross attention needs flashinfer for CUDA graphs; where flashinfer
         # cannot run, the normal choice below is the only one that works.
         check = check_backend(res, "flashinfer", traits.kind, "prefill", traits.cuda)
         if check.valid:
             return AttentionDecision("flashinfer", "flashinfer", "cross attention needs flashinfer")
-        skipped.append("flashinfer for cross attention (cannot run here)")
+        dropped.append(("flashinfer for cross attention", "cannot run here"))
     for name in prefs:
         blocked = _model_blocks(name, traits)
         if blocked:
-            skipped.append(f"{name} ({blocked})")
+            dropped.append((name, blocked))
             continue
         if traits.kind == "mha" and name == "trtllm_mha" and traits.asymmetric_kv:
             name = "fa4"  # carries v_head_dim through; trtllm_mha needs equal K/V widths
         check = check_backend(res, name, traits.kind, "prefill", traits.cuda)
         if check.valid:
-            note = f"; skipped {', '.join(skipped)}" if skipped else ""
-            return AttentionDecision(name, name, f"tier {res.resolved} prefers {name}{note}")
-        skipped.append(f"{name} (cannot run: {check.reason.split('): ', 1)[-1]})")
+            note = f"; skipped {_listed(dropped)}" if dropped else ""
+            return AttentionDecision(name, name, f"tier {res.resolved} prefers {name}{note}", tuple(dropped))
+        dropped.append((name, f"cannot run: {check.reason.split('): ', 1)[-1]}"))
     tail = _portable_tail(res, traits)
-    note = f" after {', '.join(skipped)}" if skipped else ""
-    return AttentionDecision(tail, tail, f"tier {res.resolved} ({res.match}): portable default {tail}{note}")
+    note = f" after {_listed(dropped)}" if dropped else ""
+    return AttentionDecision(tail, tail, f"tier {res.resolved} ({res.match}): portable default {tail}{note}",
+                             tuple(dropped))
+
+
+def _listed(dropped) -> str:
+    return ", ".join(f"{name} ({why})" for name, why in dropped)
+
+
+def replacement(res: Resolution, name: str, phases: Tuple[str, ...], traits: ModelTraits) -> Optional[Replacement]:
+    """The build guard: None when ``name`` has a kernel here for every phase it serves (or
+    is not in the catalog: not judged); else the registry's default for the model."""
+    for phase in phases:
+        check = check_backend(res, name, traits.kind, phase, traits.cuda)
+        if check.valid is False:
+            default = default_backend(res, traits)
+            chosen = default.prefill if phase == "prefill" else default.decode
+            return Replacement(chosen, f"{check.reason}; the registry's {traits.kind.upper()} default "
+                                       f"{chosen} runs here ({default.reason})")
+    return None
 
 
 def _model_blocks(name: str, traits: ModelTraits) -> Optional[str]:

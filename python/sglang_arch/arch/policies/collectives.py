@@ -49,6 +49,7 @@ class FusionDecision:
     enabled: bool
     backend: Optional[str]  # "trtllm" | "mnnvl" | "cutedsl" | None
     reason: str
+    dropped: Tuple[Tuple[str, str], ...] = ()  # (candidate, why not): the tier's backends left out
 
 
 def _check_world_size(world_size: int) -> None:
@@ -132,15 +133,16 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
     if not backends:
         return FusionDecision(False, None, f"tier {tier} has no FlashInfer all-reduce fusion kernels")
     built = catalog.runnable("fusion", backends, res.identities)
+    dropped = tuple((b, catalog.choice_runs("fusion", b, res.identities).reason) for b in backends if b not in built)
     if not built:
-        reasons = "; ".join(catalog.choice_runs("fusion", b, res.identities).reason for b in backends)
-        return FusionDecision(False, None, f"{res.match} match of tier {tier}: {reasons}")
+        reasons = "; ".join(why for _, why in dropped)
+        return FusionDecision(False, None, f"{res.match} match of tier {tier}: {reasons}", dropped)
     if len(built) < len(backends):
         backends = built
     need = res.profile.allreduce_fusion_min_cuda
     if cuda is not None and need is not None and cuda < need:
         return FusionDecision(False, None, f"fusion on tier {tier} needs torch CUDA >= {need[0]}.{need[1]} "
-                                           f"(found {cuda[0]}.{cuda[1]})")
+                                           f"(found {cuda[0]}.{cuda[1]})", dropped)
     if nnodes > 1:
         candidates = [b for b in backends if b in res.profile.allreduce_fusion_multi_node]
         where = f"{nnodes} nodes"
@@ -151,13 +153,15 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
         candidates = [b for b in candidates if b == requested]
     if not candidates:
         listed = ", ".join(res.profile.allreduce_fusion_multi_node if nnodes > 1 else backends) or "none"
-        return FusionDecision(False, None, f"{requested} fusion is not available on tier {tier} with {where} (available: {listed})")
+        return FusionDecision(False, None, f"{requested} fusion is not available on tier {tier} with {where} (available: {listed})", dropped)
     choice = candidates[0]
     if choice == "trtllm" and not topology.p2p:
-        return FusionDecision(False, None, f"trtllm fusion needs peer-to-peer access; {topology.name} has none")
+        return FusionDecision(False, None, f"trtllm fusion needs peer-to-peer access; {topology.name} has none",
+                              dropped + (("trtllm", f"needs peer-to-peer access; {topology.name} has none"),))
     if choice == "mnnvl" and not topology.full_nvlink:
-        return FusionDecision(False, None, f"mnnvl fusion needs NVLink between the GPUs; {topology.name} has none")
-    return FusionDecision(True, choice, f"tier {tier}, {world_size} GPUs on {topology.name}, {where}: {choice}")
+        return FusionDecision(False, None, f"mnnvl fusion needs NVLink between the GPUs; {topology.name} has none",
+                              dropped + (("mnnvl", f"needs NVLink between the GPUs; {topology.name} has none"),))
+    return FusionDecision(True, choice, f"tier {tier}, {world_size} GPUs on {topology.name}, {where}: {choice}", dropped)
 
 
 def _span(sizes: Tuple[int, ...]) -> str:

@@ -49,6 +49,7 @@ class DsaDecision:
     decode: str
     reason: str
     glm_sm12: bool = False  # upstream's GLM-5 arm (its own log line, no constraint check)
+    dropped: Tuple[Tuple[str, str], ...] = ()  # (phase backend, why not)
 
 
 def kv_cache_dtype_default(res: Resolution, attention_sinks: bool = False) -> KvCacheDecision:
@@ -77,7 +78,8 @@ def split_backends(res: Resolution, kv_cache_dtype: str, model_arch: str = "",
     # and TileLang for both is a pair it accepts wherever TileLang runs.
     lost = "; ".join(f"{phase} {backend}: {reason}" for phase, backend, reason in dropped)
     return DsaDecision(PORTABLE, PORTABLE,
-                       f"{why}, but on {res.requested} {lost}; {PORTABLE} for both phases compiles for the device")
+                       f"{why}, but on {res.requested} {lost}; {PORTABLE} for both phases compiles for the device",
+                       dropped=tuple((f"{phase} {backend}", reason) for phase, backend, reason in dropped))
 
 
 def _upstream_rule(res: Resolution, fp8: bool, model_arch: str) -> Tuple[str, str, str, bool]:

@@ -35,6 +35,9 @@ _ADD_NORM = "sglang.srt.layers.layer_boundary.residual.add_norm"
 _CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
 _FP4 = "sglang.srt.layers.quantization.fp4_utils"
+_SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
+_DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
+_VISION = "sglang.srt.layers.attention.vision.VisionAttention"
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,22 @@ def all_targets() -> List[Target]:
                ("current_platform", "resolving_view", "resolved_view", "is_no_spec_infer_or_topk_one",
                 "_forces_eagle_topk_one")),
         Target("attention backend", f"{_OVERRIDES}._attention_backend_default",
-               check(attention.check_explicit_backends), ("view",), ("use_mla_backend",)),
+               answer(attention.attention_backend_default), ("view",),
+               ("use_mla_backend", "model_config_of", "logger")),
+        Target("attention backend", f"{_OVERRIDES}._deterministic_attention_backend",
+               answer(attention.deterministic_backend), ("view",),
+               ("use_mla_backend", "_deterministic_is_deepseek_model", "logger")),
+        # The build guard: what a model runner and the speculative draft finally build.
+        Target("attention build guard", f"{_SETUP}.resolve_attention_backend_strs",
+               answer(attention.built_backends), ("model_runner",), ("ResolvedAttentionBackendStr",)),
+        Target("attention build guard", f"{_DRAFT}._create_backend", check(attention.guard_draft_backend),
+               ("self", "backend_name", "backend_map", "error_template", "stamps_children")),
+        Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_decode_backend",
+               answer(attention.hybrid_linear_draft_decode), ("self",)),
+        Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_prefill_backend",
+               answer(attention.hybrid_linear_draft_prefill), ("self",)),
+        Target("vision attention", f"{_VISION}._determine_attention_backend",
+               answer(attention.vision_backend), ("self", "passed_backend")),
         Target("DSA attention", f"{_OVERRIDES}._dsa_kv_cache_dtype_default",
                answer(attention.dsa_kv_cache_dtype_default), ("view",),
                ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger")),

@@ -10,6 +10,8 @@ the reason and the backends that do run.
 
 from __future__ import annotations
 
+import importlib
+import logging
 import sys
 from typing import Any, Optional
 
@@ -18,6 +20,8 @@ from . import REGISTRY, ArchDecisionError, fail_open, routed_context
 
 _BASE = "sglang.srt.arg_groups.model_override_base"
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
+
+logger = logging.getLogger(__name__)
 
 
 @fail_open
@@ -65,27 +69,52 @@ def _model_traits(
     )
 
 
-@fail_open
-def check_explicit_backends(view: Any) -> None:
-    """Refuse an explicitly chosen attention backend that cannot run on this GPU.
+_BACKEND_FIELDS = (
+    ("attention_backend", "--attention-backend", ("prefill", "decode")),
+    ("prefill_attention_backend", "--prefill-attention-backend", ("prefill",)),
+    ("decode_attention_backend", "--decode-attention-backend", ("decode",)),
+)
 
-    Backends the registry has no requirements for are not judged; without an NVIDIA GPU
-    or off CUDA nothing is checked.
-    """
-    ctx = routed_context()
-    if ctx is None:
-        return None
+
+def _user_passed(view: Any) -> Optional[dict]:
+    """The values the user passed (SGLang's ``_raw_input``, taken before any pass ran);
+    None for an object that is not a resolving record (then every value is the user's)."""
+    raw = getattr(view, "_raw_input", None)
+    return raw if isinstance(raw, dict) else None
+
+
+def _declared_by(view: Any, field: str) -> str:
+    """The pass or model override that declared ``field`` last (SGLang's record)."""
+    for source, declared in reversed(getattr(view, "_resolved_overrides", None) or ()):
+        if field in declared:
+            return str(source)
+    return "a resolution pass"
+
+
+def _on_cuda() -> bool:
     from sglang.srt.runtime_context import get_platform
 
-    if not get_platform().is_cuda:
+    platform = get_platform()
+    return bool(platform.is_cuda) and not platform.is_hip
+
+
+@fail_open
+def check_explicit_backends(view: Any) -> None:
+    """Refuse an attention backend the user passed that cannot run on this GPU.
+
+    Only what the user passed is judged (SGLang's record of the raw input): a backend a
+    pass or a model override declared is the registry's to replace
+    (``attention_backend_default``), never a reason to refuse the user.  Backends the
+    registry has no requirements for are not judged; without an NVIDIA GPU or off CUDA
+    nothing is checked.
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
         return None
+    raw = _user_passed(view)
     kind = "mla" if sys.modules[_OVERRIDES].use_mla_backend(view) else "mha"
-    chosen = (
-        ("--attention-backend", view.attention_backend, ("prefill", "decode")),
-        ("--prefill-attention-backend", view.prefill_attention_backend, ("prefill",)),
-        ("--decode-attention-backend", view.decode_attention_backend, ("decode",)),
-    )
-    for flag, name, phases in chosen:
+    for field, flag, phases in _BACKEND_FIELDS:
+        name = getattr(view, field) if raw is None else raw.get(field)
         if name is None:
             continue
         for phase in phases:
@@ -97,6 +126,316 @@ def check_explicit_backends(view: Any) -> None:
                     f"(checked by {REGISTRY})"
                 )
     return None
+
+
+@fail_open
+def attention_backend_default(view: Any) -> Optional[dict]:
+    """``_attention_backend_default``: the user's backends checked, and a backend that a
+    pass or a model override declared (DeepSeek -> trtllm_mla on SM100, ...) replaced by
+    the registry's default where the kernel catalog says it cannot run here, with one
+    warning naming who declared it.  None (SGLang's pass runs) when nothing is replaced.
+    """
+    check_explicit_backends(view)
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    raw = _user_passed(view)
+    if raw is None:
+        return None
+    overrides = sys.modules[_OVERRIDES]
+    use_mla = overrides.use_mla_backend(view)
+    traits = None
+    declared = {}
+    for field, flag, phases in _BACKEND_FIELDS:
+        name = getattr(view, field)
+        if name is None or raw.get(field) == name:
+            continue
+        if traits is None:
+            traits = _traits_of(view, use_mla, overrides.model_config_of(view), ctx)
+        swap = ctx.backend_replacement(name, phases, traits)
+        if swap is None:
+            continue
+        declared[field] = swap.backend
+        overrides.logger.warning(
+            "%s declared %s=%s, which cannot run here: %s; using %s (%s).",
+            _declared_by(view, field),
+            field,
+            name,
+            swap.reason,
+            swap.backend,
+            REGISTRY,
+        )
+    if not declared:
+        return None
+    prefill = declared.get("prefill_attention_backend", view.prefill_attention_backend)
+    decode = declared.get("decode_attention_backend", view.decode_attention_backend)
+    if prefill is not None and prefill == decode:  # the pass's own split rule
+        declared["attention_backend"] = prefill
+    elif declared.get("attention_backend", view.attention_backend) is None:
+        declared["attention_backend"] = ctx.attention_default(traits).prefill
+    return declared
+
+
+def _traits_of(server_args: Any, use_mla: bool, model_config: Any, ctx: Any) -> ModelTraits:
+    from sglang.srt.runtime_context import get_platform
+
+    return _model_traits(
+        importlib.import_module(_BASE),
+        server_args,
+        use_mla,
+        model_config,
+        bool(get_platform().has_flashinfer),
+        ctx.cuda,
+    )
+
+
+@fail_open
+def deterministic_backend(view: Any) -> Optional[dict]:
+    """``_deterministic_attention_backend``: the backend for deterministic inference
+    when the user gave none (``policies/deterministic.py``).
+
+    A backend a model override declared that SGLang cannot make deterministic is
+    replaced the same way (SGLang would refuse it as if the user had passed it).  None
+    (SGLang's pass runs, and validates) when deterministic inference is off, for the
+    user's own backend, without an NVIDIA GPU and off CUDA.
+    """
+    ctx = routed_context()
+    if ctx is None or not view.enable_deterministic_inference or not _on_cuda():
+        return None
+    from sglang.srt.server_args import DETERMINISTIC_ATTENTION_BACKEND_CHOICES
+
+    capable = tuple(DETERMINISTIC_ATTENTION_BACKEND_CHOICES)
+    current = view.attention_backend
+    note = ""
+    if current is not None:
+        raw = _user_passed(view)
+        if raw is None or raw.get("attention_backend") == current or current in capable:
+            return None
+        note = f"{_declared_by(view, 'attention_backend')} declared {current}, not deterministic; "
+    overrides = sys.modules[_OVERRIDES]
+    kind = "mla" if overrides.use_mla_backend(view) else "mha"
+    decision = ctx.deterministic_backend(
+        capable, kind, bool(overrides._deterministic_is_deepseek_model(view))
+    )
+    if decision.backend is None:
+        raise ArchDecisionError(
+            f"--enable-deterministic-inference: {decision.reason} (checked by {REGISTRY})"
+        )
+    overrides.logger.warning(
+        "Attention backend not specified. Falling back to '%s' for deterministic "
+        "inference (%s%s; %s). You can explicitly set --attention-backend to one of %s.",
+        decision.backend,
+        note,
+        decision.reason,
+        REGISTRY,
+        list(capable),
+    )
+    return {"attention_backend": decision.backend}
+
+
+def deterministic_backend_here(view: Any) -> dict:
+    """The replace form of ``_deterministic_attention_backend`` (``sglang-arch upstream``):
+    the registry's answer on an NVIDIA GPU; elsewhere SGLang 0.5.23's own pass (its rule
+    is for NVIDIA GPUs; other platforms get ``fa3`` from it and replace it later)."""
+    if not view.enable_deterministic_inference:
+        return {}
+    routed = deterministic_backend(view)
+    if routed is not None:
+        return routed
+    from sglang.srt.runtime_context import get_platform
+    from sglang.srt.server_args import DETERMINISTIC_ATTENTION_BACKEND_CHOICES
+
+    overrides = sys.modules[_OVERRIDES]
+    if view.attention_backend is None:
+        platform = get_platform()
+        if platform.is_sm100 or platform.is_sm120:
+            deepseek = overrides._deterministic_is_deepseek_model(view)
+            backend = "triton" if deepseek else "flashinfer"
+        else:
+            backend = "fa3"
+        overrides.logger.warning(
+            f"Attention backend not specified. Falling back to '{backend}' for "
+            "deterministic inference. You can explicitly set --attention-backend to "
+            f"one of {DETERMINISTIC_ATTENTION_BACKEND_CHOICES}."
+        )
+        return {"attention_backend": backend}
+    if view.attention_backend not in DETERMINISTIC_ATTENTION_BACKEND_CHOICES:
+        raise ValueError(
+            f"Currently only {DETERMINISTIC_ATTENTION_BACKEND_CHOICES} attention backends "
+            "are supported for deterministic inference, but you explicitly specified "
+            f"'{view.attention_backend}'."
+        )
+    return {}
+
+
+# --- the build guard: what SGLang builds, whichever path chose it ---
+
+_SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
+
+
+def _runner_traits(model_runner: Any, ctx: Any) -> ModelTraits:
+    return _traits_of(
+        model_runner.server_args,
+        bool(model_runner.use_mla_backend),
+        model_runner.model_config,
+        ctx,
+    )
+
+
+def _warn_built(path: str, swaps: list) -> None:
+    """One warning for one build: the path that chose, and each backend replaced."""
+    logger.warning(
+        "%s chose attention backends that cannot run here; %s (%s).",
+        path,
+        "; ".join(
+            f"{phase} {name}: {swap.reason}; building {swap.backend} instead"
+            for phase, name, swap in swaps
+        ),
+        REGISTRY,
+    )
+
+
+@fail_open
+def built_backends(model_runner: Any) -> Optional[Any]:
+    """``resolve_attention_backend_strs``: the (prefill, decode) pair a model runner
+    builds, with any backend the kernel catalog says cannot run here replaced by the
+    registry's default for the model, one warning naming the path that chose it.
+
+    None (SGLang's own resolution) when every backend runs here or is not in the
+    catalog, without an NVIDIA GPU and off CUDA.  This covers every path that chose
+    the backend before the runner builds it (passes, model overrides, later sites).
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    draft = bool(model_runner.is_draft_worker and model_runner.draft_attention_backend)
+    if draft:
+        prefill = decode = model_runner.draft_attention_backend
+        path = "the draft model runner's draft attention backend"
+    else:
+        from sglang.srt.runtime_context import attention_backends
+
+        prefill, decode = attention_backends()
+        path = "the server's attention backend (resolution, model overrides)"
+    traits = _runner_traits(model_runner, ctx)
+    chosen, swaps = {}, []
+    for phase, name in (("prefill", prefill), ("decode", decode)):
+        swap = ctx.backend_replacement(name, (phase,), traits) if name else None
+        chosen[phase] = name if swap is None else swap.backend
+        if swap is not None:
+            swaps.append((phase, name, swap))
+    if not swaps:
+        return None
+    _warn_built(path, swaps)
+    if draft and chosen["prefill"] != chosen["decode"]:
+        chosen["decode"] = chosen["prefill"] = ctx.attention_default(traits).prefill
+    return importlib.import_module(_SETUP).ResolvedAttentionBackendStr(
+        prefill=chosen["prefill"], decode=chosen["decode"], is_draft_override=draft
+    )
+
+
+@fail_open
+def guard_draft_backend(
+    factory: Any,
+    backend_name: str,
+    backend_map: dict,
+    error_template: str,
+    stamps_children: bool = False,
+) -> None:
+    """``DraftBackendFactory._create_backend``: the speculative draft's multi-step and
+    draft-extend backends.  Where the backend it is about to build cannot run here, the
+    factory's draft backend becomes the registry's default for the draft model (one
+    warning naming the path); SGLang's body then builds it.
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    from sglang.srt.runtime_context import attention_backends
+
+    prefill, decode = attention_backends()
+    configured = decode if backend_name == "decode_attention_backend" else prefill
+    name = factory.draft_attn_backend or configured
+    phase = "decode" if backend_name == "decode_attention_backend" else "prefill"
+    runner = factory.draft_model_runner
+    traits = _runner_traits(runner, ctx)
+    swap = ctx.backend_replacement(name, (phase,), traits) if name else None
+    if swap is None or swap.backend not in backend_map:
+        return None
+    _warn_built(f"the speculative draft ({backend_name})", [(phase, name, swap)])
+    factory.draft_attn_backend = swap.backend
+    return None
+
+
+def _hybrid_linear_draft(factory: Any, phase: str) -> Optional[Any]:
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    decision = ctx.hybrid_linear_draft_backend(phase)
+    if decision.backend is None:
+        return None
+    if decision.dropped:
+        logger.warning("Hybrid linear-attention draft: %s (%s).", decision.reason, REGISTRY)
+    build = getattr(factory, f"_create_{decision.backend}_{phase}_backend")
+    return build()
+
+
+@fail_open
+def hybrid_linear_draft_decode(factory: Any) -> Optional[Any]:
+    """``_create_hybrid_linear_attn_decode_backend``: triton or fa3 by the registry."""
+    return _hybrid_linear_draft(factory, "decode")
+
+
+@fail_open
+def hybrid_linear_draft_prefill(factory: Any) -> Optional[Any]:
+    """``_create_hybrid_linear_attn_prefill_backend``: triton or fa3 by the registry."""
+    return _hybrid_linear_draft(factory, "prefill")
+
+
+def _hybrid_linear_draft_here(factory: Any, phase: str) -> Any:
+    from sglang.srt.utils.common import cpu_has_amx_support, is_blackwell, is_cpu
+
+    if is_cpu() and cpu_has_amx_support():
+        return getattr(factory, f"_create_intel_amx_{phase}_backend")()
+    routed = _hybrid_linear_draft(factory, phase)
+    if routed is not None:
+        return routed
+    backend = "triton" if is_blackwell() else "fa3"
+    return getattr(factory, f"_create_{backend}_{phase}_backend")()
+
+
+def hybrid_linear_draft_decode_here(factory: Any) -> Any:
+    """The replace form of ``_create_hybrid_linear_attn_decode_backend``: Intel AMX on a
+    CPU with AMX, the registry's backend on an NVIDIA GPU, else SGLang's own rule."""
+    return _hybrid_linear_draft_here(factory, "decode")
+
+
+def hybrid_linear_draft_prefill_here(factory: Any) -> Any:
+    """The replace form of ``_create_hybrid_linear_attn_prefill_backend`` (as decode)."""
+    return _hybrid_linear_draft_here(factory, "prefill")
+
+
+@fail_open
+def vision_backend(attention: Any, passed_backend: Optional[str]) -> Optional[str]:
+    """``VisionAttention._determine_attention_backend`` on an NVIDIA GPU: the model's
+    own backend where it runs, else the registry's (``policies/vision.py``).
+
+    None (SGLang's own rule) for the user's ``--mm-attention-backend``, without an
+    NVIDIA GPU, off CUDA, and before the multimodal config is published.
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    from sglang.srt.runtime_context import get_mm
+
+    try:
+        if get_mm().mm_attention_backend is not None:
+            return None
+    except ValueError:
+        return None
+    decision = ctx.vision_backend(passed_backend)
+    if decision.dropped:
+        logger.warning("Multimodal attention: %s (%s).", decision.reason, REGISTRY)
+    return decision.backend
 
 
 # --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---

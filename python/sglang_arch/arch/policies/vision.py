@@ -1,0 +1,61 @@
+"""The vision (multimodal encoder) attention backend.
+
+SGLang 0.5.23 (``srt/layers/attention/vision.py``, ``VisionAttention._determine_attention_backend``)
+takes ``--mm-attention-backend`` when given, else the backend the model's code passes,
+else on CUDA by the device's major: ``fa3`` on 9, ``fa4`` on 10, ``triton_attn``
+otherwise; ``fa3`` on a Blackwell GPU is an error.  On 9.5 or 10.5 that names FA3's
+sm_90a build or FA4's CuTe kernels, which compile for 10.0, 10.3 and 10.7 only.
+
+The registry applies upstream's rule to the tier, then keeps the first choice the kernel
+catalog runs on the device itself: upstream's pick, ``triton_attn`` (Triton compiles for
+the device, SM70 and newer), ``sdpa`` (PyTorch's own).  A backend the model's code
+passes is kept where it runs and replaced by that default where it does not.  The user's
+``--mm-attention-backend`` is not decided here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from .. import catalog
+from ..registry import Resolution
+
+DECISION = "vision"  # the kernel catalog's name for this decision (kernels.py CHOICES)
+PORTABLE = ("triton_attn", "sdpa")
+
+
+@dataclass(frozen=True)
+class VisionDecision:
+    backend: str
+    reason: str
+    dropped: Tuple[Tuple[str, str], ...] = ()
+
+
+def upstream_pick(res: Resolution) -> str:
+    """SGLang 0.5.23's CUDA rule, asked of the tier's major."""
+    return {9: "fa3", 10: "fa4"}.get(res.resolved.major, "triton_attn")
+
+
+def backend(res: Resolution, passed: Optional[str] = None,
+            cuda: Optional[Tuple[int, int]] = (13, 0)) -> VisionDecision:
+    """The vision attention backend; ``passed``: the one the model's code asks for."""
+    dropped = []
+    if passed is not None:
+        verdict = catalog.choice_runs(DECISION, passed, res.identities, cuda)
+        if verdict is None or verdict.runs:
+            return VisionDecision(passed, f"the model's code passes {passed}"
+                                          + (f" ({verdict.reason})" if verdict else " (not in the catalog)"))
+        dropped.append((passed, f"passed by the model's code: {verdict.reason}"))
+    pick = upstream_pick(res)
+    for name in (pick,) + tuple(p for p in PORTABLE if p != pick):
+        verdict = catalog.choice_runs(DECISION, name, res.identities, cuda)
+        if verdict is not None and verdict.runs:
+            where = f"tier {res.resolved} ({res.match})"
+            if name == pick and not dropped:
+                return VisionDecision(name, f"{where}: SGLang's rule picks {name}")
+            lost = "; ".join(f"{n}: {why}" for n, why in dropped)
+            return VisionDecision(name, f"{where}: SGLang's rule picks {pick}; dropped {lost}; {name} runs on "
+                                        f"{res.requested}", tuple(dropped))
+        dropped.append((name, verdict.reason if verdict else "not in the catalog"))
+    raise AssertionError("sdpa (PyTorch's own kernels) runs wherever torch runs")
