@@ -128,7 +128,7 @@ def concern_for(site: RawSite, kind: str = "decision") -> str:
 def _defines_identity(site: RawSite) -> bool:
     """Inside the definition of an identity probe (``is_sm90_supported``, ``get_device_sm``,
     ``get_jit_cuda_arch``...) or of a platform class's capability method."""
-    names = site.scope.split(".") if site.scope else []
+    names = (site.scope.split(".") if site.scope else []) + list(site.context.binds if not site.function else ())
     return any(PROBE_NAME.match(n) or n in IDENTITY_CALLS or n in ("_check_cuda_device_version", "get_device_sm",
                                                                      "_init_jit_cuda_arch_once")
                for n in names)
@@ -140,10 +140,10 @@ def kind_for(site: RawSite, gate_reason: Optional[str] = None) -> Tuple[str, str
     kinds = {e.kind for e in site.exprs}
     if gate_reason:
         return "gate", gate_reason
-    if "window" in kinds:
-        return "gate", "a kernel's capability window: what it is built for"
     if _defines_identity(site):
         return "fact", "defines an identity probe"
+    if "window" in kinds:
+        return "gate", "a kernel's capability window: what it is built for"
     if ctx.role == "assert":
         return "gate", "asserts a requirement of the code it guards"
     if ctx.role == "test" and ctx.raises:

@@ -84,8 +84,6 @@ KERNEL_GATES: Sequence[KernelGate] = (
     KernelGate(_FA4, "_flash_attn_fwd", "arch // 10",
                "FA4 (CuTe DSL): the forward kernel class and its compile-time parameters for the device's "
                "architecture (Sm80 / Sm90 / Sm100 kernels)"),
-    KernelGate(_FA4, "_flash_attn_fwd", "use_dedicated_hd256_kernel",
-               "FA4's dedicated head-dim-256 kernel, built for SM100"),
     KernelGate(_FA4, "_validate_head_dims", "compute_capability",
                "FA4's head dims per architecture's kernels"),
     KernelGate(_EXTEND, "_get_block_sizes_for_extend_attention", "CUDA_CAPABILITY", _SMEM),

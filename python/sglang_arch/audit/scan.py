@@ -447,6 +447,8 @@ class _Visitor(ast.NodeVisitor):
     def _statement(self, node: ast.stmt) -> None:
         simple = not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.While,
                                        ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Try))
+        if simple and not self.stack and not isinstance(node, (ast.Import, ast.ImportFrom)) and not self._has_hit(node):
+            return  # a module-level statement that can hold no site (and defines no flag: flags are hits)
         if simple:
             self.stmt_lines, self.stmt_loads = set(), set()
             self.stmt_assigned = tuple(n for t in _assign_targets(node) for n in _target_names(t))
@@ -577,8 +579,9 @@ class _Visitor(ast.NodeVisitor):
             plain = traced and bool(targets) and all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) or
                                                      (_self_attr(t) and self.in_function) for t in targets)
             value = getattr(stmt, "value", None)
-            conditional = value is not None and any(isinstance(n, (ast.IfExp, ast.Dict, ast.Lambda))
-                                                    for n in _walk_bounded(value))
+            # a value picked by a table or a conditional expression (one whose test holds the
+            # capability is a ``test`` above); not an unrelated ``x if y else z`` inside a key
+            conditional = isinstance(value, (ast.IfExp, ast.Dict, ast.Lambda))
             return Context("bind" if plain else "other", words, binds=names, conditional=conditional,
                            controls=_join(_words([value], probes=False)) if value is not None else "")
         if isinstance(stmt, ast.Return):
@@ -794,16 +797,6 @@ def _self_attr(node: ast.AST) -> str:
     return ""
 
 
-def _walk_bounded(node: ast.AST, limit: int = 2000) -> Iterator[ast.AST]:
-    todo = [node]
-    seen = 0
-    while todo and seen < limit:
-        n = todo.pop()
-        seen += 1
-        yield n
-        todo.extend(ast.iter_child_nodes(n))
-
-
 def _join(words: List[str]) -> str:
     return " ".join(words)
 
@@ -837,6 +830,15 @@ def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[L
         return FileScan(file, module, {}, {}, {}, {}, [], lines, problem="nested too deeply to visit")
     return FileScan(file, module, visitor.imports, visitor.sites, visitor.flags, visitor.flag_deps, visitor.loads,
                     lines)
+
+
+def scan_source(file: str, text: str) -> FileScan:
+    """One file on its own, as ``scan_tree`` scans each (prefilter, its cached flags, the
+    visit of what can hold a site); what the per-file time bound of the tests measures."""
+    keep = LineFilter(module_flags(text))
+    if not keep.search(text):
+        return FileScan(file, package_module(file), {}, {}, {}, {}, [], source_lines(text))
+    return scan_file("", file, text, keep)
 
 
 def module_flags(text: str, keep: LineFilter = LineFilter()) -> Set[str]:
@@ -925,9 +927,9 @@ def _close_flags(scans: Dict[str, FileScan]) -> None:
             for name in users.get(flag, ()):
                 if name in scan.flags:
                     continue
-                deps = scan.flag_deps[name] & set(scan.flags)
                 # its line: the first site-free line is not known; use the line of its first load
-                line = min((first_load[d] for d in deps if d in first_load), default=None)
+                line = min((first_load[d] for d in scan.flag_deps[name] if d in scan.flags and d in first_load),
+                           default=None)
                 if line is not None:
                     scan.flags[name] = line
                     todo.append(name)

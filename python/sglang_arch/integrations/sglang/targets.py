@@ -41,6 +41,10 @@ class Target:
     hook: Callable  # an AROUND hook over a glue function (hooks.answer, done, check, fact)
     params: Tuple[str, ...]  # the original's parameter names in the tested release
     uses: Tuple[str, ...] = ()  # attributes of the target's module the glue reads
+    # Audit sites this target takes besides its own function's (``sglang-arch audit``):
+    # "module.qualname" (every site of it) or "module.qualname:check" (its sites whose line
+    # holds check), e.g. upstream decisions a guard at the build point overrules.
+    covers: Tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
