@@ -473,12 +473,16 @@ class _Visitor(ast.NodeVisitor):
                         self.flags.setdefault(name, site.line)
         self.stmt_assigned = ()
 
-    def _test(self, owner: ast.AST, test: ast.AST) -> None:
-        self.roles.append(("test", owner))
+    def _in_role(self, role: str, owner: ast.AST, visit) -> None:
+        """Run ``visit`` with ``role`` (of ``owner``) on top of the roles (``_context`` reads it)."""
+        self.roles.append((role, owner))
         try:
-            self.visit(test)
+            visit()
         finally:
             self.roles.pop()
+
+    def _test(self, owner: ast.AST, test: ast.AST) -> None:
+        self._in_role("test", owner, lambda: self.visit(test))
 
     def visit_If(self, node: ast.If) -> None:
         self._test(node, node.test)
@@ -724,11 +728,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
-        self.roles.append(("format", node))
-        try:
-            self.generic_visit(node)
-        finally:
-            self.roles.pop()
+        self._in_role("format", node, lambda: self.generic_visit(node))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         e = self._attr_expr(node)
