@@ -258,12 +258,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("audit", help="every capability-dependent site of an SGLang tree and whether it is routed",
-                       description="Static inventory (libcst) of sglang/srt and sglang/kernels: each site whose "
-                                   "behaviour depends on the compute capability, its concern, and its status for the "
-                                   "plugin and the patched tree: routed (a routed function), probe (a platform "
-                                   "probe: the device's identity), device (a kernel gate: picks the compiled kernel "
-                                   "the device can run), unrouted. SRC: an sglang package dir, a dir containing "
-                                   "sglang/, or an SGLang git clone.")
+                       description="Static inventory (Python's ast) of sglang/srt and sglang/kernels: each site whose "
+                                   "behaviour depends on the compute capability, its kind (decision: picks a backend, "
+                                   "a size, on/off; gate: which compiled kernel can run here; fact: the identity "
+                                   "itself), its concern (from what it decides), and its status for the plugin and "
+                                   "the patched tree: routed (the registry takes it), unrouted (a decision SGLang "
+                                   "takes by itself), probe / device (a gate or fact read through a platform probe / "
+                                   "from the device). Files that cannot be parsed are listed. SRC: an sglang package "
+                                   "dir, a dir containing sglang/, or an SGLang git clone.")
     p.add_argument("src", metavar="SRC", help="the SGLang tree")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="every site, machine-readable")

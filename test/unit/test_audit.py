@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import time
 
 import pytest
 from sglang_arch import cli
-from sglang_arch.audit import AuditError, Routed, audit, classify, report
+from sglang_arch.audit import AuditError, Routed, audit, classify, gates, report
+from sglang_arch.audit import scan as scan_mod
 from sglang_arch.integrations.sglang import targets as targets_mod
+from sglang_arch.upstream import sites as sites_mod
 
 COMMON = """\
 from functools import lru_cache, partial
@@ -76,12 +79,12 @@ FILES = {
         def choose(x):
             major, minor = torch.cuda.get_device_capability()
             if major >= 10:
-                return "a"
+                return "flashmla"
             props = torch.cuda.get_device_properties(0)
             if props.major == 12:
-                return "b"
+                return "cutlass_mla"
             if get_platform().is_sm100:
-                return "c"
+                return "trtllm_mla"
             cap = get_device_capability()
             return cap >= (9, 0)
 
@@ -131,19 +134,32 @@ SYMM = "srt/distributed/device_communicators/torch_symm_mem.py"
 FUSION = "srt/layers/layer_boundary/residual/add_norm.py"
 
 
-def test_each_kind_of_site_one_per_line(tree):
+def test_each_source_of_site_one_per_line(tree):
     rep = audit(str(tree))
     sites = by_line(rep, ATTN)
-    # line: kind (the read and the comparison of its value on one line count once)
-    assert {ln: s.kind for ln, s in sites.items()} == {
+    # line: what it reads (the read and the comparison of its value on one line count once)
+    assert {ln: s.source for ln, s in sites.items()} == {
         6: "read", 7: "read", 10: "read", 12: "platform", 14: "probe", 15: "probe", 18: "compare", 21: "probe"}
     assert sites[6].code == "major, minor = torch.cuda.get_device_capability()"
-    assert all(s.evaluated == "call" and s.concern == "attention/mla" for s in sites.values())
+    assert all(s.evaluated == "call" for s in sites.values())
     assert sites[18].scope == "untraced"
     kernel = by_line(rep, "kernels/ops/thing.py")
-    assert kernel[2].kind == "window" and kernel[2].concern == "jit" and kernel[2].evaluated == "import"
+    assert kernel[2].source == "window" and kernel[2].kind == "gate" and kernel[2].evaluated == "import"
     tables = by_line(rep, "srt/distributed/device_communicators/all_reduce_utils.py")
-    assert list(tables) == [1] and tables[1].kind == "table"
+    assert list(tables) == [1] and tables[1].source == "table" and tables[1].kind == "decision"
+
+
+def test_kind_decision_gate_fact(tree):
+    """Binding the capability is a fact (its uses are sites); a branch picking a backend is
+    a decision; a window is a gate; a probe's own definition is a fact."""
+    rep = audit(str(tree))
+    attn = by_line(rep, ATTN)
+    assert (attn[6].kind, attn[14].kind) == ("fact", "fact")  # major, minor = ...; cap = ...
+    assert {attn[ln].kind for ln in (7, 10, 12, 15, 18, 21)} == {"decision"}
+    assert all(attn[ln].concern == "attention/mla" for ln in (7, 10, 12))  # flashmla / cutlass_mla / trtllm_mla
+    common = by_line(rep, "srt/utils/common.py")
+    assert common[7].kind == "fact" and common[7].concern == "platform"  # is_sm90_supported = ...(window)
+    assert by_line(rep, FUSION)[3].kind == "fact"  # _is_sm90_supported = is_sm90_supported()
 
 
 def test_skips_comments_strings_registry_copy_and_tests(tree):
@@ -157,12 +173,12 @@ def test_skips_comments_strings_registry_copy_and_tests(tree):
 def test_status_derived_from_targets_and_steps(tree):
     rep = audit(str(tree))
     attn = by_line(rep, ATTN)
-    assert (attn[6].plugin, attn[6].patched) == ("unrouted", "unrouted")
+    assert (attn[6].plugin, attn[6].patched) == ("device", "device")  # a fact read from the device
     assert "torch.cuda.get_device_capability" in attn[6].plugin_reason
-    # get_platform().is_sm100 reads is_sm100_supported: an identity probe, routed by the plugin
-    # and SGLang's own in the patched tree, the same answer in both (docs/fallback.md).
-    assert (attn[12].plugin, attn[12].patched) == ("probe", "probe")
-    assert attn[14].plugin == "probe" and attn[14].patched == "probe"  # get_device_capability()
+    # A decision is the registry's only when routed: reading a routed probe does not make it so.
+    assert (attn[12].plugin, attn[12].patched) == ("unrouted", "unrouted")
+    assert "is_sm100" in attn[12].plugin_reason
+    assert attn[14].plugin == "probe" and attn[14].patched == "probe"  # a fact from get_device_capability()
     assert attn[18].plugin == "unrouted" and "sm_version" in attn[18].plugin_reason
     assert attn[21].plugin == "unrouted" and "_is_sm10x() (defined here)" in attn[21].plugin_reason
     symm = by_line(rep, SYMM)
@@ -173,18 +189,18 @@ def test_status_derived_from_targets_and_steps(tree):
     tables = by_line(rep, "srt/distributed/device_communicators/all_reduce_utils.py")
     assert tables[1].plugin == "routed" and "read by the glue" in tables[1].plugin_reason
     common = by_line(rep, "srt/utils/common.py")
-    assert common[7].plugin == "routed" and common[7].kind == "window"  # is_sm90_supported's own definition
+    assert common[7].plugin == "routed"  # is_sm90_supported's own definition
     assert common[10].plugin == "routed"  # inside get_device_capability, a fact target
-    assert common[5].plugin == "unrouted"  # _check_cuda_device_version itself reads torch
+    assert common[5].plugin == "device"  # _check_cuda_device_version itself reads torch
 
 
 def test_import_time_flag_and_early_routing(tree):
     early = by_line(audit(str(tree)), FUSION)
-    assert (early[3].kind, early[3].evaluated, early[3].plugin) == ("cached_flag", "import", "probe")
-    assert (early[8].kind, early[8].evaluated, early[8].plugin) == ("flag", "call", "routed")  # a target
-    assert (early[11].kind, early[11].evaluated, early[11].plugin) == ("flag", "call", "probe")
+    assert (early[3].source, early[3].evaluated, early[3].plugin) == ("cached_flag", "import", "probe")
+    assert (early[8].source, early[8].evaluated, early[8].plugin) == ("flag", "call", "routed")  # a target
+    assert (early[11].kind, early[11].plugin) == ("decision", "unrouted")
     late = by_line(audit(str(tree), early_routing=False), FUSION)
-    assert late[3].plugin == "unrouted" and "before the plugin's probes" in late[3].plugin_reason
+    assert late[3].plugin == "device" and "before the plugin's probes" in late[3].plugin_reason
     assert late[8].plugin == "routed"
     assert late[11].plugin == "unrouted" and "_is_sm90_supported" in late[11].plugin_reason
     # The series deletes the flag and rewrites the gate.
@@ -200,27 +216,38 @@ def test_a_new_target_changes_the_status(tree, monkeypatch):
                         lambda: original() + [targets_mod.Target("all-reduce fusion", path, None, ("batch",))])
     after = by_line(audit(str(tree), early_routing=False), FUSION)[11]
     assert after.plugin == "routed" and path in after.plugin_reason
-    assert after.patched == "probe"  # the series does not rewrite it
+    assert after.patched == "unrouted"  # the series does not rewrite it
     extra = by_line(audit(str(tree), early_routing=False, extra=[Routed(path, "on purpose", plugin=False)]), FUSION)
     assert extra[11].patched == "routed" and extra[11].patched_reason == "on purpose"
 
 
-def test_a_kernel_gate_turns_unrouted_sites_into_device(tree, monkeypatch):
-    """Only sites that would be unrouted become ``device``; the reason names the kernels."""
-    from sglang_arch.audit import gates
-
-    before = by_line(audit(str(tree)), ATTN)[6]
-    assert before.plugin == "unrouted" and before.patched == "unrouted"
+def test_covers_routes_sites_outside_the_target(tree, monkeypatch):
+    """A target (or a step) that overrules decisions where SGLang builds what it runs names
+    them in ``covers``: the whole function, or only its lines holding a check."""
     module = "sglang.srt.layers.attention.flashinfer_mla_backend"
-    monkeypatch.setattr(gates, "KERNEL_GATES", (gates.KernelGate(module, "test kernels (sm_90a)", "a test"),))
-    after = audit(str(tree))
-    site = by_line(after, ATTN)[6]
-    assert (site.plugin, site.patched) == ("device", "device")
-    assert "kernel gate (test kernels (sm_90a))" in site.plugin_reason
-    assert after.summary["total"]["device"] == sum(s.plugin == "device" for s in after.sites) >= 1
-    routed_before = {(s.file, s.line) for s in audit(str(tree)).sites if s.plugin in ("routed", "probe")}
-    assert all(s.plugin in ("routed", "probe") for s in after.sites if (s.file, s.line) in routed_before)
-    assert gates.gate_for(module, "") is not None and gates.gate_for(module + "x", "f") is None
+    guard = targets_mod.Target("attention backend", "sglang.srt.layers.attention.base.build", None, (),
+                               covers=(f"{module}.choose:get_platform()", f"{module}.local"))
+    rep = audit(str(tree), targets=targets_mod.all_targets() + [guard])
+    attn = by_line(rep, ATTN)
+    assert attn[12].plugin == "routed" and "covered by the plugin's target" in attn[12].plugin_reason
+    assert attn[7].plugin == "unrouted"  # same function, another check: not covered
+    assert attn[21].plugin == "routed" and attn[21].patched == "unrouted"
+    step = sites_mod.Step(9, "guard", "guard", None, (), covers=(f"{module}.untraced",))
+    patched = by_line(audit(str(tree), steps=tuple(sites_mod.STEPS) + (step,)), ATTN)
+    assert patched[18].patched == "routed" and "series step 9 (guard)" in patched[18].patched_reason
+    assert patched[18].plugin == "unrouted"
+
+
+def test_a_listed_gate_covers_only_its_check(tree, monkeypatch):
+    """A gate names one check of one function: a decision beside it stays a decision."""
+    monkeypatch.setattr(gates, "KERNEL_GATES", (gates.KernelGate(ATTN, "choose", "props.major == 12",
+                                                                 "test kernels (sm_120a)"),))
+    attn = by_line(audit(str(tree)), ATTN)
+    assert (attn[10].kind, attn[10].plugin, attn[10].patched) == ("gate", "device", "device")
+    assert attn[10].kind_reason == "test kernels (sm_120a)"
+    assert (attn[7].kind, attn[7].plugin) == ("decision", "unrouted")  # same function, not the check
+    assert gates.gate_for(ATTN, "choose", "if props.major == 12:") is not None
+    assert gates.gate_for(ATTN, "choose.inner", "if props.major == 12:") is None
 
 
 def test_src_forms_relative_paths_and_version(tmp_path):
@@ -235,27 +262,30 @@ def test_src_forms_relative_paths_and_version(tmp_path):
 def test_json_schema_and_summary(tree, capsys):
     assert cli.main(["audit", str(tree), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) >= {"sglang", "sites", "summary"}
+    assert set(data) >= {"sglang", "sites", "summary", "unparsed", "notes"}
     assert data["sglang"] == "9.9.9"
-    assert set(data["sites"][0]) >= {"file", "line", "code", "concern", "evaluated", "plugin", "plugin_reason",
-                                     "patched", "patched_reason"}
+    assert set(data["sites"][0]) >= {"file", "line", "code", "kind", "kind_reason", "source", "concern", "evaluated",
+                                     "plugin", "plugin_reason", "patched", "patched_reason"}
     assert data["summary"]["collectives"] == {
-        "total": 4, "routed": 4, "probe": 0, "device": 0, "unrouted": 0,
-        "plugin": {"routed": 4, "probe": 0, "device": 0, "unrouted": 0},
-        "patched": {"routed": 4, "probe": 0, "device": 0, "unrouted": 0}}
-    assert data["summary"]["total"]["total"] == len(data["sites"])
+        "sites": 4, "decision": 3, "gate": 0, "fact": 1,
+        "plugin": {"routed": 3, "unrouted": 0}, "patched": {"routed": 3, "unrouted": 0}}
+    assert data["summary"]["total"]["sites"] == len(data["sites"])
     for e in data["summary"].values():
-        assert e["routed"] + e["probe"] + e["device"] + e["unrouted"] == e["total"]
+        assert e["decision"] + e["gate"] + e["fact"] == e["sites"]
+        assert e["plugin"]["routed"] + e["plugin"]["unrouted"] == e["decision"]
 
 
 def test_table_and_markdown(tree, capsys):
     assert cli.main(["audit", str(tree)]) == 0
     out = capsys.readouterr().out
     assert "collectives" in out and "plugin unrouted" in out
+    assert f"{ATTN}:12  choose: if get_platform().is_sm100:" in out  # an unrouted attention decision, listed
     md = report.render_markdown(audit(str(tree)))
     assert md.startswith("# Capability sites")
     assert report.DOC_COMMAND in md
-    assert f"| `{ATTN}:6` | `major, minor = torch.cuda.get_device_capability()` | read | call | unrouted |" in md
+    assert (f"| `{ATTN}:6` | `major, minor = torch.cuda.get_device_capability()` | fact | read | call | device |"
+            in md)
+    assert f"| `{ATTN}:12` | `choose` | `if get_platform().is_sm100:` | attention/mla | unrouted | unrouted |" in md
 
 
 @pytest.mark.parametrize("src", ["/nonexistent/sglang", "."])
@@ -267,41 +297,121 @@ def test_bad_src_exits_2_with_one_line(src, capsys, tmp_path):
         audit(str(tmp_path))
 
 
-@pytest.mark.parametrize("file, code, concern", [
-    ("srt/distributed/parallel_state.py", "", "collectives"),
-    ("srt/layers/flashinfer_comm_fusion.py", "", "fusion"),
-    ("srt/layers/layer_boundary/residual/add_norm.py", "", "fusion"),
-    ("srt/layers/attention/nsa/nsa_indexer.py", "", "attention/dsa"),
-    ("srt/layers/attention/dsa_backend.py", "", "attention/dsa"),
-    ("srt/layers/attention/trtllm_mla_backend.py", "", "attention/mla"),
-    ("srt/layers/attention/linear/kernels/gdn_flashinfer.py", "", "attention/linear"),
-    ("srt/layers/attention/mamba/mamba.py", "", "attention/linear"),
-    ("srt/layers/attention/flashattention_backend.py", "", "attention/mha"),
-    ("srt/layers/attention/merge_state.py", "", "attention/other"),
-    ("srt/arg_groups/overrides.py", "if server_args.attention_backend == 'fa3':", "attention/mha"),
-    ("srt/arg_groups/overrides.py", "enable_flashinfer_allreduce_fusion = True", "fusion"),
-    ("srt/server_args.py", "self.enable_torch_symm_mem = False", "collectives"),
-    ("srt/model_executor/model_runner.py", "self.x = 1", "other"),
-    ("srt/layers/moe/fused_moe_triton/layer.py", "", "moe"),
-    ("srt/layers/quantization/fp8_utils.py", "", "quantization"),
-    ("srt/layers/deep_gemm_wrapper/configurer.py", "", "gemm"),
-    ("srt/speculative/eagle_worker.py", "", "speculative"),
-    ("srt/models/deepseek_v2.py", "", "model"),
-    ("kernels/ops/attention/dsa/x.py", "", "jit"),
-    ("srt/platforms/cuda.py", "", "platform"),
-    ("srt/utils/common.py", "", "platform"),
-    ("srt/managers/scheduler.py", "x = 1", "other"),
+# --- what a site decides -----------------------------------------------------------------
+
+DECIDES = {
+    # issue 19's misfilings: attention backends and all-reduce sizes outside attention/ and distributed/
+    "srt/arg_groups/model_overrides/gpt_oss.py": """\
+        from sglang.srt.runtime_context import get_platform
+        def _gpt_oss_overrides(cfg):
+            if get_platform().is_sm100:
+                cfg.attention_backend = "trtllm_mha"
+            elif get_platform().is_sm90:
+                cfg.attention_backend = "fa3"
+        """,
+    "srt/models/gemma3_mm.py": """\
+        from sglang.srt.runtime_context import get_platform
+        class Gemma3Attention:
+            def __init__(self):
+                self.mm_attention_backend = "fa3" if get_platform().is_sm90 else "triton_attn"
+        def gemma_rope():
+            return 4 if get_platform().is_sm100 else 2
+        """,
+    "srt/models/beam.py": """\
+        import torch
+        _FLASHINFER_AR_TOKEN_BAND = {((10, 3), 4): (96, 640)}
+        def _all_reduce_limits(tp_size):
+            capability = torch.cuda.get_device_capability()
+            return (32, 64) if capability[0] == 9 else (64, 64)
+        """,
+    "srt/speculative/draft_utils.py": """\
+        from sglang.srt.utils import is_blackwell
+        def create_draft_attn_backend():
+            if is_blackwell():
+                return "trtllm_mha"
+            return "flashinfer"
+        """,
+    "kernels/ops/communication/all_reduce_fusion.py": """\
+        from sglang.kernels.jit.utils import get_jit_cuda_arch
+        def fused_allreduce_rmsnorm_max_tokens():
+            return 256 if get_jit_cuda_arch().major >= 10 else 128
+        """,
+    "srt/layers/qsa/sparse_attn.py": """\
+        import torch
+        _CONFIGS = {"NVIDIA H20": (64, 4), "NVIDIA L20": (32, 4)}
+        def _get_best_attn_config():
+            return (64, 4, 2) if "H20" in torch.cuda.get_device_name(0) else (32, 4, 2)
+        """,
+}
+
+
+@pytest.fixture
+def decides_tree(tmp_path):
+    return write_tree(tmp_path, {**FILES, **DECIDES})
+
+
+@pytest.mark.parametrize("file, line, concern, kind", [
+    ("srt/arg_groups/model_overrides/gpt_oss.py", 3, "attention/mha", "decision"),
+    ("srt/arg_groups/model_overrides/gpt_oss.py", 5, "attention/mha", "decision"),
+    ("srt/models/gemma3_mm.py", 4, "attention/mha", "decision"),
+    ("srt/models/gemma3_mm.py", 6, "other", "decision"),  # "gemma" is no GEMM
+    ("srt/models/beam.py", 2, "fusion", "decision"),  # capability nested in a tuple key
+    ("srt/models/beam.py", 4, "collectives", "fact"),
+    ("srt/models/beam.py", 5, "collectives", "decision"),
+    ("srt/speculative/draft_utils.py", 3, "attention/mha", "decision"),
+    ("kernels/ops/communication/all_reduce_fusion.py", 3, "fusion", "decision"),  # get_jit_cuda_arch()
+    ("srt/layers/qsa/sparse_attn.py", 2, "other", "decision"),  # a table keyed by GPU name
+    ("srt/layers/qsa/sparse_attn.py", 4, "attention/dsa", "decision"),  # get_device_name()
 ])
-def test_concern_rules(file, code, concern):
-    assert classify.concern_for(file, "", code) == concern
+def test_concern_is_what_the_site_decides(decides_tree, file, line, concern, kind):
+    site = by_line(audit(str(decides_tree)), file)[line]
+    assert (site.concern, site.kind) == (concern, kind), site
+    if kind == "decision":
+        assert site.plugin == "unrouted" and site.patched == "unrouted"
+
+
+def test_gemm_pattern_does_not_match_gemma():
+    assert classify.tokens("gemma3_rope") == " gemma 3 rope "
+    assert classify._concern_in("gemma3_rope") is None
+    assert classify._concern_in("deep_gemm_wrapper") == "gemm"
+    assert classify._concern_in("FlashInferAttnBackend prefill_backend") == "attention"
+
+
+@pytest.mark.parametrize("code, kind", [
+    ("if major >= 10:\n    raise ValueError('needs SM100')", "gate"),
+    ("assert major >= 9, 'needs SM90'", "gate"),
+    ("if major == 9:\n    kernel = FlashAttentionForwardSm90()", "gate"),
+    ("if major == 9:\n    backend = 'fa3'", "decision"),
+    ("logger.info('capability %s', major)", "fact"),
+    ("use_fa3 = major == 9", "fact"),
+    ("limit = 128 if major >= 10 else 64", "decision"),
+    ("run(major)", "fact"),
+])
+def test_kind_rules(tmp_path, code, kind):
+    body = textwrap.indent(code, "    ")
+    files = {**FILES, "srt/layers/x.py": f"import torch\ndef f():\n    major = torch.cuda.get_device_capability()[0]\n"
+                                          f"{body}\n"}
+    site = by_line(audit(str(write_tree(tmp_path, files))), "srt/layers/x.py")[4]
+    assert site.kind == kind, site
+
+
+@pytest.mark.parametrize("file, concern", [
+    ("srt/distributed/parallel_state.py", "other"),  # the folder decides nothing
+    ("srt/layers/attention/flashattention_backend.py", "other"),
+    ("srt/models/deepseek_v2.py", "other"),
+])
+def test_concern_never_from_the_folder(tmp_path, file, concern):
+    files = {**FILES, file: "from sglang.srt.utils import is_sm90_supported\ndef f():\n"
+                            "    return 3 if is_sm90_supported() else 4\n"}
+    assert by_line(audit(str(write_tree(tmp_path, files))), file)[3].concern == concern
 
 
 # --- hostile trees: one line naming the file, no hang, nothing outside the tree --------
 
 def _audit_cli(root, capsys):
     code = cli.main(["audit", str(root)])
-    err = capsys.readouterr().err
-    return code, err
+    out = capsys.readouterr()
+    return code, out.err, out.out
 
 
 @pytest.mark.parametrize("make, problem", [
@@ -309,11 +419,34 @@ def _audit_cli(root, capsys):
     (lambda p: os.symlink("/dev/zero", p), "not a regular file"),  # read, it would never end
     (lambda p: open(p, "wb").truncate(8 * 1024 * 1024), "larger than 4194304 bytes"),  # sparse
 ])
-def test_a_file_that_is_not_bounded_source_is_named(tree, capsys, make, problem):
-    path = tree / "srt" / "layers" / "hostile.py"
+@pytest.mark.parametrize("where", ["srt/layers/hostile.py", "_version.py", "srt/runtime_context.py"])
+def test_a_file_that_is_not_bounded_source_is_named(tree, capsys, make, problem, where):
+    """Every file the audit reads, the tree's version and runtime context included, is read
+    within the source bounds and named when refused (a 1 GB _version.py took 2 GB)."""
+    path = tree / where
+    if path.exists():
+        path.unlink()
     make(str(path))
-    code, err = _audit_cli(tree, capsys)
+    code, err, _ = _audit_cli(tree, capsys)
     assert code == 2 and len(err.splitlines()) == 1 and str(path) in err and problem in err, err
+
+
+@pytest.mark.parametrize("text", [
+    "def get_platform(:\n",  # a syntax error
+    "print 'python 2'\n_PLATFORM_PROBES = {}\n",  # a Python 2 file
+    "_PLATFORM_PROBES = {1: ['is_sm90_supported']}\n",  # not a dict of strings
+    "_PLATFORM_PROBES = [1, 2]\n_PLATFORM_VALUES = dict(a=1)\n",
+    "_PLATFORM_PROBES = {'is_sm90': 'is_sm90_supported', **{}}\n",
+    "_PLATFORM_PROBES = " + "[" * 150 + "]" * 150 + "\n",
+    "_PLATFORM_PROBES = {'is_sm90': 'x' * 10 ** 10}\n",
+])
+def test_an_odd_runtime_context_is_a_note_not_an_internal_error(tree, capsys, text):
+    (tree / "srt" / "runtime_context.py").write_text(text)
+    code, err, out = _audit_cli(tree, capsys)
+    assert code == 0 and not err, err
+    assert "note: srt/runtime_context.py" in out and "FACT_HELPERS" in out
+    rep = audit(str(tree))
+    assert by_line(rep, ATTN)[14].plugin == "probe"  # get_device_capability() from the plugin's own map
 
 
 def test_a_symlinked_srt_is_refused_not_walked(tmp_path, capsys):
@@ -321,61 +454,80 @@ def test_a_symlinked_srt_is_refused_not_walked(tmp_path, capsys):
     root.mkdir()
     (root / "__init__.py").write_text("")
     (root / "srt").symlink_to(os.path.dirname(os.path.abspath(__file__)))
-    code, err = _audit_cli(root, capsys)
+    code, err, _ = _audit_cli(root, capsys)
     assert code == 2 and len(err.splitlines()) == 1 and "is a symlink" in err, err
 
 
-def test_nesting_python_refuses_is_skipped_not_handed_to_libcst(tree):
-    """libcst's native parser segfaults on such a file; CPython cannot import it, so no site runs there."""
-    deep = "import torch\nif torch.cuda.get_device_capability()[0] == 9:\n    x = " + "(" * 2000 + "1" + ")" * 2000 + "\n"
-    (tree / "srt" / "layers" / "deep.py").write_text(deep)
+@pytest.mark.parametrize("text, problem", [
+    ("import torch\nif torch.cuda.get_device_capability()[0] == 9:\n    x = " + "(" * 2000 + "1" + ")" * 2000 + "\n",
+     "too many nested parentheses"),
+    ("import torch\nprint 'sm', torch.cuda.get_device_capability()\n", "SyntaxError"),
+])
+def test_a_file_python_cannot_parse_is_listed_not_counted_as_0(tree, capsys, text, problem):
+    (tree / "srt" / "layers" / "bad.py").write_text(text)
     rep = audit(str(tree))
-    assert not by_line(rep, "srt/layers/deep.py")
+    assert not by_line(rep, "srt/layers/bad.py")
+    assert [(u.file, problem in u.problem) for u in rep.unparsed] == [("srt/layers/bad.py", True)]
     assert by_line(rep, ATTN)  # the rest of the tree is scanned as before
+    code, err, out = _audit_cli(tree, capsys)
+    assert code == 0 and "srt/layers/bad.py" in out and "not scanned" in out
+    assert "Files not scanned" in report.render_markdown(rep)
 
 
-def test_line_provider_agrees_with_libcsts_positions():
-    """The audit's LineProvider gives every node PositionProvider's start line (decorators,
-    parentheses over lines, comments, backslashes, CRLF, CR, strings holding newlines)."""
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper, PositionProvider
-    from sglang_arch.audit.scan import LineProvider
-
-    source = textwrap.dedent('''\
-        # leading comment
-
-        @decorator(
-            arg,
-        )
-        def f(a,
-              b=(1 +
-                 2)):
-            """doc
-            string"""
-            x = (  # comment
-                a.b.c(
-                    d
-                )
-            )
-            if (a and
-                    b):
-                return [i for i in
-                        range(3)]
-            y = 1 + \\
-                2
-            return f"""{x}
-        """
+def test_valid_python_libcst_cannot_parse_is_scanned(tree, capsys):
+    """``return(lambda: 1)`` is valid Python that libcst 1.x refuses (its issue #1061: a
+    TypeError, "internal error, exit 1"); the audit reads CPython's syntax tree."""
+    (tree / "srt" / "layers" / "lam.py").write_text(
+        "import torch\ndef f():\n    return(lambda: 1)\ndef g():\n"
+        "    return 'fa3' if torch.cuda.get_device_capability()[0] == 9 else 'triton'\n")
+    code, err, out = _audit_cli(tree, capsys)
+    assert code == 0 and not err, err
+    site = by_line(audit(str(tree)), "srt/layers/lam.py")[5]
+    assert site.kind == "decision" and site.concern == "attention/mha"
 
 
-        class C(Base):
+def test_lines_are_pythons_lines():
+    """Form feeds and other separators ``str.splitlines`` splits at are not line ends."""
+    text = "a = 1\x0c\nb = 2\x1c3\r\nc = 4\rd = 5\n"
+    assert scan_mod.source_lines(text) == ["a = 1\x0c", "b = 2\x1c3", "c = 4", "d = 5"]
+    assert scan_mod.LineFilter().hits("x = 1\x0c\nif cap == 9:\n") == [2]
 
-            # a block whose first statement follows a blank line and a comment
-            z: int = (
-                3
-            )
-        ''')
-    for text in (source, source.replace("\n", "\r\n"), source.replace("\n", "\r")):
-        wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
-        positions, lines = wrapper.resolve(PositionProvider), wrapper.resolve(LineProvider)
-        assert len(positions) > 100
-        assert {node: p.start.line for node, p in positions.items()} == dict(lines)
+
+# --- linear time (the fast tier's part; test/integration/test_audit.py generates more) ----
+
+def per_file_seconds(text, repeat=2):
+    """What the audit does with one file (``scan_source``), best of ``repeat``."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        scan_mod.scan_source("srt/layers/x.py", text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("unit", [" ", "\n", " \t \n", "{ ", "x = cap" + " " * 64 + "== 9\n", "cap\n   "])
+def test_whitespace_is_linear(unit):
+    """A 30 KB file of spaces took 20-40 s in the prefilter (two adjacent optional runs of
+    ``\\s`` backtracked against each other across lines); 4x the text now takes about 4x."""
+    def text(size):
+        return "import torch\nx = torch.cuda.get_device_capability()\n" + unit * (size // len(unit)) + "\n"
+
+    small, large = per_file_seconds(text(16 * 1024)), per_file_seconds(text(64 * 1024))
+    assert large <= 6 * small + 0.05, (small, large)
+
+
+def test_cached_flag_chains_are_linear():
+    """Flags defined from flags, in reverse order: a worklist, not a pass per flag."""
+    def chain(n):
+        return "".join(f"flag_{i} = flag_{i + 1}\n" for i in range(n)) + f"flag_{n} = is_sm90_supported()\n"
+
+    def seconds(text):
+        started = time.perf_counter()
+        flags = scan_mod.module_flags(text)
+        scan = scan_mod.scan_file("/nowhere", "srt/x.py", text, scan_mod.LineFilter(flags))
+        scan_mod._close_flags({"srt/x.py": scan})
+        return time.perf_counter() - started, flags
+
+    (t1, f1), (t2, f2) = seconds(chain(500)), seconds(chain(2000))
+    assert len(f1) == 501 and len(f2) == 2001
+    assert t2 <= 6 * t1 + 0.05, (t1, t2)

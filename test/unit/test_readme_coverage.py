@@ -4,30 +4,39 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# concern | sites | decisions | gates | facts | plugin routed | plugin unrouted | patched routed | patched unrouted
+COLUMNS = 8
 
 
 def _summary():
     rows = {}
     for line in (ROOT / "docs" / "capability-sites.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 10 and cells[1].isdigit():
+        if len(cells) == COLUMNS + 1 and cells[1].isdigit():
             rows[cells[0]] = [int(c) for c in cells[1:]]
     return rows
+
+
+def _stated(name, row):
+    sites, _decisions, gates, facts, routed, unrouted = row[:6]
+    return f"{name} {sites}: {routed} / {unrouted}, {gates} gates, {facts} facts"
 
 
 def test_readme_states_the_generated_numbers():
     rows = _summary()
     readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    assert {"collectives", "fusion", "total"} <= set(rows)
     for concern in ("collectives", "fusion"):
-        total, r, p, d, u = rows[concern][:5]
-        assert f"{concern} {total}: {r} / {p} / {d} / {u}" in readme, concern
-    for kind in ("mha", "mla", "dsa", "linear", "other"):
-        total, r, p, d, u = rows[f"attention/{kind}"][:5]
-        assert f"{kind} {total}: {r} / {p} / {d} / {u}" in readme, kind
-    attention = [sum(v[i] for k, v in rows.items() if k.startswith("attention/")) for i in range(5)]
-    assert "attention/* {}: {} / {} / {} / {}".format(*attention) in readme
-    assert attention[4] == 0, "unrouted attention sites"
+        assert _stated(concern, rows[concern]) in readme, concern
+    kinds = [k for k in rows if k.startswith("attention/")]
+    assert kinds, "no attention rows"
+    for kind in kinds:
+        assert _stated(kind.split("/")[1], rows[kind]) in readme, kind
+    attention = [sum(rows[k][i] for k in kinds) for i in range(COLUMNS)]
+    assert _stated("attention/*", attention) in readme
     total = rows["total"]
-    assert "all concerns {}: {} / {} / {} / {} (the patched tree: {} / {} / {} / {})".format(
-        total[0], *total[1:]) in readme
-    assert f"The {total[4]} unrouted sites" in readme
+    assert _stated("all concerns", total) + f" (the patched tree: {total[6]} / {total[7]})" in readme
+    three = [rows[k] for k in rows if k in ("collectives", "fusion") or k.startswith("attention/")]
+    left_plugin, left_patched = sum(r[5] for r in three), sum(r[7] for r in three)
+    assert (f"{left_plugin} decisions of the three concerns for the plugin and {left_patched} for the patched "
+            f"tree") in readme

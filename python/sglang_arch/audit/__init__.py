@@ -1,21 +1,24 @@
 """``sglang-arch audit SRC``: every capability-dependent site of an SGLang tree.
 
 ``audit(src)`` finds the package root, scans ``srt/`` and ``kernels/`` (``scan.py``),
-gives each site its concern (``classify.py``) and its status for the plugin and for the
-patched tree (``routing.py``, derived from the plugin's targets and the series' steps),
-and returns a ``Report`` (``report.py`` renders it).
+gives each site its kind and its concern from what it decides (``classify.py``,
+``gates.py``) and its status for the plugin and for the patched tree (``routing.py``,
+derived from the plugin's targets and the series' steps), and returns a ``Report``
+(``report.py`` renders it).
 
-Status of a site, per routing:
+Kind of a site: ``decision`` (picks a backend, a size, on/off), ``gate`` (which compiled
+kernel can run here, a requirement check) or ``fact`` (the identity itself, used by
+other sites).  Status of a site, per routing:
 
-``routed``    inside a function the routing hooks or guards (or a module-level name it
-              defines, a table its glue reads, or state its routed ``__init__`` sets)
-``probe``     every capability value on the line comes from a platform probe (identity) at the time
-              it is evaluated (a probe call, a ``get_platform()`` fact that reads one, or a
-              value cached at import from them, when probes are routed before import)
-``device``    otherwise unrouted, but inside a kernel gate (``gates.py``): a check that picks
-              the compiled kernel the device can run, identity by the fallback rule
-``unrouted``  anything else: a direct read, an unrouted helper, a capability table or
-              window, a comparison of a value not traced to a routed probe
+``routed``    the registry takes it: inside a function the routing hooks or guards (or a
+              module-level name it defines, a table its glue reads, state its routed
+              ``__init__`` sets), or covered by a target or step (``covers``)
+``probe``     a gate or fact whose capability values all come from a platform probe at the
+              time it is evaluated (the device's identity, the same through the plugin and
+              in a patched tree)
+``device``    a gate or fact that reads the device's identity directly
+``unrouted``  a decision the registry does not take, whatever it reads (a probe, torch, a
+              table): SGLang decides it by itself
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..files import read_source
 from . import classify, gates, routing
 from .routing import EXTRA_ROUTED, Routed, Routing, patched_routing, plugin_routing  # noqa: F401
 from .scan import KIND_ORDER, Expr, FileScan, RawSite, scan_tree
@@ -42,7 +46,9 @@ class Site:
     file: str
     line: int
     code: str
-    kind: str
+    kind: str  # decision, gate, fact
+    kind_reason: str
+    source: str  # what the line reads: table, window, cached_flag, read, probe, platform, flag, compare
     concern: str
     evaluated: str
     scope: str
@@ -56,6 +62,18 @@ class Site:
 
 
 @dataclass
+class Unparsed:
+    """A file that may hold sites but could not be parsed: listed, never counted as 0."""
+
+    file: str
+    line: int
+    problem: str
+
+    def to_dict(self) -> Dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass
 class Report:
     sglang: str
     root: str
@@ -63,11 +81,19 @@ class Report:
     files_read: int
     seconds: float
     early_routing: bool = True
-    summary: Dict[str, Dict[str, Dict[str, int]]] = field(default_factory=dict)
+    summary: Dict[str, Dict[str, object]] = field(default_factory=dict)
+    unparsed: List[Unparsed] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, object]:
         return {"sglang": self.sglang, "early_routing": self.early_routing,
-                "sites": [s.to_dict() for s in self.sites], "summary": self.summary}
+                "sites": [s.to_dict() for s in self.sites], "summary": self.summary,
+                "unparsed": [u.to_dict() for u in self.unparsed], "notes": list(self.notes)}
+
+    def unrouted_decisions(self, who: str = "plugin", three: bool = True) -> List[Site]:
+        """The decisions the registry does not take (in the three concerns by default)."""
+        return [s for s in self.sites if s.kind == "decision" and getattr(s, who) == "unrouted"
+                and (classify.in_three(s.concern) or not three)]
 
 
 def find_root(src: str) -> str:
@@ -81,12 +107,17 @@ def find_root(src: str) -> str:
     raise AuditError(f"{src}: not an SGLang tree (no sglang/srt in it, in sglang/ or in python/sglang/)")
 
 
+_VERSION = re.compile(r"""^__version__[ \t]*=[ \t]*(?:version[ \t]*=[ \t]*)?['"]([^'"\n]{1,100})['"]""", re.MULTILINE)
+
+
 def tree_version(root: str) -> str:
+    """``__version__`` of ``_version.py`` (or ``version.py``); "unknown" without one.  Read
+    as every source file is (``read_source``: a regular file of bounded size; the error
+    names it)."""
     for name in ("_version.py", "version.py"):
         path = os.path.join(root, name)
-        if os.path.exists(path):
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                m = re.search(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", fh.read(), re.MULTILINE)
+        if os.path.lexists(path):
+            m = _VERSION.search(read_source(path, errors="replace"))
             if m:
                 return m.group(1)
     return "unknown"
@@ -98,48 +129,56 @@ def audit(src: str, *, early_routing: bool = True, extra: Sequence[Routed] = (),
 
     ``early_routing``: the plugin's probes answer before SGLang's modules are imported
     (the plugin's early import hook); when False, values a module computes at import
-    from a probe count as ``unrouted`` for the plugin.  ``extra``: more functions routed
+    from a probe count as not routed for the plugin.  ``extra``: more functions routed
     on purpose (``Routed``), added to ``EXTRA_ROUTED``.  ``targets`` / ``steps``: the
     plugin's targets and the series' steps (default: the installed sglang-arch's)."""
     started = time.perf_counter()
     root = find_root(src)
+    version = tree_version(root)
     scans, files_read = scan_tree(root, prefilter=prefilter)
     plugin = plugin_routing(targets, extra, early_routing)
     patched = patched_routing(steps, extra)
-    facts = routing.platform_facts(root)
+    facts, note = routing.platform_facts(root)
     resolver = _Resolver(scans, facts)
     sites = []
+    unparsed = [Unparsed(s.file, s.problem_line, s.problem) for s in scans if s.problem]
     for scan in scans:
         for line in sorted(scan.sites):
             raw = scan.sites[line]
             if not raw.exprs:
                 continue
-            p_status, p_reason = resolver.status(scan, raw, plugin)
-            s_status, s_reason = resolver.status(scan, raw, patched)
-            kinds = ["cached_flag"] if raw.cached_flag else []
-            kinds += [e.kind for e in raw.exprs]
-            kind = min(kinds, key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER))
-            sites.append(Site(raw.file, raw.line, raw.code, kind, classify.concern_for(raw.file, raw.scope, raw.code),
+            gate = gates.gate_for(raw.file, raw.scope, raw.code)
+            kind, why = classify.kind_for(raw, gate.reason if gate else None)
+            concern = classify.concern_for(raw, kind)
+            sources = ["cached_flag"] if raw.cached_flag else []
+            sources += [e.kind for e in raw.exprs]
+            source = min(sources, key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER))
+            p_status, p_reason = resolver.status(scan, raw, plugin, kind)
+            s_status, s_reason = resolver.status(scan, raw, patched, kind)
+            sites.append(Site(raw.file, raw.line, raw.code, kind, why, source, concern,
                               classify.evaluated(raw.scope if raw.function else None), raw.scope,
                               p_status, p_reason, s_status, s_reason))
-    report = Report(tree_version(root), root, sites, files_read, time.perf_counter() - started, early_routing)
+    report = Report(version, root, sites, files_read, time.perf_counter() - started, early_routing,
+                    unparsed=unparsed, notes=[note] if note else [])
     report.summary = summarize(sites)
     return report
 
 
-def summarize(sites: Sequence[Site]) -> Dict[str, Dict[str, Dict[str, int]]]:
-    """{concern: {"total": n, "plugin": {status: n}, "patched": {status: n},
-    "routed"/"probe"/"device"/"unrouted": the plugin's counts}}, concerns in CONCERNS order, plus "total"."""
-    out: Dict[str, Dict] = {}
+def summarize(sites: Sequence[Site]) -> Dict[str, Dict[str, object]]:
+    """{concern: {"sites": n, "decision": n, "gate": n, "fact": n, "plugin": {"routed": n,
+    "unrouted": n}, "patched": {...}}}: the decisions the registry takes (``routed``) and
+    does not (``unrouted``) per column; concerns in CONCERNS order, then "total"."""
+    out: Dict[str, Dict[str, object]] = {}
     for concern in classify.CONCERNS + ("total",):
         chosen = [s for s in sites if concern == "total" or s.concern == concern]
         if not chosen:
             continue
-        entry: Dict = {"total": len(chosen)}
-        for st in STATUSES:
-            entry[st] = sum(s.plugin == st for s in chosen)
-        entry["plugin"] = {st: entry[st] for st in STATUSES}
-        entry["patched"] = {st: sum(s.patched == st for s in chosen) for st in STATUSES}
+        entry: Dict[str, object] = {"sites": len(chosen)}
+        for kind in classify.KINDS:
+            entry[kind] = sum(s.kind == kind for s in chosen)
+        decisions = [s for s in chosen if s.kind == "decision"]
+        for who in ("plugin", "patched"):
+            entry[who] = {st: sum(getattr(s, who) == st for s in decisions) for st in ("routed", "unrouted")}
         out[concern] = entry
     return out
 
@@ -150,21 +189,27 @@ class _Resolver:
         self.facts = facts
         self._memo: Dict[Tuple[str, str, int], Tuple[str, str]] = {}
 
-    def status(self, scan: FileScan, raw: RawSite, r: Routing, depth: int = 0) -> Tuple[str, str]:
+    def status(self, scan: FileScan, raw: RawSite, r: Routing, kind: str) -> Tuple[str, str]:
+        """The site's status for routing ``r``, given its kind (module docstring)."""
+        status, reason = self.source(scan, raw, r)
+        if status == "routed":
+            return status, reason
+        if kind == "decision":
+            return "unrouted", f"SGLang decides by itself: {reason}"
+        return ("probe" if status == "probe" else "device"), reason
+
+    def source(self, scan: FileScan, raw: RawSite, r: Routing, depth: int = 0) -> Tuple[str, str]:
+        """routed / probe / unrouted: where the site's capability values come from."""
         key = (r.name, scan.file, raw.line)
         if key not in self._memo:
             self._memo[key] = ("unrouted", "cycle")  # guards recursion through flags
-            self._memo[key] = self._status(scan, raw, r, depth)
+            self._memo[key] = self._routing_status(scan, raw, r, depth)
         return self._memo[key]
 
-    def _status(self, scan: FileScan, raw: RawSite, r: Routing, depth: int) -> Tuple[str, str]:
-        status, reason = self._routing_status(scan, raw, r, depth)
-        gate = gates.gate_for(scan.module, raw.scope) if status == "unrouted" else None
-        if gate is not None:
-            return "device", f"kernel gate ({gate.kernels}): the device's own capability; {reason}"
-        return status, reason
-
     def _routing_status(self, scan: FileScan, raw: RawSite, r: Routing, depth: int) -> Tuple[str, str]:
+        covered = r.covered(scan.module, raw.scope, raw.assigned, raw.code)
+        if covered is not None:
+            return "routed", covered
         fn = r.function_for(scan.module, raw.scope, raw.assigned)
         if fn is not None:
             return "routed", r.functions[fn]
@@ -195,7 +240,7 @@ class _Resolver:
 
     def _expr(self, scan: FileScan, raw: RawSite, e: Expr, r: Routing, depth: int) -> Tuple[str, str]:
         if e.kind == "read":
-            return "unrouted", f"reads the real capability ({e.name})"
+            return "unrouted", f"reads the device ({e.name})"
         if e.kind == "probe":
             mod = e.module or ""
             if e.name in r.helpers and (mod in r.helper_modules or mod.rsplit(".", 1)[0] in r.helper_modules
@@ -222,7 +267,7 @@ class _Resolver:
             site = other.sites.get(line) if other and line else None
             if site is None or depth > 8:
                 return "unrouted", f"uses {e.name}, cached at import (not traced)"
-            st, reason = self.status(other, site, r, depth + 1)
+            st, reason = self.source(other, site, r, depth + 1)
             here = "" if other is scan else f" in {other.file}"
             if st == "unrouted":
                 return "unrouted", f"uses {e.name}{here}, cached at import: {reason}"

@@ -1,61 +1,91 @@
-"""Which concern a capability site belongs to: the rules, as data, in one place.
+"""What a capability site decides: its concern and its kind, the rules as data in one place.
 
-``concern_for(file, scope, code)`` walks ``PATH_RULES`` (first match wins) and, for
-files whose lines serve several concerns (server arguments, the model runner), the
-``LINE_RULES`` that look at the site's line and its enclosing function.  Attention
-sites get their kind (``mha``, ``mla``, ``dsa``, ``linear``, ``other``) from the file
-name (``ATTENTION_KINDS``) or from the backend named on the line.
+Concern: from what the site decides, never from its file's folder or name.  The words
+are read in layers (``concern_for``): the site's own line; the function it is in; the
+names it binds and the code its check controls (the branches of its ``if``, the
+statement it is in); the class it is in.  The first layer that names a concern decides
+(the concern named most often in it; ties go to ``CONCERNS`` order).  Words are split
+into lower-case tokens (``FlashInferAttnBackend`` -> ``flash infer attn backend``,
+``fa3`` -> ``fa 3``, ``gemma`` stays ``gemma``), so a rule matches whole tokens.
+Attention sites get their kind (``mha``, ``mla``, ``dsa``, ``linear``, ``other``) from
+the backend they name (``ATTENTION_KINDS``), else from the file's name.
 
-``file`` is relative to the sglang package root (``srt/...``, ``kernels/...``).
+Kind (``kind_for``):
+
+``gate``      which compiled kernel can run here, or a requirement check: a site listed
+              in ``gates.py`` (file, function, check, SGLang's own words), a kernel's
+              capability window, an ``assert``, a check whose only branch raises, a
+              check that picks a kernel named for an architecture (``...Sm90``), a
+              support check (``_is_fa3_supported``, ``*_available``), a JIT build
+``fact``      the identity itself: the definition of a probe, a value bound to a name
+              whose uses are sites of their own (a local, a ``self.`` attribute, a
+              module-level flag), a value only logged
+``decision``  everything else: the site picks a backend, a size, on/off
 """
 
 from __future__ import annotations
 
 import re
-from typing import Optional, Tuple
+from functools import lru_cache
+from typing import Optional, Sequence, Tuple
+
+from .scan import IDENTITY_CALLS, PROBE_NAME, RawSite
 
 CONCERNS = ("collectives", "fusion", "attention/mha", "attention/mla", "attention/dsa", "attention/linear",
-            "attention/other", "moe", "quantization", "gemm", "speculative", "model", "jit", "platform", "other")
+            "attention/other", "moe", "quantization", "gemm", "speculative", "platform", "other")
+THREE = ("collectives", "fusion", "attention/")
+KINDS = ("decision", "gate", "fact")
 
-# Attention kind from a path or a backend name (first match wins).
+# Concern rules on tokens (first listed wins a tie).  "attention" means attention/<kind>.
+CONCERN_RULES: Tuple[Tuple[str, str], ...] = (
+    ("fusion", r"\b(all ?reduce|ar|comm) fusion\b|\bfuse[sd]? (all ?reduce|ar)\b|\bflash ?infer (ar|all ?reduce)\b"
+               r"|\bar (token|norm|rms ?norm|fusion)\b|\ball ?reduce (add )?(rms ?)?norm\b|\blayer boundary\b"
+               r"|\bcutedsl ar\b|\bfused (all ?reduce|ar)\b|\ball ?reduce fusion\b"),
+    ("collectives", r"\bsymm mem\b|\bcustom (all ?reduce|ar)\b|\ball ?reduce\b|\bp?y?nccl\b|\bmultimem\b"
+                    r"|\ball (gather|to all)\b|\breduce scatter\b|\bsp collective\b|\bcollectives?\b|\bmnnvl\b"
+                    r"|\b(one|two) shot\b|\bcommunicator\b|\bnvshmem\b|\bcuda ipc\b"),
+    ("attention", r"\battn\b|\battention\b|\bfa [234]\b|\bflash (attn|attention|mla)\b|\bflashmla\b"
+                  r"|\bcutlass mla\b|\btrtllm (mha|mla|gen)\b|\bmla\b|\bnsa\b|\bdsa\b|\bindexer\b|\bmqa\b"
+                  r"|\bsparse (attn|mla|attention|prefill|decode)\b|\bkv cache (dtype|quant)?\b|\bgdn\b|\bkda\b"
+                  r"|\bmamba\b|\blinear attn\b|\b(prefill|decode|draft) backend\b|\bsdpa\b"
+                  r"|\bflash ?infer (backend|mla|prefill|decode)\b|\bvit\b|\bhpc ops\b"),
+    ("moe", r"\bmoe\b|\bexperts?\b|\bdeep ?ep\b|\beplb\b|\bgrouped topk\b|\brouted\b"),
+    ("quantization", r"\bquant\w*|\bdequant\w*|\bfp (8|4)\b|\bnvfp 4\b|\bmxfp (4|8)\b|\bint (4|8)\b"
+                     r"|\bw (4|8) a (4|8|16)\b|\bawq\b|\bgptq\b|\bmarlin\b|\bue 8 m 0\b|\bmodelopt\b|\bscales?\b"),
+    ("gemm", r"\bgemm\b|\bgemv\b|\bcublas\w*|\bmatmul\b|\bbmm\b|\bscaled mm\b|\bcutlass mm\b"),
+    ("speculative", r"\bspeculative\b|\beagle\b|\bdraft\b|\bmtp\b|\bspec (decode|decoding|infer)\b"),
+)
+_RULES = tuple((concern, re.compile(rx)) for concern, rx in CONCERN_RULES)
+
+# Attention kind from a backend name, the site's words or the file (first match wins).
 ATTENTION_KINDS: Tuple[Tuple[str, str], ...] = (
-    (r"nsa|dsa|dsv4|deepseek_v4|v41_indexer|sparse|qsa|index_topk|mqa_logits|msa", "dsa"),
+    (r"nsa|dsa|dsv4|deepseek_v4|v41_indexer|sparse|qsa|index_topk|mqa_logits|msa|indexer", "dsa"),
     (r"mla", "mla"),
     (r"linear|gdn|mamba|fla\b|fla/|lightning|kda|short_conv|sconv|hybrid_linear|causal_conv", "linear"),
     (r"flashinfer|triton|flashattention|\bfa3\b|\bfa4\b|trtllm_mha|aiter|torch_native|torch_flex|wave|"
-     r"xpu|hpc_ops|intel_amx|ascend|local_attention|dots_hybrid|hybrid_attn|llada2|vision|minicpm|tbo", "mha"),
+     r"xpu|hpc_ops|intel_amx|ascend|local_attention|dots_hybrid|hybrid_attn|llada2|vision|minicpm|tbo|"
+     r"\bfa\b|flash_attn|sdpa|mha|vit\b", "mha"),
 )
 
-# Path rules: (regex on the file, concern).  "attention" means attention/<kind>.
-PATH_RULES: Tuple[Tuple[str, str], ...] = (
-    (r"^srt/layers/flashinfer_comm_fusion\.py$", "fusion"),
-    (r"^srt/layers/layer_boundary/", "fusion"),
-    (r"^srt/layers/communicator\.py$", "fusion"),
-    (r"^srt/distributed/", "collectives"),
-    (r"^srt/layers/communication/", "collectives"),
-    (r"^srt/layers/attention/", "attention"),
-    (r"^srt/layers/moe/|^srt/layers/muse_spark/.*moe|^srt/eplb/|^srt/lora/moe/", "moe"),
-    (r"^srt/layers/quantization/|^srt/layers/muse_spark/", "quantization"),
-    (r"^srt/layers/deep_gemm_wrapper/|gemm", "gemm"),
-    (r"^srt/speculative/", "speculative"),
-    (r"^srt/models/", "model"),
-    (r"^kernels/|^jit_kernel/|^srt/compilation/", "jit"),
-    (r"^srt/platforms/|^srt/utils/common\.py$|^srt/runtime_context\.py$|^srt/hardware_backend/", "platform"),
-)
+# A kernel named for an architecture (``FlashAttentionForwardSm90``, ``_sm100_kernel``,
+# ``sm_90a``), or code only an architecture has (tcgen05, wgmma, TMEM).
+ARCH_KERNEL = re.compile(r"\bsm (8|9|10|11|12)\d( ?[af])?\b|\bsm (80|86|89|90|100|103|110|120|121)\b"
+                         r"|\btcgen 05\b|\bwgmma\b|\btmem\b")
+# A function whose name says it checks whether something can run here.
+SUPPORT_CHECK = re.compile(r"(^|_)(supported|supports?|available|compatible|can_use|can_run|requires?)(_|$)|"
+                           r"^_?(is|can|check|has)_.*(supported|available|compatible|ok)$")
 
-# Lines of files that decide for several concerns: (regex on the file, regex on
-# "<scope> <code>", concern).  Checked before PATH_RULES.
-_ATTN_WORDS = r"attn|attention|mla|nsa|dsa|flashinfer_backend|fa3|fa4|flashmla|cutlass_mla|trtllm_m|prefill_backend|decode_backend"
-MIXED_FILES = r"^srt/(arg_groups/|server_args\.py$|model_executor/|managers/|configs/model_config\.py$)"
-LINE_RULES: Tuple[Tuple[str, str, str], ...] = (
-    (MIXED_FILES, r"allreduce_fusion|all_reduce_fusion|ar_fusion|comm_fusion", "fusion"),
-    (MIXED_FILES, r"symm_mem|custom_all_reduce|custom_ar|all_reduce|allreduce|pynccl|nccl", "collectives"),
-    (MIXED_FILES, _ATTN_WORDS, "attention"),
-    (MIXED_FILES, r"moe|expert|deepep|mega_moe", "moe"),
-    (MIXED_FILES, r"quant|fp8|fp4|nvfp4|mxfp4|w4a|awq|gptq|marlin", "quantization"),
-    (MIXED_FILES, r"gemm", "gemm"),
-    (MIXED_FILES, r"speculative|eagle|spec_|draft|mtp", "speculative"),
-)
+# A function that builds (JIT-compiles) a kernel for the device.
+JIT_BUILD = re.compile(r"(^|_)jit(_|$)|compile")
+
+_IDENT = re.compile(r"[^\W\d]\w*")
+_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+@lru_cache(maxsize=65536)
+def tokens(text: str) -> str:
+    """``text``'s words as lower-case tokens split at case changes, digits and ``_``."""
+    return " " + " ".join(t.lower() for t in _TOKEN.findall(text)) + " "
 
 
 def attention_kind(text: str) -> str:
@@ -66,22 +96,90 @@ def attention_kind(text: str) -> str:
     return "other"
 
 
-def concern_for(file: str, scope: str = "", code: str = "") -> str:
-    """The concern of a site in ``file`` (relative to the package root)."""
-    context = f"{scope} {code}"
-    for path_re, line_re, concern in LINE_RULES:
-        if re.search(path_re, file) and re.search(line_re, context, re.IGNORECASE):
-            return _attention(concern, context)
-    for path_re, concern in PATH_RULES:
-        if re.search(path_re, file):
-            return _attention(concern, file[len("srt/layers/attention/"):] if concern == "attention" else "")
-    return "other"
+def _concern_in(text: str) -> Optional[str]:
+    toks = tokens(text)
+    best, score = None, 0
+    for concern, rx in _RULES:
+        n = len(rx.findall(toks))
+        if n > score:
+            best, score = concern, n
+    return best
 
 
-def _attention(concern: str, text: str) -> str:
-    return f"attention/{attention_kind(text)}" if concern == "attention" else concern
+def concern_for(site: RawSite, kind: str = "decision") -> str:
+    """The concern of ``site``: what it decides (module docstring)."""
+    scope = site.scope.split(".")
+    function = scope[-1] if site.function else ""
+    if kind == "fact" and _defines_identity(site):
+        return "platform"
+    layers = (site.code, function, " ".join(site.context.binds) + " " + site.context.words,
+              " ".join(scope[:-1] if site.function else scope))
+    for layer in layers:
+        concern = _concern_in(layer)
+        if concern is not None:
+            if concern != "attention":
+                return concern
+            kind_text = " ".join(layers)
+            sub = attention_kind(kind_text)
+            return f"attention/{sub if sub != 'other' else attention_kind(site.file.rsplit('/', 1)[-1])}"
+    return "platform" if kind == "fact" else "other"
+
+
+def _defines_identity(site: RawSite) -> bool:
+    """Inside the definition of an identity probe (``is_sm90_supported``, ``get_device_sm``,
+    ``get_jit_cuda_arch``...) or of a platform class's capability method."""
+    names = (site.scope.split(".") if site.scope else []) + list(site.context.binds if not site.function else ())
+    return any(PROBE_NAME.match(n) or n in IDENTITY_CALLS or n in ("_check_cuda_device_version", "get_device_sm",
+                                                                     "_init_jit_cuda_arch_once")
+               for n in names)
+
+
+def kind_for(site: RawSite, gate_reason: Optional[str] = None) -> Tuple[str, str]:
+    """(kind, why) of ``site``; ``gate_reason``: the site is listed in ``gates.py``."""
+    ctx = site.context
+    kinds = {e.kind for e in site.exprs}
+    if gate_reason:
+        return "gate", gate_reason
+    if _defines_identity(site):
+        return "fact", "defines an identity probe"
+    if "window" in kinds:
+        return "gate", "a kernel's capability window: what it is built for"
+    if ctx.role == "assert":
+        return "gate", "asserts a requirement of the code it guards"
+    if ctx.role == "test" and ctx.raises:
+        return "gate", "a requirement check: its only branch raises"
+    if ctx.role in ("test", "return", "bind") and ARCH_KERNEL.search(tokens(ctx.controls)):
+        return "gate", "picks the kernel built for the device's architecture (an arch-named kernel)"
+    function = site.scope.rsplit(".", 1)[-1] if site.function else ""
+    if ctx.role in ("return", "test") and SUPPORT_CHECK.search(function):
+        return "gate", f"a support check ({function}): whether its kernel can run here"
+    if JIT_BUILD.search(function):
+        return "gate", f"builds a kernel for the device ({function}: JIT, what it compiles for)"
+    checks = [w for w in _IDENT.findall(site.code) if SUPPORT_CHECK.search(w.lstrip("_")) and not PROBE_NAME.match(w)]
+    if ctx.role in ("test", "return") and checks:
+        return "gate", f"uses the support check {', '.join(dict.fromkeys(checks))}: whether its kernel can run here"
+    if "table" in kinds or ctx.conditional:
+        return "decision", ""
+    if site.cached_flag:
+        return "fact", "the identity cached at import; its uses are sites"
+    if ctx.role == "bind":
+        return "fact", f"binds the identity to {', '.join(ctx.binds) or 'a name'}; its uses are sites"
+    if ctx.log:
+        return "fact", "only in a message (a log call, an error, an f-string)"
+    if ctx.role == "pass":
+        return "fact", "passed on as it is to a call (the callee's sites decide)"
+    return "decision", ""
+
+
+def in_three(concern: str) -> bool:
+    return concern.startswith(THREE)
 
 
 def evaluated(function: Optional[str]) -> str:
     """``call`` inside a function (or lambda), ``import`` at module level or in a class body."""
     return "call" if function else "import"
+
+
+def concerns_in(sites: Sequence) -> Tuple[str, ...]:
+    present = {s.concern for s in sites}
+    return tuple(c for c in CONCERNS if c in present)

@@ -1,21 +1,23 @@
-"""Kernel gates: capability checks that decide which compiled kernel can run on the device.
+"""Kernel gates, site by site: capability checks that decide which compiled kernel can run.
 
 The fallback rule (docs/fallback.md) splits capability uses in two.  Decisions (sizes,
 backends, on/off) take the registry's tier and are routed.  Identity, what SGLang
-compiles, selects or loads kernels for, stays the device's own: its platform probes
-answer the device's capability through the plugin and in a patched tree alike.  A
-*kernel gate* is identity read without a probe: a function whose capability branches pick
-between kernels built for particular architectures (``sm_90a``, ``sm_100a``/``sm_103a``,
-CuTe DSL or PTX that uses tcgen05), or check a hardware requirement of the kernel the
-device will load.  Routing one to the tier would make it load a kernel for the tier's
-architecture on a device that cannot run it; left to the device it gives the answer the
-registry's identity facts give on every capability (``test_fallback_rule.py``).
+compiles, selects or loads kernels for, stays the device's own.  A *kernel gate* asks
+"which compiled kernel can run here?" (a kernel built for ``sm_90a``, ``sm_100a`` /
+``sm_103a``, CuTe DSL or PTX that uses tcgen05) or checks a hardware requirement of the
+kernel the device will load.  Routed to a tier, it would load a kernel for the tier's
+architecture on a device that cannot run it.
 
-Each entry names the function (or class, or module: every site inside it), the kernels it
-gates, and the evidence in SGLang 0.5.23 (the site's own comment or message).  The audit
-counts a site inside a gate as ``device`` instead of ``unrouted``; a site that is a
-backend *decision* never belongs here (DSA's ``major >= 10`` defaults are routed, D10).
-``test_audit.py`` checks that every entry still matches sites of the installed release.
+Each entry names one check: the file, the function (its qualified name, "" at module
+level), the check (text of the site's line), and the reason, with SGLang 0.5.23's own
+words.  Only the sites of that function whose line holds the check are gates; any other
+capability site beside them, added later or not, is classified by what it decides
+(``classify.py``), so a decision never hides behind a gate.  Structural gates need no
+entry: a kernel's capability window, an ``assert``, a check whose only branch raises
+(``classify.kind_for``).  A check that picks among backends or sizes by a range of
+capabilities is a decision, even inside a backend class (DSA's trtllm-gen vs FA3, the
+linear-attention backends' "validated" defaults).  ``test_audit.py`` checks that every
+entry still matches a site of the installed release.
 """
 
 from __future__ import annotations
@@ -23,72 +25,80 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-_ATT = "sglang.srt.layers.attention"
-_LIN = f"{_ATT}.linear"
+_ATT = "srt/layers/attention"
+_LIN = f"{_ATT}/linear"
 
 
 @dataclass(frozen=True)
 class KernelGate:
-    path: str  # module, module.function, module.Class or module.Class.method
-    kernels: str  # what the capability check selects or requires
-    evidence: str  # where SGLang says so
+    file: str  # relative to the sglang package: srt/...
+    function: str  # qualified name of the enclosing function ("" at module level)
+    check: str  # text of the site's line that holds the check
+    reason: str  # the kernels it gates, in SGLang's words
 
+    def matches(self, file: str, scope: str, code: str) -> bool:
+        return file == self.file and scope == self.function and self.check in code
+
+
+_DSA = f"{_ATT}/dsa_backend.py"
+_V4 = f"{_ATT}/deepseek_v4_backend.py"
+_FA4 = "kernels/ops/attention/flash_attn/cute/interface.py"
+_EXTEND = "kernels/ops/attention/extend_attention.py"
+_SMEM = ("Triton tile sizes the device's shared memory and registers hold ('sm120 ... has a much smaller shared "
+         "memory size (100K)', 'Hopper block sizes cause PTX register exhaustion' on sm_100a)")
 
 KERNEL_GATES: Sequence[KernelGate] = (
-    # DSA / NSA (DeepSeek V3.2, V4.x, GLM-5, MiniMax, Qwen sparse)
-    KernelGate("sglang.srt.arg_groups.overrides._check_dsa_backend_constraints",
-               "TileLang FP8 KV cache: FP8 tensor cores", "'CUDA TileLang FP8 KV requires SM89 or newer'"),
-    KernelGate(f"{_ATT}.dsa_backend._validate_triton_sparse_mla_backend",
-               "Triton sparse MLA prefill kernels", "'triton_sparse_mla requires SM90 (Hopper) or newer'"),
-    KernelGate(f"{_ATT}.dsa_backend._validate_flashmla_sparse_q8_backend",
-               "FlashMLA sparse Q8 prefill (sm_90a)", "'--dsa-prefill-backend flashmla_sparse_q8 is SM90-only'"),
-    KernelGate(f"{_ATT}.dsa_backend.DeepseekSparseAttnBackend",
-               "FlashMLA sparse padding (64 on SM90, 128 on SM100), FlashInfer trtllm ragged / decode "
-               "workspace (SM100 kernels)", "comments at its device_sm_major checks ('TRT-LLM kernels ... on SM100')"),
-    KernelGate(f"{_ATT}.dsa.dsa_backend_kpool.DeepseekSparseAttnBackendKPoolMixin",
-               "k-pool tail kernel (trtllm on SM100, FA3 on SM90) and DeepGEMM paged-MQA schedule on SM90",
-               "_resolve_kpool_tail_backend / _build_kpool_paged_mqa_schedule_metadata"),
-    KernelGate(f"{_ATT}.dsa.dsa_indexer_kpool.IndexerKPool._should_use_tilelang_paged_mqa_logits",
-               "DeepGEMM paged MQA logits on SM90 (32 or 64 heads), else TileLang", "its head-count check"),
-    KernelGate(f"{_ATT}.dsv4.v41_indexer",
-               "DeepGEMM fp8/fp4 MQA-logits indexer kernels (SM100+)",
+    # DSA / NSA (DeepSeek V3.2, V4.x)
+    KernelGate(_DSA, "DeepseekSparseAttnBackend._forward_flashmla_sparse", "required_padding = 128 if",
+               "FlashMLA sparse kernel head padding: 'num_heads to be a multiple of 64 (Hopper) or 128 (Blackwell)'"),
+    KernelGate(_DSA, "DeepseekSparseAttnBackend.__init__", "self.device_sm_major >= 10 or self.dsa_decode_impl",
+               "workspace of the TRT-LLM kernels: 'ragged attention on SM100/B200, or trtllm decode'"),
+    KernelGate(f"{_ATT}/dsa/dsa_backend_kpool.py",
+               "DeepseekSparseAttnBackendKPoolMixin._build_kpool_paged_mqa_schedule_metadata",
+               "if self.device_sm_major == 9:", "DeepGEMM's paged-MQA schedule metadata, built for its SM90 kernel"),
+    KernelGate(f"{_ATT}/dsa/dsa_indexer_kpool.py", "IndexerKPool._should_use_tilelang_paged_mqa_logits",
+               "return arch_major == 9", "DeepGEMM paged MQA logits on SM90 exist for 32 or 64 heads; TileLang else"),
+    KernelGate(f"{_ATT}/dsv4/v41_indexer/__init__.py", "_use_deep_gemm_prefill", "is_sm100_or_newer()",
                "'DeepGEMM's fp8_fp4 mqa-logits kernels need SM100+'"),
-    KernelGate(f"{_ATT}.dsv4.dsv41_sparse.fused_low_ratio_compress_supported",
-               "fused c1/c2/index-K decode kernels (fp4 packing with cvt.rn.satfinite.e2m1x2, SM100+)",
-               "its docstring"),
-    KernelGate(f"{_ATT}.deepseek_v4_backend.DeepseekV4AttnBackend._low_ratio_compress_decode",
-               "the same fused compress kernels", "is_sm100_or_newer() of dsv4.v41_indexer"),
-    KernelGate(f"{_ATT}.graph_variants.create_dsv41_candidate_graph_variants",
-               "CUDA-graph variants for the DSv4.1 candidate indexer kernels (SM100+)", "its capability condition"),
-    KernelGate(f"{_ATT}.minimax_sparse_ops",
-               "fmha_sm100 sparse kernels (sm_100a and sm_103a)",
-               "'fmha_sm100/jit.py emits both sm_100a and sm_103a'"),
-    KernelGate(f"{_ATT}.qwen_sparse_attn_backend",
-               "FlashInfer trtllm paged decode (validated on SM100 and SM120, corrupts on SM121) and the "
-               "SM121 varlen kernel", "'numerically validated on SM100 and SM120'"),
-    # MHA
-    KernelGate(f"{_ATT}.hpc_ops_backend.HPCOpsAttnBackend.__init__",
-               "HPC-Ops attention kernels (sm_90a)", "'the HPC-Ops kernels ship sm90a only'"),
-    # Linear attention (GDN, KDA)
-    KernelGate("sglang.srt.arg_groups.attention_hook.handle_linear_attn_backend",
-               "FlashInfer GDN on SM100+: bfloat16 SSM state and CUDA 13 (CuTe DSL)",
-               "'--linear-attn-decode-backend flashinfer on SM100+ requires --mamba-ssm-dtype bfloat16'"),
-    KernelGate(f"{_LIN}.gdn_backend.flashinfer_gdn_prefill_default",
-               "FlashInfer GDN prefill where validated: the fused Hopper kernel (SM90), CuTe DSL on SM100",
-               "'FlashInfer for the narrow SM90/SM100 GDN prefill domains we validated'"),
-    KernelGate(f"{_LIN}.kda_backend",
-               "FlashInfer KDA prefill and the CuTe DSL MTP kernel (SM100 / SM103)",
-               "flashinfer_kda_prefill_default, KDAAttnBackend._can_run_dspark_cutedsl_mtp"),
-    KernelGate(f"{_LIN}.kernels",
-               "GDN/KDA kernel wrappers: CuTe DSL (SM10x), FlashInfer (SM90 / SM100 state pools), "
-               "PTX tcgen05 + TMEM (SM100 / SM103)", "'tcgen05 + TMEM: B200 / GB200 (SM100) and B300 / GB300 (SM103)'"),
+    KernelGate(f"{_ATT}/dsv4/v41_indexer/__init__.py", "make_candidate_indexer", "is_sm100_or_newer()",
+               "'DeepGEMM's fp8_fp4 mqa-logits kernels need SM100+' (the candidate indexer runs on them)"),
+    KernelGate(f"{_ATT}/dsv4/v41_indexer/__init__.py", "make_full_topk_indexer", "is_sm100_or_newer()",
+               "'DeepGEMM's fp8_fp4 mqa-logits kernels need SM100+' (decode on them)"),
+    KernelGate(_V4, "DeepseekV4AttnBackend._low_ratio_compress_decode", "is_sm100_or_newer()",
+               "fused c1/c2/index-K decode kernels: fp4 packing with cvt.rn.satfinite.e2m1x2 (SM100+)"),
+    KernelGate(_V4, "_create_flashmla_metadata", "get_platform().is_sm120",
+               "FlashMLA ships no SM120 kernels: no metadata to build there"),
+    KernelGate(_V4, "_fast_flashmla_sched_shape", "get_platform().is_blackwell",
+               "'FlashMLA's head64 sm100 decode scheduling constants'"),
+    # MHA / MLA
+    KernelGate(f"{_ATT}/flashinfer_mla_backend.py", "FlashInferMLAAttnBackend.__init__", "get_platform().is_sm100",
+               "FlashInfer's CUTLASS ragged prefill kernels are built for SM100"),
+    KernelGate(f"{_ATT}/flashinfer_backend.py", "FlashInferAttnBackend.__init__", "get_platform().is_sm100",
+               "FlashInfer's SM100 CUTLASS FMHA dispatch ('only instantiates 64x64, 128x128, and 192x128 head "
+               "dimensions', TMA descriptors under piecewise CUDA graphs): FA2 kernels there"),
+    KernelGate(f"{_ATT}/trtllm_mha_backend.py", "TRTLLMHAAttnBackend.__init__", "self.is_xqa_impl",
+               "'XQA (SM90/SM120) consumes the legacy linear NVFP4 scale layout ... TRT-LLM GenMHA (SM100) consumes "
+               "physical HND scales': which compiled kernel runs"),
+    KernelGate(f"{_ATT}/trtllm_mha_backend.py", "TRTLLMHAAttnBackend.__init__", "self.uses_trtllm_gen_native_fp4",
+               "TRT-LLM GenMHA's native FP4 path (SM100 kernels), not XQA"),
+    KernelGate(_FA4, "_flash_attn_fwd", "arch // 10",
+               "FA4 (CuTe DSL): the forward kernel class and its compile-time parameters for the device's "
+               "architecture (Sm80 / Sm90 / Sm100 kernels)"),
+    KernelGate(_FA4, "_validate_head_dims", "compute_capability",
+               "FA4's head dims per architecture's kernels"),
+    KernelGate(_EXTEND, "_get_block_sizes_for_extend_attention", "CUDA_CAPABILITY", _SMEM),
+    KernelGate("kernels/kda_kernels/flux2_token_cat_fp8_triton.py", "try_flux2_token_cat_fp8",
+               "get_device_capability(attention.device)[0] < 10", "the FP8 token-cat Triton kernel needs SM100+ "
+               "(falls back to torch otherwise); 'attention' is a tensor's name, not a backend"),
+    KernelGate("kernels/ops/diffusion/layout/flux2_token_cat_nvfp4_jit.py", "try_flux2_token_cat_nvfp4",
+               "get_device_capability(attention.device) != (10, 3)", "the NVFP4 token-cat JIT kernel is built for "
+               "sm_103a; 'attention' is a tensor's name"),
 )
 
 
-def gate_for(module: str, scope: str) -> Optional[KernelGate]:
-    """The kernel gate a site at ``module`` / ``scope`` is inside, if any."""
-    full = f"{module}.{scope}" if scope else module
+def gate_for(file: str, scope: str, code: str) -> Optional[KernelGate]:
+    """The listed kernel gate of a site, if any."""
     for gate in KERNEL_GATES:
-        if full == gate.path or full.startswith(gate.path + "."):
+        if gate.matches(file, scope, code):
             return gate
     return None

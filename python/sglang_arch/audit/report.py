@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import List
 
-from . import STATUSES, Report
+from . import Report, Site
+from .classify import THREE, in_three
 
 DOC_COMMAND = "sglang-arch audit <site-packages>/sglang --markdown > docs/capability-sites.md"
-THREE = ("collectives", "fusion", "attention/")
+HEAD = ["concern", "sites", "decisions", "gates", "facts", "plugin routed", "plugin unrouted", "patched routed",
+        "patched unrouted"]
 
 
 def to_json(report: Report) -> str:
@@ -18,12 +20,15 @@ def to_json(report: Report) -> str:
 def summary_rows(report: Report) -> List[List[str]]:
     rows = []
     for concern, e in report.summary.items():
-        rows.append([concern, str(e["total"])] + [str(e["plugin"][s]) for s in STATUSES]
-                    + [str(e["patched"][s]) for s in STATUSES])
+        rows.append([concern] + [str(e[k]) for k in ("sites", "decision", "gate", "fact")]
+                    + [str(e[who][st]) for who in ("plugin", "patched") for st in ("routed", "unrouted")])
     return rows
 
 
-HEAD = ["concern", "sites"] + [f"{who} {status}" for who in ("plugin", "patched") for status in STATUSES]
+def _problems(report: Report) -> List[str]:
+    out = [f"{u.file}:{u.line}: not scanned: {u.problem}" if u.line else f"{u.file}: not scanned: {u.problem}"
+           for u in report.unparsed]
+    return out + [f"note: {n}" for n in report.notes]
 
 
 def render_table(report: Report) -> str:
@@ -34,9 +39,17 @@ def render_table(report: Report) -> str:
            ""]
     for r in rows:
         out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
-    unrouted = [s for s in report.sites if s.plugin == "unrouted" and s.concern.startswith(THREE)]
-    out += ["", f"unrouted for the plugin in collectives, fusion, attention/*: {len(unrouted)} (--json for every site)"]
+    out += [""] + _problems(report)
+    for who in ("plugin", "patched"):
+        left = report.unrouted_decisions(who)
+        out.append(f"decisions in collectives, fusion, attention/* the registry does not take ({who}): {len(left)}")
+        out += [f"  {_where(s)}  {s.scope or '<module>'}: {s.code}" for s in left]
+    out.append("(--json for every site)")
     return "\n".join(out) + "\n"
+
+
+def _where(s: Site) -> str:
+    return f"{s.file}:{s.line}"
 
 
 def render_markdown(report: Report) -> str:
@@ -47,23 +60,54 @@ def render_markdown(report: Report) -> str:
         "`test/integration/test_audit.py` regenerates it from the installed release and fails when they differ.",
         "",
         "Every line of `sglang/srt` and `sglang/kernels` whose behaviour depends on the GPU's compute capability "
-        "or architecture (direct capability reads, probe calls, values cached at import, capability-keyed tables, "
-        "`CapabilityRequirement` windows, comparisons of capability values), with its concern, when it is "
-        "evaluated (`import`: module level or class body; `call`: inside a function), and its status for the "
-        "plugin and for a tree patched by `sglang-arch upstream`: `routed` (inside a function the plugin hooks "
-        "or the series guards), `probe` (its capability value comes from a platform probe when it is evaluated: the device's own identity, the same answer through the plugin's routed probes and a patched tree's own, docs/fallback.md), "
-        "`unrouted` (SGLang's own check of the real device). Statuses are derived from the plugin's targets "
-        "(`integrations/sglang/targets.py`) and the series' steps (`upstream/sites.py`), "
-        f"with early routing {'on' if report.early_routing else 'off'} (probes answer before SGLang's modules "
-        "are imported).",
+        "or architecture (direct capability reads, `get_jit_cuda_arch()`, device names, probe calls, values "
+        "computed from them and their uses, capability- or name-keyed tables, `CapabilityRequirement` windows, "
+        "comparisons of capability values), with:",
+        "",
+        "- its **kind**: `decision` (picks a backend, a size, on/off), `gate` (which compiled kernel can run here, "
+        "a requirement check; listed site by site in `audit/gates.py` with SGLang's own words, or structural: a "
+        "kernel's capability window, an `assert`, a check whose only branch raises) or `fact` (the identity "
+        "itself: a probe's definition, a value bound to a name whose uses are sites of their own, a value only "
+        "logged);",
+        "- its **concern**, from what it decides (the code its check controls, the names it binds, its function "
+        "and class), not from its file's folder or name;",
+        "- when it is evaluated (`import`: module level or class body; `call`: inside a function);",
+        "- its **status** for the plugin and for a tree patched by `sglang-arch upstream`: `routed` (the registry "
+        "takes it: inside a function the plugin hooks or the series rewrites, or covered by a target's or a "
+        "step's `covers`), `unrouted` (a decision SGLang takes by itself, whatever it reads), and for gates and "
+        "facts `probe` (the value comes from a platform probe: the device's own identity, the same answer through "
+        "the plugin and in a patched tree, docs/fallback.md) or `device` (the device's identity read directly).",
+        "",
+        "Statuses are derived from the plugin's targets (`integrations/sglang/targets.py`) and the series' steps "
+        f"(`upstream/sites.py`), with early routing {'on' if report.early_routing else 'off'} (probes answer "
+        "before SGLang's modules are imported). The acceptance bar: no `unrouted` decision in collectives, "
+        "fusion and attention/*, for the plugin and for the patched tree.",
         "",
         "## Summary",
+        "",
+        "Decisions routed / unrouted per column; gates and facts are never decisions of the registry.",
         "",
         "| " + " | ".join(HEAD) + " |",
         "|---|" + "---:|" * (len(HEAD) - 1),
     ]
     for r in summary_rows(report):
         out.append("| " + " | ".join(r) + " |")
+    out += ["", "## Decisions in collectives, fusion and attention the registry does not take", ""]
+    left = [s for s in report.sites if s.kind == "decision" and in_three(s.concern)
+            and "unrouted" in (s.plugin, s.patched)]
+    if not left:
+        out.append("None.")
+    else:
+        out += ["| file:line | function | code | concern | plugin | patched |", "|---|---|---|---|---|---|"]
+        out += [f"| `{_where(s)}` | `{s.scope or '<module>'}` | `{_md(_short(s.code))}` | {s.concern} | {s.plugin} | "
+                f"{s.patched} |" for s in left]
+    out += ["", "## Kernel gates", "", "Every gate, site by site: the file, the function, the check and why it is "
+            "a gate.", "", "| file:line | function | check | concern | reason |", "|---|---|---|---|---|"]
+    out += [f"| `{_where(s)}` | `{s.scope or '<module>'}` | `{_md(_short(s.code))}` | {s.concern} | "
+            f"{_md(s.kind_reason)} |" for s in report.sites if s.kind == "gate"]
+    problems = _problems(report)
+    if problems:
+        out += ["", "## Files not scanned", ""] + [f"- {_md(p)}" for p in problems]
     out += ["", "## Sites", ""]
     by_concern = {}
     for s in report.sites:
@@ -71,15 +115,21 @@ def render_markdown(report: Report) -> str:
     for concern in report.summary:
         if concern not in by_concern:
             continue
-        out += [f"### {concern}", "", "| file:line | code | kind | evaluated | plugin | patched | reason (plugin) |",
-                "|---|---|---|---|---|---|---|"]
+        out += [f"### {concern}", "", "| file:line | code | kind | reads | evaluated | plugin | patched | reason (plugin) |",
+                "|---|---|---|---|---|---|---|---|"]
         for s in by_concern[concern]:
-            code = s.code if len(s.code) <= 100 else s.code[:97] + "..."
-            out.append(f"| `{s.file}:{s.line}` | `{_md(code)}` | {s.kind} | {s.evaluated} | {s.plugin} | "
-                       f"{s.patched} | {_md(s.plugin_reason)} |")
+            out.append(f"| `{_where(s)}` | `{_md(_short(s.code))}` | {s.kind} | {s.source} | {s.evaluated} | "
+                       f"{s.plugin} | {s.patched} | {_md(s.plugin_reason)} |")
         out.append("")
     return "\n".join(out)
 
 
+def _short(code: str) -> str:
+    return code if len(code) <= 100 else code[:97] + "..."
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("`", "'")
+
+
+__all__ = ["DOC_COMMAND", "HEAD", "THREE", "render_markdown", "render_table", "summary_rows", "to_json"]

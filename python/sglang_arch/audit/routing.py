@@ -11,6 +11,11 @@ Nothing here names a site: a site's status follows from
   tree SGLang's own probes, which answer the same identity.  A call of one,
   or a ``get_platform()`` fact that reads one (SGLang's ``runtime_context`` maps facts
   to helpers; read from the scanned tree), is ``probe``;
+- the sites a target or a step *covers* besides its own function (``covers``: a target
+  that overrules, where SGLang builds what it runs, whatever an upstream decision site
+  picked): ``Target.covers`` / ``Step.covers``, each entry ``"module.qualname"`` (every
+  site of that function, class or module-level name) or ``"module.qualname:check"``
+  (only its sites whose line holds ``check``).  A covered site is ``routed``;
 - ``import_time_probes``: whether a probe called while a module is imported already
   answers from the registry.  The patched tree's probes are rewritten in the source, so
   always; the plugin's only with early routing (``early_routing=True``, the default:
@@ -23,8 +28,9 @@ from __future__ import annotations
 import ast
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional, Sequence, Set
+from typing import Dict, Iterable, Optional, Sequence, Set, Tuple
 
+from ..files import SourceError, python_tree, read_source
 from .scan import package_module
 
 COMMON = "sglang.srt.utils.common"
@@ -56,7 +62,25 @@ class Routing:
     helpers: Set[str] = field(default_factory=set)
     helper_modules: Set[str] = field(default_factory=set)
     uses: Dict[str, str] = field(default_factory=dict)  # module-level name the glue reads -> target
+    covers: Dict[str, str] = field(default_factory=dict)  # "module.qualname[:check]" -> reason
     import_time_probes: bool = True
+
+    def add_covers(self, selectors: Iterable[str], owner: str) -> None:
+        for sel in selectors:
+            self.covers.setdefault(sel, f"covered by {owner}")
+
+    def covered(self, module: str, scope: str, assigned: Iterable[str], code: str) -> Optional[str]:
+        """The reason a site is covered by a target or step other than its own function."""
+        if not self.covers:
+            return None
+        paths = [f"{module}.{scope}"] if scope else [f"{module}.{n}" for n in assigned]
+        for sel, reason in self.covers.items():
+            path, _, check = sel.partition(":")
+            if check and check not in code:
+                continue
+            if any(full == path or full.startswith(path + ".") for full in paths):
+                return f"{reason} ({sel})"
+        return None
 
     def function_for(self, module: str, scope: str, assigned: Iterable[str] = ()) -> Optional[str]:
         paths = [f"{module}.{scope}"] if scope else [f"{module}.{n}" for n in assigned]
@@ -84,6 +108,7 @@ def plugin_routing(targets=None, extra: Sequence[Routed] = (), early_routing: bo
     routing = Routing("plugin", import_time_probes=early_routing)
     for t in targets:
         routing.functions[t.path] = f"the plugin hooks {t.path} ({t.concern})"
+        routing.add_covers(getattr(t, "covers", ()), f"the plugin's target {t.path}")
         for name in t.uses:
             routing.uses.setdefault(name, t.path)
         module, attr = t.path.rsplit(".", 1)
@@ -108,6 +133,7 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     # ``is_blackwell_supported``, as the plugin's targets say).
     _add_helpers(routing, COMMON, list(FACT_HELPERS.values()) + ["is_blackwell"])
     for step in steps if steps is not None else sites_mod.STEPS:
+        routing.add_covers(getattr(step, "covers", ()), f"series step {step.number} ({step.key})")
         for plan in step.modules:
             module = package_module(plan.path)
             for site in plan.sites:
@@ -129,25 +155,53 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     return routing
 
 
-def platform_facts(root: str) -> Dict[str, str]:
+def platform_facts(root: str) -> Tuple[Dict[str, str], Optional[str]]:
     """SGLang's ``get_platform()`` fact -> probe helper map, read from the scanned tree's
-    ``srt/runtime_context.py`` (``_PLATFORM_PROBES``, ``_PLATFORM_VALUES``); the plugin's
-    ``FACT_HELPERS`` when the tree has none."""
-    facts: Dict[str, str] = {}
-    path = os.path.join(root, "srt", "runtime_context.py")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-        for node in tree.body:
-            target = node.target if isinstance(node, ast.AnnAssign) else (
-                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-            if isinstance(target, ast.Name) and target.id in ("_PLATFORM_PROBES", "_PLATFORM_VALUES"):
-                try:
-                    facts.update(ast.literal_eval(node.value))
-                except ValueError:
-                    pass
-    if not facts:
-        from ..integrations.sglang.targets import FACT_HELPERS
+    ``srt/runtime_context.py`` (``_PLATFORM_PROBES``, ``_PLATFORM_VALUES``: dicts of
+    strings), and a note when the file could not be read that way (it is then the
+    plugin's ``FACT_HELPERS``, as for a tree without the file).  The read is bounded
+    like every source read (``read_source``); a file that is not Python 3, a table that is
+    not a literal dict of strings, or one nested past the parser's limits is a note."""
+    from ..integrations.sglang.targets import FACT_HELPERS
 
-        facts = dict(FACT_HELPERS)
-    return facts
+    path = os.path.join(root, "srt", "runtime_context.py")
+    if not os.path.lexists(path):
+        return dict(FACT_HELPERS), None
+    rel = "srt/runtime_context.py"
+    try:
+        tree, why = python_tree(read_source(path, errors="replace"))
+    except SourceError as exc:
+        return dict(FACT_HELPERS), f"{exc}; platform facts taken as sglang-arch's FACT_HELPERS"
+    if tree is None:
+        return dict(FACT_HELPERS), (f"{rel}: not Python 3 this parser reads ({why or 'a syntax error'}); "
+                                    "platform facts taken as sglang-arch's FACT_HELPERS")
+    facts: Dict[str, str] = {}
+    odd = []
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if not (isinstance(target, ast.Name) and target.id in ("_PLATFORM_PROBES", "_PLATFORM_VALUES")):
+            continue
+        table = _string_dict(getattr(node, "value", None))
+        if table is None:
+            odd.append(f"{target.id} (line {node.lineno})")
+        else:
+            facts.update(table)
+    if not facts:
+        why = f"{', '.join(odd)} not a dict of strings" if odd else "no _PLATFORM_PROBES / _PLATFORM_VALUES"
+        return dict(FACT_HELPERS), f"{rel}: {why}; platform facts taken as sglang-arch's FACT_HELPERS"
+    return facts, (f"{rel}: {', '.join(odd)} not a dict of strings, left out" if odd else None)
+
+
+def _string_dict(node: Optional[ast.AST]) -> Optional[Dict[str, str]]:
+    """A literal ``{"fact": "helper", ...}``; None for anything else (read from the
+    syntax tree: nothing is evaluated)."""
+    if not isinstance(node, ast.Dict) or any(k is None for k in node.keys):
+        return None
+    out = {}
+    for k, v in zip(node.keys, node.values):
+        if not (isinstance(k, ast.Constant) and isinstance(k.value, str)
+                and isinstance(v, ast.Constant) and isinstance(v.value, str)):
+            return None
+        out[k.value] = v.value
+    return out

@@ -1,15 +1,18 @@
-"""Find the capability-dependent sites of an SGLang tree (libcst, no import of SGLang).
+"""Find the capability-dependent sites of an SGLang tree (CPython's ``ast``, no import of SGLang).
 
 A *site* is one source line whose behaviour depends on the GPU's compute capability or
 architecture.  What the line holds is recorded as ``Expr``s (one line may hold several):
 
 ``read``      a direct read: ``torch.cuda.get_device_capability()``,
               ``get_device_properties(...).major/.minor``, ``X.device_capability``,
-              ``X.get_device_capability()`` of something that is not a probe helper
+              ``X.get_device_capability()`` of something that is not a probe helper,
+              ``get_jit_cuda_arch()`` (the JIT's device architecture), ``get_device_name()``
+              (the device's identity by name)
 ``probe``     a call of a probe helper (``is_sm90_supported()``, ``is_blackwell()``,
               ``get_device_sm()``, ``get_device_capability()``, ``_is_sm10x()``...)
 ``platform``  ``get_platform().is_sm100`` / ``current_platform.device_capability``...
-``table``     a dict keyed by capability majors, ``(major, minor)`` or SM numbers
+``table``     a dict keyed by capability majors, ``(major, minor)``, SM numbers, tuples
+              holding those (``{((10, 3), 4): ...}``), or GPU names (``{"H100": ...}``)
 ``window``    ``CapabilityRequirement.cuda(min_sm=..., max_sm=...)`` and calls with
               ``min_sm=`` / ``max_sm=`` / ``device_capability_majors=`` literals
 ``compare``   ``major == 10``, ``cap >= (9, 0)``, ``sm in (100, 103)`` of a value that
@@ -18,26 +21,28 @@ architecture.  What the line holds is recorded as ``Expr``s (one line may hold s
 ``flag``      a use of a module-level value computed at import from one of the above
               (``_is_sm90_supported = is_sm90_supported()``), in this module or imported
 
-A module-level or class-body assignment whose value holds such an expression is a
-*cached flag* (its site's kind is ``cached_flag``); its uses are ``flag`` sites.
-Comments and strings are never sites (only code nodes are visited); a tree's own
-``srt/arch/`` (a patched tree's copy of the registry) and tests are skipped.
+A value computed from those is followed: through local names (``major, minor = ...``;
+``use_fa3 = major == 9``), ``self.`` attributes of the class that sets them, and
+module-level names (*cached flags*, whose site's kind is ``cached_flag``); each use is
+a site of its own.  Each site also records what it decides (``Context``): the code the
+check controls, the names it binds, the function it returns from (``classify.py``
+reads it).  Comments and strings are never sites (only code nodes are visited); a
+tree's own ``srt/arch/`` (a patched tree's copy of the registry) and tests are skipped.
+
+Every step is linear in the file's size: one bounded read, a prefilter whose patterns
+cannot backtrack across a line (``[ \\t]`` instead of ``\\s``, no two adjacent optional
+runs), one ``ast.parse``, one visit.  A file CPython cannot parse is listed
+(``FileScan.problem``), never counted as 0 sites silently.
 """
 
 from __future__ import annotations
 
 import ast
 import bisect
-import contextlib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Set, Tuple
-
-import libcst as cst
-from libcst.metadata import MetadataWrapper
-from libcst.metadata.base_provider import BaseMetadataProvider
-from libcst.metadata.position_provider import PositionProvidingCodegenState
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..arch.validate import shown_path
 from ..files import MAX_SOURCE_FILES, SourceError, python_tree, read_source
@@ -48,29 +53,69 @@ SKIP_PREFIXES = ("srt/arch/",)  # sglang-arch's own registry, copied into a patc
 
 PROBE_NAME = re.compile(r"^_?(is_sm\d+\w*|is_blackwell\w*|is_hopper\w*|get_device_sm|get_device_capability|"
                         r"is_sm\d+x\w*)$")
+IDENTITY_CALLS = ("get_jit_cuda_arch", "get_device_name")  # identity read without a probe helper
 CAP_NAME = re.compile(r"^_*(device_)?(capability|compute_capability|cuda_capability|cap|cc|sm|sm_version|"
                       r"device_sm|sm_arch|arch_major|cc_major|sm_major|major_cap|capability_major|gpu_arch|"
                       r"sm_count_arch|cuda_arch|arch)$")
 WINDOW_KEYWORDS = {"min_sm", "max_sm", "device_capability_majors", "min_capability", "max_capability"}
 MAJORS = set(range(7, 14))
 SM_NUMBERS = {70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121}
+GPU_NAME = re.compile(r"^(NVIDIA[ _])?(A10|A100|A30|A40|A800|B100|B200|B300|GB200|GB300|GH200|H100|H20|H200|H800|"
+                      r"L4|L20|L40|L40S|RTX|V100|T4|DGX|Jetson|Thor|Spark)\b", re.IGNORECASE)
 
-# Cheap prefilter, in two steps, before libcst sees a file.  ``STRONG`` finds the lines
-# that can hold a site (every detector below needs one of these tokens on its line, or
-# the name of a cached flag); a file without one is not parsed, and of a file with one
-# libcst parses only the module-level statements and the functions and methods that
-# hold such a line (the rest is blanked, so line numbers stay).
+# Cheap prefilter before the visit: ``STRONG`` finds the lines that can hold a site
+# (every detector below needs one of these tokens on its line, or the name of a cached
+# flag); a file without one is not visited, and of a file with one only the module-level
+# statements and the functions and methods that hold such a line are.  Every run of
+# blanks is ``[ \t]*`` (a pattern never crosses a line) and no two such runs are
+# adjacent, so a search is linear in the text (``test_audit.py`` times it).
+_B = r"[ \t]*"
 STRONG = (r"get_device_capability|get_device_properties|device_capability|is_sm\d|is_blackwell|is_hopper|"
-          r"get_device_sm|CapabilityRequirement\.cuda\(|min_sm|max_sm|min_capability|max_capability|sm_version|device_sm"
-          r"|(?:^|\{)\s*\(?\s*(?:7|8|9|10|11|12|13)\s*(?:,\s*\d\s*\))?\s*:(?!=)"
-          r"|(?:^|\{)\s*(?:70|75|80|86|89|90|100|103|110|120|121)\s*:(?!=)"
+          r"get_device_sm|get_jit_cuda_arch|get_device_name|get_platform|"
+          r"CapabilityRequirement\.cuda\(|min_sm|max_sm|min_capability|max_capability|sm_version|device_sm"
+          rf"|(?:^|\{{){_B}(?:\({_B})?(?:7|8|9|1[0-3])(?:{_B},{_B}\d{_B}\))?{_B}:(?!=)"
+          rf"|(?:^|\{{){_B}\({_B}\({_B}(?:7|8|9|1[0-3]){_B},"
+          rf"|(?:^|\{{){_B}(?:70|75|80|86|89|90|100|103|110|120|121){_B}:(?!=)"
+          rf"|(?:^|[{{,]){_B}['\"](?:NVIDIA[ _])?(?:A100|B200|B300|GB200|GB300|H100|H20|H200|H800|L20|L40)"
           r"|\b(?:_*(?:device_)?(?:capability|compute_capability|cuda_capability|cap|cc|sm|sm_version|device_sm|"
           r"sm_arch|arch_major|cc_major|sm_major|major_cap|capability_major|gpu_arch|cuda_arch|arch|major|minor))"
-          r"\s*(?://\s*\d+\s*)?(?:==|!=|>=|<=|<|>|\bin\b|\bnot in\b)\s*[\d(\[{]"
+          rf"{_B}(?://{_B}\d+{_B})?(?:==|!=|>=|<=|<|>|\bin\b|\bnot[ \t]+in\b){_B}[\d(\[{{]"
           r"|\.major\b|\.minor\b")
 PREFILTER = re.compile(STRONG, re.MULTILINE)
+_IDENT = re.compile(r"[^\W\d]\w*")
 
 KIND_ORDER = ("table", "window", "cached_flag", "read", "probe", "platform", "flag", "compare")
+CONTEXT_WORDS = 400  # words of the controlled code kept per site (bounded, first ones)
+
+
+class LineFilter:
+    """Which lines can hold a site: ``PREFILTER``, or an identifier among ``names`` (the
+    cached flags of the tree).  A set lookup per identifier, so linear in the text
+    however many names there are."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self.names = frozenset(names)
+
+    def search(self, text: str) -> bool:
+        if PREFILTER.search(text):
+            return True
+        return bool(self.names) and any(m.group() in self.names for m in _IDENT.finditer(text))
+
+    def hits(self, text: str) -> List[int]:
+        """The 1-based numbers of the lines of ``text`` that can hold a site."""
+        return [i for i, line in enumerate(source_lines(text), 1) if self.search(line)]
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(text: str) -> List[str]:
+    """The lines of ``text`` as Python numbers them (``\\n``, ``\\r\\n`` or ``\\r``; not
+    ``str.splitlines``, which also splits at form feeds and other separators)."""
+    lines = _NEWLINE.split(text)
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 @dataclass(frozen=True)
@@ -78,6 +123,28 @@ class Expr:
     kind: str  # read, probe, platform, table, window, compare, flag, untraced
     name: str  # what it reads: the call, the helper, the fact, the table's name, the flag
     module: Optional[str] = None  # probe: where the helper comes from; flag: its module
+
+
+@dataclass
+class Context:
+    """What a site's line decides, as the scanner saw it (``classify.py`` reads it).
+
+    ``role``: ``test`` (the condition of an ``if`` / ``while`` / conditional expression),
+    ``bind`` (the value bound to ``binds``), ``return``, ``assert``, ``call`` (a call
+    statement), ``pass`` (the value passed on as a call's argument), ``log`` (in an error
+    message, a log call or an f-string) or ``other``.  ``words``: identifiers and short strings of the
+    code the check controls (the branches of its ``if``, the statement it is in),
+    bounded.  ``raises``: a test whose only branch raises.  ``conditional``: a bound value
+    chosen by a conditional expression or a table (a size or a backend, not a fact).
+    ``log``: the value only reaches a log or warning call or an f-string."""
+
+    role: str = "other"
+    words: str = ""
+    binds: Tuple[str, ...] = ()
+    raises: bool = False
+    conditional: bool = False
+    log: bool = False
+    controls: str = ""  # words of the code the check controls, without the probes' names
 
 
 @dataclass
@@ -91,6 +158,7 @@ class RawSite:
     cls: Optional[str]  # enclosing class's qualified name
     exprs: List[Expr] = field(default_factory=list)
     cached_flag: bool = False
+    context: Context = field(default_factory=Context)
 
 
 @dataclass
@@ -103,6 +171,8 @@ class FileScan:
     flag_deps: Dict[str, Set[str]]  # module-level name -> names its value loads
     loads: List[Tuple[str, int, str, bool, Optional[str]]]  # (name, line, scope, function, cls)
     lines: List[str] = field(default_factory=list, repr=False)
+    problem: Optional[str] = None  # why the file was not scanned (it is listed in the report)
+    problem_line: int = 0
 
 
 def package_module(file: str) -> str:
@@ -135,54 +205,80 @@ def iter_files(root: str) -> Iterator[str]:
     return iter(sorted(out))
 
 
-def _dotted(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else ""
-    if isinstance(node, cst.Call):
-        base = _dotted(node.func)
+# --- literals ------------------------------------------------------------------------
+
+def dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    if isinstance(node, ast.Call):
+        base = dotted(node.func)
         return f"{base}()" if base else ""
     return ""
 
 
-def _int(node: cst.BaseExpression) -> Optional[int]:
-    if isinstance(node, cst.Integer):
-        try:
-            return int(node.value.replace("_", ""), 0)
-        except ValueError:
-            return None
+def _int(node: Optional[ast.AST]) -> Optional[int]:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
     return None
 
 
-def _int_tuple(node: cst.BaseExpression) -> Optional[Tuple[int, ...]]:
-    if isinstance(node, cst.Tuple):
-        vals = [_int(e.value) for e in node.elements]
-        if vals and all(v is not None for v in vals):
+def _int_tuple(node: Optional[ast.AST]) -> Optional[Tuple[int, ...]]:
+    if isinstance(node, ast.Tuple) and node.elts:
+        vals = [_int(e) for e in node.elts]
+        if all(v is not None for v in vals):
             return tuple(vals)  # type: ignore[arg-type]
     return None
 
 
-def _literal_ints(node: cst.BaseExpression) -> bool:
+def _literal_ints(node: ast.AST) -> bool:
     """An int, a tuple of ints, or a list/set/tuple of those."""
     if _int(node) is not None or _int_tuple(node) is not None:
         return True
-    if isinstance(node, (cst.List, cst.Set, cst.Tuple)):
-        return bool(node.elements) and all(_literal_ints(e.value) for e in node.elements)
+    if isinstance(node, (ast.List, ast.Set, ast.Tuple)):
+        return bool(node.elts) and all(_literal_ints(e) for e in node.elts)
     return False
 
 
-def _is_cap_table(node: cst.Dict) -> bool:
-    keys = [e.key for e in node.elements if isinstance(e, cst.DictElement)]
-    if not keys or len(keys) != len(node.elements):
+def _cap_literal(node: ast.AST) -> bool:
+    """A literal a capability is compared with: a major, an SM number, ``(major, minor)``,
+    or a list / set / tuple of those (not ``0``, ``-1`` or a count)."""
+    v = _int(node)
+    if v is not None:
+        return v in MAJORS or v in SM_NUMBERS
+    t = _int_tuple(node)
+    if t is not None and len(t) == 2 and t[0] in MAJORS:
+        return True
+    if isinstance(node, (ast.List, ast.Set, ast.Tuple)):
+        return bool(node.elts) and all(_cap_literal(e) for e in node.elts)
+    return False
+
+
+def _cap_key(node: Optional[ast.AST], depth: int = 0) -> bool:
+    """A capability as a dict key: ``(major, minor)``, or a tuple holding one
+    (``((10, 3), 4)``: capability and world size)."""
+    t = _int_tuple(node)
+    if t is not None:
+        return len(t) == 2 and t[0] in MAJORS and 0 <= t[1] <= 9
+    if isinstance(node, ast.Tuple) and depth < 3:
+        return any(_cap_key(e, depth + 1) for e in node.elts)
+    return False
+
+
+def _is_cap_table(node: ast.Dict) -> bool:
+    keys = node.keys
+    if not keys or any(k is None for k in keys):
         return False
     ints = [_int(k) for k in keys]
     if all(v is not None for v in ints):
         vals = set(ints)  # type: ignore[arg-type]
-        return vals <= MAJORS and bool(vals & {9, 10, 12}) or (len(vals) >= 2 and vals <= SM_NUMBERS and bool(vals & {90, 100, 120}))
-    tuples = [_int_tuple(k) for k in keys]
-    return all(t is not None and len(t) == 2 and t[0] in MAJORS and 0 <= t[1] <= 9 for t in tuples)
+        return vals <= MAJORS and bool(vals & {9, 10, 12}) or (len(vals) >= 2 and vals <= SM_NUMBERS
+                                                                and bool(vals & {90, 100, 120}))
+    if all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
+        return any(GPU_NAME.match(k.value) for k in keys)  # type: ignore[union-attr]
+    return all(_cap_key(k) for k in keys)
 
 
 def _resolve_relative(module: str, is_package: bool, level: int, name: str) -> str:
@@ -194,54 +290,62 @@ def _resolve_relative(module: str, is_package: bool, level: int, name: str) -> s
     return ".".join(parts + ([name] if name else []))
 
 
-class _LineState(PositionProvidingCodegenState):
-    """libcst's position bookkeeping reduced to the start line (what the audit reads):
-    the same code generation and the same rules for where a node starts (its syntactic
-    position, else where its code begins), without columns or ranges."""
-
-    def add_indent_tokens(self) -> None:
-        self.tokens.extend(self.indent_tokens)  # indentation holds no newline
-
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        self.line += len(_NEWLINE.findall(value)) if "\r" in value else value.count("\n")
-
-    def before_codegen(self, node: cst.CSTNode) -> None:
-        self._stack.append(self.line)  # type: ignore[arg-type]
-
-    def after_codegen(self, node: cst.CSTNode) -> None:
-        start = self._stack.pop()
-        if node not in self.provider._computed:
-            self.provider._computed[node] = start
-
-    @contextlib.contextmanager
-    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None,
-                                  end_node: Optional[cst.CSTNode] = None) -> Iterator[None]:
-        start = self.line
-        try:
-            yield
-        finally:
-            self.provider._computed[node] = self.provider._computed[start_node] if start_node is not None else start
+def _span(node: ast.stmt) -> Tuple[int, int]:
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return start, node.end_lineno or node.lineno
 
 
-_NEWLINE = re.compile(r"\r\n?|\n")
+def _words(nodes: Sequence[ast.AST], limit: int = CONTEXT_WORDS, probes: bool = True) -> List[str]:
+    """Identifiers, attribute names, keywords and short strings of ``nodes``, in order,
+    at most ``limit`` (bounded: a huge branch costs no more than a small one); without
+    ``probes``, leaving out the probes' own names (``is_sm100_supported``...)."""
+    out: List[str] = []
+    todo = list(reversed(nodes))
+    while todo and len(out) < limit:
+        node = todo.pop()
+        if not probes and isinstance(node, (ast.Name, ast.Attribute)) and PROBE_NAME.match(
+                node.id if isinstance(node, ast.Name) else node.attr):
+            continue
+        if isinstance(node, ast.Name):
+            out.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.append(node.attr)
+        elif isinstance(node, ast.keyword) and node.arg:
+            out.append(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) <= 60:
+            out.append(node.value)
+        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+    return out
 
 
-class LineProvider(BaseMetadataProvider[int]):
-    """Each node's start line, as ``PositionProvider(...).start.line`` gives it, in about
-    half its time (test/unit/test_audit.py compares the two on SGLang's files)."""
-
-    def _gen_impl(self, module: cst.Module) -> None:
-        module._codegen(_LineState(default_indent=module.default_indent, default_newline=module.default_newline,
-                                   provider=self))
+_LOG_CALLS = re.compile(r"(^|\.)(debug|info|warning|warn|error|exception|critical|print|print_warning|"
+                        r"warning_once|info_once|log)$")
 
 
-class _Visitor(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (LineProvider,)
+def _is_log_call(node: ast.AST) -> bool:
+    """``logger.warning(...)``, ``print(...)``, ``(logger.warning if x else logger.info)(...)``."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.IfExp):
+        return all(bool(_LOG_CALLS.search(dotted(f))) for f in (func.body, func.orelse))
+    return bool(_LOG_CALLS.search(dotted(func)))
 
-    def __init__(self, file: str, module: str, lines: List[str], is_package: bool) -> None:
-        super().__init__()
+
+def _only_raises(body: Sequence[ast.stmt]) -> bool:
+    return bool(body) and all(isinstance(s, ast.Raise) or (isinstance(s, ast.Expr) and _is_log_call(s.value))
+                              for s in body) and any(isinstance(s, ast.Raise) for s in body)
+
+
+# --- the visitor ----------------------------------------------------------------------
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, file: str, module: str, lines: List[str], is_package: bool,
+                 hits: Optional[List[int]] = None) -> None:
         self.file, self.module, self.lines, self.is_package = file, module, lines, is_package
+        self.hits = hits  # lines that can hold a site (None: visit everything)
         self.imports: Dict[str, Tuple[str, Optional[str]]] = {}
         self.sites: Dict[int, RawSite] = {}
         self.flags: Dict[str, int] = {}
@@ -251,10 +355,13 @@ class _Visitor(cst.CSTVisitor):
         self.vars: List[Dict[str, List[Expr]]] = [{}]  # capability values bound per scope
         self.props: List[Set[str]] = [set()]  # names bound to get_device_properties(...)
         self.platforms: List[Set[str]] = [{"current_platform"}]  # names bound to get_platform()
+        self.self_attrs: Dict[str, Dict[str, List[Expr]]] = {}  # class -> self.<attr> bound to capability values
+        self.stmts: List[ast.stmt] = []
+        self.roles: List[Tuple[str, ast.AST]] = []  # the test being visited: ("test", If/While/IfExp node)
+        self.passed: Set[int] = set()  # nodes that are a call's argument as they are (passed on)
         self.stmt_assigned: Tuple[str, ...] = ()
         self.stmt_lines: Set[int] = set()
         self.stmt_loads: Set[str] = set()
-        self.not_loads: Set[int] = set()  # Name nodes that are attributes or keywords, not loads
 
     # -- scopes -----------------------------------------------------------------------
     @property
@@ -288,107 +395,208 @@ class _Visitor(cst.CSTVisitor):
         self.props.pop()
         self.platforms.pop()
 
-    def visit_FunctionDef_body(self, node: cst.FunctionDef) -> None:
-        self._push("function", node.name.value)
+    def _has_hit(self, node: ast.stmt) -> bool:
+        if self.hits is None:
+            return True
+        a, b = _span(node)
+        i = bisect.bisect_left(self.hits, a)
+        return i < len(self.hits) and self.hits[i] <= b
 
-    def leave_FunctionDef_body(self, node: cst.FunctionDef) -> None:
-        self._pop()
+    def _visit_all(self, nodes: Iterable[Optional[ast.AST]]) -> None:
+        for n in nodes:
+            if n is not None:
+                self.visit(n)
 
-    def visit_ClassDef_body(self, node: cst.ClassDef) -> None:
-        self._push("class", node.name.value)
-
-    def leave_ClassDef_body(self, node: cst.ClassDef) -> None:
-        self._pop()
-
-    def visit_Lambda_body(self, node: cst.Lambda) -> None:
-        self._push("lambda", "<lambda>")
-
-    def leave_Lambda_body(self, node: cst.Lambda) -> None:
-        self._pop()
-
-    # -- imports ----------------------------------------------------------------------
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            full = _dotted(alias.name)
-            local = alias.asname.name.value if alias.asname else full.split(".")[0]
-            self.imports[local] = (full if alias.asname else local, None)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        base = _dotted(node.module) if node.module else ""
-        if node.relative:
-            base = _resolve_relative(self.module, self.is_package, len(node.relative), base)
-        if isinstance(node.names, cst.ImportStar):
+    def _function(self, node) -> None:
+        if not self._has_hit(node):
             return
-        for alias in node.names:
-            name = _dotted(alias.name)
-            local = alias.asname.name.value if alias.asname else name
-            self.imports[local] = (base, name)
+        self._visit_all(node.decorator_list)
+        self._visit_all(node.args.defaults + [d for d in node.args.kw_defaults if d is not None])
+        self._push("function", node.name)
+        self._block(node.body)
+        self._pop()
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if not self._has_hit(node):
+            return
+        self._visit_all(node.decorator_list + node.bases + [k.value for k in node.keywords])
+        self._push("class", node.name)
+        self._block(node.body)
+        self._pop()
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._visit_all(node.args.defaults + [d for d in node.args.kw_defaults if d is not None])
+        self._push("lambda", "<lambda>")
+        self.visit(node.body)
+        self._pop()
+
+    def _block(self, body: Sequence[ast.stmt]) -> None:
+        for st in body:
+            self.visit(st)
 
     # -- statements -------------------------------------------------------------------
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.stmt_lines = set()
-        self.stmt_loads = set()
-        names: List[str] = []
-        for small in node.body:
-            targets = []
-            if isinstance(small, cst.Assign):
-                targets = [t.target for t in small.targets]
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                targets = [small.target]
-            for t in targets:
-                names.extend(_target_names(t))
-        self.stmt_assigned = tuple(names)
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.stmt):
+            self._statement(node)
+        else:
+            super().visit(node)
 
-    def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+    def _statement(self, node: ast.stmt) -> None:
+        simple = not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.While,
+                                       ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Try))
+        if simple and not self.stack and not isinstance(node, (ast.Import, ast.ImportFrom)) and not self._has_hit(node):
+            return  # a module-level statement that can hold no site (and defines no flag: flags are hits)
+        if simple:
+            self.stmt_lines, self.stmt_loads = set(), set()
+            self.stmt_assigned = tuple(n for t in _assign_targets(node) for n in _target_names(t))
+        self.stmts.append(node)
+        try:
+            super().visit(node)
+        finally:
+            self.stmts.pop()
+        if simple:
+            self._leave_simple()
+
+    def _leave_simple(self) -> None:
         if self.stmt_assigned and not self.in_function:
             if not self.stack:
                 for name in self.stmt_assigned:
                     self.flag_deps.setdefault(name, set()).update(self.stmt_loads)
             if self.stmt_lines:
-                first = min(self.stmt_lines)
-                site = self.sites[first]
+                site = self.sites[min(self.stmt_lines)]
                 if not any(e.kind in ("table", "window") for e in site.exprs) and not self.stack:
                     site.cached_flag = True
                     for name in self.stmt_assigned:
-                        self.flags.setdefault(name, first)
+                        self.flags.setdefault(name, site.line)
         self.stmt_assigned = ()
 
-    def leave_Assign(self, node: cst.Assign) -> None:
-        self._bind([t.target for t in node.targets], node.value)
+    def _in_role(self, role: str, owner: ast.AST, visit) -> None:
+        """Run ``visit`` with ``role`` (of ``owner``) on top of the roles (``_context`` reads it)."""
+        self.roles.append((role, owner))
+        try:
+            visit()
+        finally:
+            self.roles.pop()
 
-    def leave_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def _test(self, owner: ast.AST, test: ast.AST) -> None:
+        self._in_role("test", owner, lambda: self.visit(test))
+
+    def visit_If(self, node: ast.If) -> None:
+        self._test(node, node.test)
+        self._block(node.body)
+        self._block(node.orelse)
+
+    def visit_While(self, node: ast.While) -> None:
+        self._test(node, node.test)
+        self._block(node.body)
+        self._block(node.orelse)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self._test(node, node.test)
+        self.visit(node.body)
+        self.visit(node.orelse)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            local = alias.asname or alias.name.split(".")[0]
+            self.imports[local] = (alias.name if alias.asname else local, None)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = node.module or ""
+        if node.level:
+            base = _resolve_relative(self.module, self.is_package, node.level, base)
+        for alias in node.names:
+            if alias.name != "*":
+                self.imports[alias.asname or alias.name] = (base, alias.name)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        self._bind(node.targets, node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.generic_visit(node)
         if node.value is not None:
             self._bind([node.target], node.value)
 
-    def _bind(self, targets: List[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        if isinstance(value, cst.Call) and _dotted(value.func).endswith("get_device_properties"):
+    def _bind(self, targets: List[ast.expr], value: ast.expr) -> None:
+        if isinstance(value, ast.Call) and dotted(value.func).endswith("get_device_properties"):
             for t in targets:
                 self.props[-1].update(_target_names(t))
             return
-        if isinstance(value, cst.Call) and _dotted(value.func) in ("get_platform", "runtime_context.get_platform"):
+        if isinstance(value, ast.Call) and dotted(value.func) in ("get_platform", "runtime_context.get_platform"):
             for t in targets:
                 self.platforms[-1].update(_target_names(t))
             return
         origins = self._origins(value)
-        if origins:
-            for t in targets:
-                for name in _target_names(t):
-                    self.vars[-1][name] = origins
+        origins = [e for e in origins if e.kind != "untraced"]  # a name that only looks like one is not followed
+        if not origins:
+            return
+        for t in targets:
+            for name in _target_names(t):
+                self.vars[-1][name] = origins
+            attr = _self_attr(t)
+            if attr and self.cls:
+                self.self_attrs.setdefault(self.cls, {})[attr] = origins
 
     # -- expressions ------------------------------------------------------------------
-    def _line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(LineProvider, node)
-
-    def _add(self, node: cst.CSTNode, expr: Expr) -> None:
-        line = self._line(node)
+    def _add(self, node: ast.AST, expr: Expr) -> None:
+        line = getattr(node, "lineno", 0)
+        if not 0 < line <= len(self.lines):
+            return
         site = self.sites.get(line)
         if site is None:
             site = self.sites[line] = RawSite(
                 self.file, line, self.lines[line - 1].strip(), self.scope, self.in_function,
-                self.stmt_assigned if not self.stack else (), self.cls)
+                self.stmt_assigned if not self.stack else (), self.cls, context=self._context(node))
         if expr not in site.exprs:
             site.exprs.append(expr)
         self.stmt_lines.add(line)
+
+    def _context(self, node: ast.AST) -> Context:
+        stmt = self.stmts[-1] if self.stmts else None
+        scope_words = [n for _, n in self.stack]
+        if self.roles and self.roles[-1][0] == "format" or isinstance(stmt, ast.Raise):
+            return Context("log", _join(_words([stmt] if stmt is not None else []) + scope_words), log=True)
+        if self.roles:
+            owner = self.roles[-1][1]
+            if isinstance(owner, (ast.If, ast.While)):
+                branches = list(owner.body) + list(owner.orelse)
+                raises = _only_raises(owner.body) and not owner.orelse
+                return Context("test", _join(_words([owner.test] + branches) + scope_words), raises=raises,
+                               controls=_join(_words(branches, probes=False)))
+            return Context("test", _join(_words([stmt] if stmt is not None else [owner]) + scope_words),
+                           controls=_join(_words([owner.body, owner.orelse], probes=False)),
+                           binds=tuple(n for t in _assign_targets(stmt) for n in _target_names(t) + [_self_attr(t)]
+                                       if n) if stmt is not None else ())
+        if stmt is None:
+            return Context()
+        words = _join(_words([stmt]) + scope_words)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = _assign_targets(stmt)
+            names = tuple(n for t in targets for n in _target_names(t) + [_self_attr(t)] if n)
+            # a binding is followed to its uses in a function (locals, ``self.`` attributes) and
+            # at module level (cached flags), not in a class body
+            traced = not (self.stack and self.stack[-1][0] == "class")
+            plain = traced and bool(targets) and all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) or
+                                                     (_self_attr(t) and self.in_function) for t in targets)
+            value = getattr(stmt, "value", None)
+            # a value picked by a table or a conditional expression (one whose test holds the
+            # capability is a ``test`` above); not an unrelated ``x if y else z`` inside a key
+            conditional = isinstance(value, (ast.IfExp, ast.Dict, ast.Lambda))
+            return Context("bind" if plain else "other", words, binds=names, conditional=conditional,
+                           controls=_join(_words([value], probes=False)) if value is not None else "")
+        if isinstance(stmt, ast.Return):
+            return Context("return", words, controls=_join(_words([stmt], probes=False)))
+        if isinstance(stmt, ast.Assert):
+            return Context("assert", words)
+        if id(node) in self.passed:
+            return Context("pass", words)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            return Context("call", words, log=_is_log_call(stmt.value))
+        return Context("other", words)
 
     def _lookup(self, stacks: List, name: str):
         for scope in reversed(stacks):
@@ -396,21 +604,22 @@ class _Visitor(cst.CSTVisitor):
                 return scope[name] if isinstance(scope, dict) else True
         return None
 
-    def _call_expr(self, node: cst.Call) -> Optional[Expr]:
-        dotted = _dotted(node.func)
-        last = dotted.rsplit(".", 1)[-1] if dotted else ""
-        if dotted.endswith("CapabilityRequirement.cuda") and node.args:
+    def _call_expr(self, node: ast.Call) -> Optional[Expr]:
+        name = dotted(node.func)
+        last = name.rsplit(".", 1)[-1] if name else ""
+        if name.endswith("CapabilityRequirement.cuda") and (node.args or node.keywords):
             return Expr("window", "CapabilityRequirement.cuda")
-        if any(a.keyword is not None and a.keyword.value in WINDOW_KEYWORDS and _literal_ints(a.value)
-               for a in node.args):
-            return Expr("window", f"{dotted or 'call'}(...)")
+        if any(k.arg in WINDOW_KEYWORDS and _literal_ints(k.value) for k in node.keywords):
+            return Expr("window", f"{name or 'call'}(...)")
         if not last:
             return None
-        if last == "get_device_capability" and (dotted.startswith("torch.") or dotted.startswith("cuda.")):
-            return Expr("read", dotted.replace("()", ""))
+        if last == "get_device_capability" and (name.startswith("torch.") or name.startswith("cuda.")):
+            return Expr("read", name.replace("()", ""))
+        if last in IDENTITY_CALLS:
+            return Expr("read", f"{name.replace('()', '')}()")
         if PROBE_NAME.match(last):
-            if "." in dotted:
-                base = dotted.rsplit(".", 1)[0]
+            if "." in name:
+                base = name.rsplit(".", 1)[0]
                 head = base.split(".")[0]
                 imported = self.imports.get(head)
                 if imported is not None and imported[1] is None:  # module.attr of an imported module
@@ -421,7 +630,7 @@ class _Visitor(cst.CSTVisitor):
                     return None
                 if base in self._platform_names():
                     return Expr("read", f"{base}.{last}()") if last == "get_device_capability" else Expr("platform", last)
-                return Expr("read", f"{dotted.replace('()', '')}()")
+                return Expr("read", f"{name.replace('()', '')}()")
             imported = self.imports.get(last)
             if imported is not None and imported[1] is not None:
                 return Expr("probe", imported[1], imported[0])
@@ -434,18 +643,18 @@ class _Visitor(cst.CSTVisitor):
             names |= s
         return names
 
-    def _attr_expr(self, node: cst.Attribute) -> Optional[Expr]:
-        attr = node.attr.value
+    def _attr_expr(self, node: ast.Attribute) -> Optional[Expr]:
+        attr = node.attr
         base = node.value
-        base_dotted = _dotted(base)
+        base_dotted = dotted(base)
         if attr in ("major", "minor"):
-            if isinstance(base, cst.Call) and _dotted(base.func).endswith("get_device_properties"):
+            if isinstance(base, ast.Call) and dotted(base.func).endswith("get_device_properties"):
                 return Expr("read", f"get_device_properties().{attr}")
-            if isinstance(base, cst.Name) and self._lookup(self.props, base.value):
+            if isinstance(base, ast.Name) and self._lookup(self.props, base.id):
                 return Expr("read", f"get_device_properties().{attr}")
             return None
         is_platform = base_dotted.replace("()", "") in ("get_platform", "runtime_context.get_platform") or (
-            isinstance(base, cst.Name) and base.value in self._platform_names())
+            isinstance(base, ast.Name) and base.id in self._platform_names())
         if is_platform and (PROBE_NAME.match(attr) or attr in ("device_capability", "device_sm")):
             return Expr("platform", attr)
         if attr == "device_capability":
@@ -454,183 +663,211 @@ class _Visitor(cst.CSTVisitor):
             return Expr("read", f"{base_dotted or '...'}.device_capability")
         return None
 
-    def _origins(self, node: cst.BaseExpression) -> List[Expr]:
-        """Where a capability value comes from; [] when node is not one."""
-        if isinstance(node, cst.Call):
+    def _origins(self, node: ast.AST, depth: int = 0) -> List[Expr]:
+        """Where a capability value comes from; [] when node is not one.  Followed through
+        comparisons, ``and`` / ``or`` / ``not`` and arithmetic (a value computed from the
+        capability), not through a conditional expression (the value it picks is a
+        decision, taken where it is bound)."""
+        if depth > 50:
+            return []
+        if isinstance(node, ast.Call):
             e = self._call_expr(node)
             return [e] if e is not None and e.kind in ("read", "probe", "platform") else []
-        if isinstance(node, cst.Attribute):
+        if isinstance(node, ast.Attribute):
             e = self._attr_expr(node)
             if e is not None:
                 return [e]
-            inner = self._origins(node.value)
-            if inner and node.attr.value in ("major", "minor"):
+            found = self._self_attr_origins(node)
+            if found:
+                return found
+            inner = self._origins(node.value, depth + 1)
+            if inner and node.attr in ("major", "minor"):
                 return inner
-            return [Expr("untraced", _dotted(node) or node.attr.value)] if CAP_NAME.match(node.attr.value) else []
-        if isinstance(node, cst.Subscript):
-            return self._origins(node.value)
-        if isinstance(node, cst.Name):
-            found = self._lookup(self.vars, node.value)
+            return [Expr("untraced", dotted(node) or node.attr)] if CAP_NAME.match(node.attr) else []
+        if isinstance(node, ast.Subscript):
+            return self._origins(node.value, depth + 1)
+        if isinstance(node, ast.Name):
+            found = self._lookup(self.vars, node.id)
             if found:
                 return list(found)
-            return [Expr("untraced", node.value)] if CAP_NAME.match(node.value) else []
-        if isinstance(node, (cst.Tuple, cst.List)):
-            out: List[Expr] = []
-            for el in node.elements:
-                for e in self._origins(el.value):
-                    if e not in out:
-                        out.append(e)
-            return out
-        if isinstance(node, cst.BinaryOperation):
-            return self._origins(node.left) + self._origins(node.right)
-        return []
+            return [Expr("untraced", node.id)] if CAP_NAME.match(node.id) else []
+        parts: List[ast.AST] = []
+        if isinstance(node, (ast.Tuple, ast.List)):
+            # ``(major, minor)`` is a capability; ``(dtype, arch, ...)`` (a cache key) is not
+            if not all(_int(e) is not None or self._origins(e, depth + 1) for e in node.elts):
+                return []
+            parts = list(node.elts)
+        elif isinstance(node, ast.BinOp):
+            parts = [node.left, node.right]
+        elif isinstance(node, ast.BoolOp):
+            parts = list(node.values)
+        elif isinstance(node, ast.UnaryOp):
+            parts = [node.operand]
+        elif isinstance(node, ast.Compare):
+            parts = [node.left] + list(node.comparators)
+        out: List[Expr] = []
+        for p in parts:
+            for e in self._origins(p, depth + 1):
+                if e not in out:
+                    out.append(e)
+        return out
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def _self_attr_origins(self, node: ast.Attribute) -> List[Expr]:
+        attr = _self_attr(node)
+        if not attr or not self.cls:
+            return []
+        return list(self.self_attrs.get(self.cls, {}).get(attr, ()))
+
+    def visit_Call(self, node: ast.Call) -> None:
         e = self._call_expr(node)
         if e is not None:
             self._add(node, e)
+        for arg in list(node.args) + [k.value for k in node.keywords]:
+            if isinstance(arg, (ast.Name, ast.Attribute, ast.Subscript, ast.Starred, ast.Call)):
+                self.passed.add(id(arg))
+        self.generic_visit(node)
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self.not_loads.add(id(node.attr))
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
+        self._in_role("format", node, lambda: self.generic_visit(node))
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
         e = self._attr_expr(node)
         if e is not None:
             self._add(node, e)
+        elif isinstance(node.ctx, ast.Load):
+            for e in self._self_attr_origins(node):
+                self._add(node, e)
+        self.generic_visit(node)
 
-    def visit_Arg(self, node: cst.Arg) -> None:
-        if node.keyword is not None:
-            self.not_loads.add(id(node.keyword))
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if id(node) in self.not_loads:
+    def visit_Name(self, node: ast.Name) -> None:
+        if not isinstance(node.ctx, ast.Load):
             return
-        self.stmt_loads.add(node.value)
-        self.loads.append((node.value, self._line(node), self.scope, self.in_function, self.cls))
+        self.stmt_loads.add(node.id)
+        self.loads.append((node.id, node.lineno, self.scope, self.in_function, self.cls))
+        if self.in_function:  # module-level names are cached flags, their uses found by _add_flag_uses
+            for e in self._lookup(self.vars[1:], node.id) or ():
+                self._add(node, e)
 
-    def visit_Dict(self, node: cst.Dict) -> None:
+    def visit_Dict(self, node: ast.Dict) -> None:
         if _is_cap_table(node):
             self._add(node, Expr("table", ",".join(self.stmt_assigned) or "<dict>"))
+        self.generic_visit(node)
 
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        operands = [node.left] + [c.comparator for c in node.comparisons]
-        if not any(_literal_ints(o) for o in operands):
-            return
-        origins: List[Expr] = []
-        for o in operands:
-            if not _literal_ints(o):
-                origins.extend(e for e in self._origins(o) if e not in origins)
-        if origins:
-            # the comparison is a site of its own only when its value is not read on the same line
+    def visit_Compare(self, node: ast.Compare) -> None:
+        operands = [node.left] + list(node.comparators)
+        plausible = any(_cap_literal(o) for o in operands)
+        if any(_literal_ints(o) for o in operands) or any(
+                isinstance(o, ast.Constant) and isinstance(o.value, str) and GPU_NAME.match(o.value) for o in operands):
+            origins: List[Expr] = []
+            for o in operands:
+                if not _literal_ints(o):
+                    origins.extend(e for e in self._origins(o) if e not in origins)
             for e in origins:
-                self._add(node, Expr("compare", e.name, e.module) if e.kind == "untraced" else e)
+                if e.kind != "untraced":
+                    self._add(node, e)
+                elif plausible:  # a name that looks like a capability, compared with one
+                    self._add(node, Expr("compare", e.name, e.module))
+        self.generic_visit(node)
 
 
-def _target_names(node: cst.BaseExpression) -> List[str]:
-    if isinstance(node, cst.Name):
-        return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        out: List[str] = []
-        for el in node.elements:
-            out.extend(_target_names(el.value))
-        return out
+def _assign_targets(node: Optional[ast.AST]) -> List[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)) and getattr(node, "value", None) is not None:
+        return [node.target]
     return []
 
 
-def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[re.Pattern] = None) -> FileScan:
-    """Scan one file; with ``keep``, only the statements and functions holding a line that
-    matches it (``skeleton``)."""
+def _target_names(node: ast.AST) -> List[str]:
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        out: List[str] = []
+        for el in node.elts:
+            out.extend(_target_names(el))
+        return out
+    if isinstance(node, ast.Starred):
+        return _target_names(node.value)
+    return []
+
+
+def _self_attr(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return ""
+
+
+def _join(words: List[str]) -> str:
+    return " ".join(words)
+
+
+# --- files and trees -------------------------------------------------------------------
+
+def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[LineFilter] = None) -> FileScan:
+    """Scan one file; with ``keep``, only the module-level statements and the functions
+    holding a line it accepts.  A file CPython cannot parse comes back with ``problem``."""
     if text is None:
         text = read_source(os.path.join(root, file), errors="replace")
     module = package_module(file)
-    lines = text.splitlines() or [""]
-    tree, too_deep = python_tree(text)
-    if too_deep:  # Python cannot import it, so no site runs; and libcst could crash on it
-        return FileScan(file, module, {}, {}, {}, {}, [], lines)
-    source = skeleton(text, keep, tree) if keep is not None and tree is not None else text
-    visitor = _Visitor(file, module, lines, file.endswith("__init__.py"))
+    lines = source_lines(text) or [""]
+    tree, why = python_tree(text)
+    if tree is None:
+        problem, line = why or "not Python 3 syntax", 0
+        if why is None:
+            try:
+                ast.parse(text)
+            except SyntaxError as exc:
+                problem, line = f"SyntaxError: {exc.msg}", exc.lineno or 0
+            except Exception as exc:  # noqa: BLE001 - whatever the parser says, the file is listed
+                problem = f"{type(exc).__name__}: {exc}"
+        scan = FileScan(file, module, {}, {}, {}, {}, [], lines, problem=problem, problem_line=line)
+        return scan
+    hits = keep.hits(text) if keep is not None else None
+    visitor = _Visitor(file, module, lines, file.endswith("__init__.py"), hits)
     try:
-        wrapper = MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
-        wrapper.visit(visitor)
-    except cst.ParserSyntaxError:
-        return FileScan(file, module, {}, {}, {}, {}, [], lines)
+        visitor._block(tree.body)
     except RecursionError:
-        raise SourceError(f"{shown_path(os.path.join(root, file))}: nested too deeply to scan; accepted: "
-                          f"source whose nesting libcst can visit") from None
+        return FileScan(file, module, {}, {}, {}, {}, [], lines, problem="nested too deeply to visit")
     return FileScan(file, module, visitor.imports, visitor.sites, visitor.flags, visitor.flag_deps, visitor.loads,
                     lines)
 
 
-def _span(node: ast.stmt) -> Tuple[int, int]:
-    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-    return start, node.end_lineno or node.lineno
+def scan_source(file: str, text: str) -> FileScan:
+    """One file on its own, as ``scan_tree`` scans each (prefilter, its cached flags, the
+    visit of what can hold a site); what the per-file time bound of the tests measures."""
+    keep = LineFilter(module_flags(text))
+    if not keep.search(text):
+        return FileScan(file, package_module(file), {}, {}, {}, {}, [], source_lines(text))
+    return scan_file("", file, text, keep)
 
 
-def skeleton(text: str, keep: re.Pattern, tree: Optional[ast.Module] = None) -> str:
-    """``text`` with every function or method that holds no line matching ``keep``
-    blanked out (module-level statements and class headers stay; line numbers stay).
-    ``tree``: ``text`` already parsed by ``ast``."""
-    if tree is None:
-        tree, _ = python_tree(text)
-        if tree is None:
-            return text
-    lines = text.splitlines(keepends=True)
-    hits = sorted(i + 1 for i, ln in enumerate(lines) if keep.search(ln))
-    kept = [False] * (len(lines) + 2)
-
-    def hit(a: int, b: int) -> bool:
-        i = bisect.bisect_left(hits, a)
-        return i < len(hits) and hits[i] <= b
-
-    def mark(a: int, b: int) -> None:
-        for i in range(a, b + 1):
-            kept[i] = True
-
-    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
-    for node in tree.body:
-        a, b = _span(node)
-        if isinstance(node, defs):
-            if hit(a, b):
-                mark(a, b)
-        elif isinstance(node, ast.ClassDef) and hit(a, b):
-            body_start = _span(node.body[0])[0]
-            mark(a, body_start - 1)
-            any_kept = False
-            for st in node.body:
-                sa, sb = _span(st)
-                if not isinstance(st, defs) or hit(sa, sb):
-                    mark(sa, sb)
-                    any_kept = True
-            if not any_kept:
-                mark(*_span(node.body[0]))
-        elif not isinstance(node, ast.ClassDef):
-            mark(a, b)
-    return "".join(ln if kept[i + 1] else "\n" for i, ln in enumerate(lines))
-
-
-def module_flags(text: str) -> Set[str]:
+def module_flags(text: str, keep: LineFilter = LineFilter()) -> Set[str]:
     """Names assigned at module level from a line that can hold a site, and (transitively)
-    from those: the cached flags another module may import (``ast``, cheap)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
+    from those: the cached flags another module may import (``ast``; a worklist, linear
+    in the assignments and the names they load)."""
+    tree, _ = python_tree(text)
+    if tree is None:
         return set()
-    lines = text.splitlines()
-    flags: Set[str] = set()
-    assigns = []
+    lines = source_lines(text)
+    strong: Set[str] = set()
+    users: Dict[str, Set[str]] = {}  # name loaded -> names assigned from it
     for node in _module_statements(tree.body):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-            loads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
-            seg = "\n".join(lines[node.lineno - 1: (node.end_lineno or node.lineno)])
-            assigns.append((names, loads, bool(PREFILTER.search(seg))))
-    changed = True
-    while changed:
-        changed = False
-        for names, loads, strong in assigns:
             names = {n for n in names if len(n) > 2 and not n.startswith("__")}
-            if not names <= flags and (strong or loads & flags):
-                flags |= names
-                changed = True
+            if any(keep.search(lines[i]) for i in range(node.lineno - 1, min(node.end_lineno or node.lineno,
+                                                                               len(lines)))):
+                strong |= names
+            for load in {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}:
+                users.setdefault(load, set()).update(names)
+    flags: Set[str] = set()
+    todo = list(strong)
+    while todo:
+        name = todo.pop()
+        if name not in flags:
+            flags.add(name)
+            todo.extend(users.get(name, ()))
     return flags
 
 
@@ -645,10 +882,11 @@ def _module_statements(body: List[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 def scan_tree(root: str, prefilter: bool = True) -> Tuple[List[FileScan], int]:
-    """Scan every file; returns the scans of files that may hold a site, and the number
-    of files read.  With ``prefilter`` (the default), files and functions without a line
-    that can hold a site are not parsed by libcst: a line matches ``STRONG`` or names a
-    module-level value computed from such a line anywhere in the tree (a cached flag)."""
+    """Scan every file; returns the scans of files that may hold a site (and of files that
+    could not be parsed, with their ``problem``), and the number of files read.  With
+    ``prefilter`` (the default), files and functions without a line that can hold a site
+    are not visited: a line matches ``STRONG`` or names a module-level value computed from
+    such a line anywhere in the tree (a cached flag)."""
     texts: Dict[str, str] = {}
     files = list(iter_files(root))
     for file in files:
@@ -658,14 +896,12 @@ def scan_tree(root: str, prefilter: bool = True) -> Tuple[List[FileScan], int]:
         for file in files:
             scans[file] = scan_file(root, file, texts[file])
     else:
-        strong = [f for f in files if PREFILTER.search(texts[f])]
+        strong = LineFilter()
         flag_names: Set[str] = set()
-        for f in strong:
-            flag_names |= module_flags(texts[f])
-        pattern = STRONG
-        if flag_names:
-            pattern += r"|\b(?:" + "|".join(sorted(map(re.escape, flag_names))) + r")\b"
-        keep = re.compile(pattern, re.MULTILINE)
+        for f in files:
+            if strong.search(texts[f]):
+                flag_names |= module_flags(texts[f])
+        keep = LineFilter(flag_names)
         for file in files:
             if keep.search(texts[file]):
                 scans[file] = scan_file(root, file, texts[file], keep)
@@ -675,19 +911,28 @@ def scan_tree(root: str, prefilter: bool = True) -> Tuple[List[FileScan], int]:
 
 
 def _close_flags(scans: Dict[str, FileScan]) -> None:
-    """A module-level value computed from a cached flag is a cached flag too."""
+    """A module-level value computed from a cached flag is a cached flag too (a worklist)."""
     for scan in scans.values():
-        changed = True
-        while changed:
-            changed = False
-            for name, deps in scan.flag_deps.items():
-                if name not in scan.flags and deps & set(scan.flags):
-                    # its line: the first site-free line is not known; use the line of its first load
-                    line = min((ln for n, ln, _, f, _c in scan.loads if n in deps & set(scan.flags) and not f),
-                               default=None)
-                    if line is not None:
-                        scan.flags[name] = line
-                        changed = True
+        first_load: Dict[str, int] = {}
+        for n, ln, _, f, _c in scan.loads:
+            if not f and (n not in first_load or ln < first_load[n]):
+                first_load[n] = ln
+        users: Dict[str, List[str]] = {}
+        for name, deps in scan.flag_deps.items():
+            for d in deps:
+                users.setdefault(d, []).append(name)
+        todo = list(scan.flags)
+        while todo:
+            flag = todo.pop()
+            for name in users.get(flag, ()):
+                if name in scan.flags:
+                    continue
+                # its line: the first site-free line is not known; use the line of its first load
+                line = min((first_load[d] for d in scan.flag_deps[name] if d in scan.flags and d in first_load),
+                           default=None)
+                if line is not None:
+                    scan.flags[name] = line
+                    todo.append(name)
 
 
 def _add_flag_uses(scans: Dict[str, FileScan]) -> None:
@@ -709,10 +954,32 @@ def _add_flag_uses(scans: Dict[str, FileScan]) -> None:
                 text = _line_text(scan, line)
                 if text.startswith(("from ", "import ")) or text.startswith(("def ", "class ")):
                     continue
-                site = scan.sites[line] = RawSite(scan.file, line, text, scope, function, (), cls)
+                site = scan.sites[line] = RawSite(scan.file, line, text, scope, function, (), cls,
+                                                  context=_flag_context(scan, line, scope))
             e = Expr("flag", origin[1], origin[0])
             if e not in site.exprs and not site.cached_flag:
                 site.exprs.append(e)
+
+
+def _flag_context(scan: FileScan, line: int, scope: str) -> Context:
+    """The context of a flag's use, from the line and the lines it controls (the block
+    indented under it, bounded), read from the text: the file was visited before the
+    tree's flags were known."""
+    text = scan.lines[line - 1] if 0 < line <= len(scan.lines) else ""
+    indent = len(text) - len(text.lstrip())
+    block = [text]
+    for nxt in scan.lines[line: line + 60]:
+        if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
+            break
+        block.append(nxt)
+    words = _IDENT.findall(" ".join(block))[:CONTEXT_WORDS] + scope.split(".")
+    stripped = text.strip()
+    role = "test" if re.match(r"(if|elif|while)\b", stripped) or " if " in stripped else (
+        "return" if stripped.startswith("return") else "other")
+    following = [b.strip() for b in block[1:] if b.strip()]
+    raises = role == "test" and bool(following) and following[0].startswith("raise")
+    controls = [w for w in _IDENT.findall(" ".join(block[1:]))[:CONTEXT_WORDS] if not PROBE_NAME.match(w)]
+    return Context(role, _join(words), raises=raises, controls=_join(controls))
 
 
 def _line_text(scan: FileScan, line: int) -> str:

@@ -52,6 +52,8 @@ class Step:
     title: str  # the report's heading
     glue: Optional[str]  # glue module this step writes (None: the registry step)
     modules: Tuple[ModulePlan, ...] = ()
+    # Audit sites the step takes besides the functions it rewrites (as ``Target.covers``).
+    covers: Tuple[str, ...] = ()
 
     @property
     def pr_name(self) -> str:

@@ -48,6 +48,10 @@ class Target:
     params: Tuple[str, ...]  # the original's parameter names in the tested release
     uses: Tuple[str, ...] = ()  # attributes of the target's module the glue reads
     refresh: Optional[Callable] = None  # recomputes the module's import-time values once routed
+    # Audit sites this target takes besides its own function's (``sglang-arch audit``):
+    # "module.qualname" (every site of it) or "module.qualname:check" (its sites whose line
+    # holds check), e.g. upstream decisions a guard at the build point overrules.
+    covers: Tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
