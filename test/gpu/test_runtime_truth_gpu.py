@@ -62,6 +62,42 @@ def test_real_gpu():
     _check(result)
     assert tuple(result["attention"]["mha"][p] for p in ("prefill", "decode")) == tuple(
         result["registry_attention"]["mha"])
+    _runnable_by_the_catalog(result, cap)
+
+
+def _runnable_by_the_catalog(result, cap):
+    """The kernel catalog's promise on the real device: every attention backend SGLang resolved
+    here has a build for this GPU (arch/kernels.py), with the GPU's own CUDA."""
+    from sglang_arch.arch import catalog, parse_capability
+
+    device = parse_capability(cap)
+    cuda = tuple(int(x) for x in torch.version.cuda.split(".")[:2])
+    for kind in ("mha", "mla"):
+        for phase in ("prefill", "decode"):
+            name = result["attention"][kind][phase]
+            verdict = catalog.choice_runs("attention", name, device, cuda, kind, phase)
+            assert verdict is not None and verdict.runs, (kind, phase, name, verdict)
+
+
+def test_the_catalogs_jit_claim_holds_on_this_gpu():
+    """Triton is catalogued as compiled for the device from SM70 (jit:7.0+): compile and run one
+    kernel for this GPU, and check the catalog says it runs here."""
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+    from sglang_arch.arch import catalog, parse_capability
+
+    @triton.jit
+    def add_one(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1, mask=mask)
+
+    x = torch.zeros(1000, device="cuda")
+    add_one[(4,)](x, 1000, BLOCK=256)
+    torch.cuda.synchronize()
+    assert float(x.sum()) == 1000.0
+    cap = parse_capability("{}.{}".format(*torch.cuda.get_device_capability(0)))
+    assert catalog.choice_runs("attention", "triton", cap).runs
 
 
 def test_simulated_sm120_on_top():
