@@ -75,6 +75,8 @@ MODELS: Tuple[Model, ...] = (
     Model("granitemoehybrid-tiny", "mha", "model_overrides/granitemoehybrid.py: flashinfer on is_sm100 (mamba layers)"),
     Model("falcon-h1-tiny", "mha", "model_overrides/falcon_h1.py: triton on is_sm100"),
     Model("nemotron-h-tiny", "mha", "model_overrides/nemotron_h.py: trtllm_mha / triton on Blackwell, draft backend"),
+    Model("beam-tiny", "mha", "model_overrides/beam.py: trtllm_mha on is_sm90, is_sm100 or is_sm120"),
+    Model("mimo-v2-tiny", "mha", "model_overrides/mimo_v2.py: fa4 on is_sm100"),
     Model("qwen3-next-tiny", "mha", "model_overrides/qwen3_5.py (Qwen3Next, Qwen3.5): triton or trtllm_mha on is_sm100"),
     Model("qwen3-vl-tiny", "mha", "model_overrides/qwen3_vl.py (decode on large Hopper) + layers/attention/vision.py "
                                   "_determine_attention_backend: fa3 on major 9, fa4 on 10, else triton_attn",
@@ -485,6 +487,10 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
         kind = model.kind
         if _is_error(upstream[name]) and plugin[name] == upstream[name]:
             expected, why = upstream[name], "SGLang refuses these arguments here, with or without the registry"
+        elif mode == "fp8-kv" and _is_error(plugin[name]) and "ArchDecisionError" in plugin[name] \
+                and "FP8 KV cache" in plugin[name]:
+            # No DSA kernel reads an FP8 cache on this GPU: the user's own --kv-cache-dtype is refused, with why.
+            expected, why = plugin[name], "the registry refuses the FP8 KV cache the user asked for (D10)"
         elif name == "fusion":
             qualifies = cell_values(matrix[FUSION_QUALIFIER]["upstream"], model, mode)["fusion"] is not None \
                 if FUSION_QUALIFIER in matrix else True

@@ -79,3 +79,11 @@ def test_fixtures_are_small_model_configs():
         assert path.stat().st_size < 4096, path
         config = json.loads(path.read_text())
         assert isinstance(config["architectures"], list) and config["model_type"], path
+
+
+def test_every_fixture_is_a_model_sglang_resolves(results):
+    """A fixture SGLang cannot load would turn every cell into a shared refusal."""
+    for model in fb.MODELS:
+        resolved = [cap for cap, both in results["caps"].items()
+                    if "error" not in both["upstream"]["cells"][f"{model.name}|default"]]
+        assert len(resolved) == len(results["caps"]), (model.name, sorted(set(results["caps"]) - set(resolved)))
