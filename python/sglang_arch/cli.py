@@ -61,6 +61,9 @@ def render_decisions(d: Decisions) -> str:
         f"{'attention MHA':<20}{'':<5}{d.mha.prefill + ' / ' + d.mha.decode:<26}{d.mha.reason}",
         f"{'attention MLA':<20}{'':<5}{d.mla.prefill + ' / ' + d.mla.decode:<26}{d.mla.reason}",
     ]
+    for name, c in d.gemm_rows().items():
+        mark = "" if not c.changed else f" (upstream: {c.upstream})"
+        lines.append(f"{name:<26}{(c.choice or 'refused') + mark:<45}{c.reason}")
     return "\n".join(lines)
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import errno
 import os
 import secrets
 import stat
-from typing import Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .arch.validate import MIB, read_regular_file, shown_path
 
@@ -70,77 +72,331 @@ def syntax_problem(text: str) -> Optional[str]:
     return python_tree(text)[1]
 
 
-# --- output files -----------------------------------------------------------------------
+# --- writing: one staging primitive for every writer -------------------------------------
+#
+# ``upstream`` (the series, with or without git) and ``tune`` (--out, --results) write
+# through ``Transaction``: stage all, check all, put in place, roll back on any failure.
 
-def check_output_path(path: str, what: str) -> None:
-    """An output target that may be written: absent, or an existing regular file (a
-    symlink to one is replaced by the new file, its target left alone).  FIFOs, devices
-    (``/dev/full``), sockets and folders are refused before anything is opened: writing
-    to them would block, fail half-way or land outside the file named."""
+ACCEPTED = "accepted: a new file in an existing folder, or an existing regular file (replaced)"
+
+
+@dataclass(frozen=True)
+class Write:
+    """A file one run writes: ``text`` (UTF-8) at ``path``, or ``path`` removed when
+    ``text`` is None.  ``what`` names it in errors (``--out``; default: the path alone);
+    ``make_folders``: folders missing on the way are made (else the write is refused)."""
+
+    path: str
+    text: Optional[str]
+    what: str = ""
+    make_folders: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.what} {shown_path(self.path)}" if self.what else shown_path(self.path)
+
+
+def _kind(mode: int) -> str:
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def check_writes(writes: Sequence[Write], probe: bool = False, distinct: bool = True) -> None:
+    """Every write may happen, or a ValueError naming the first that may not: two writes
+    never name one file (unless not ``distinct``: later ones replace earlier ones); a target is absent or a regular file (a symlink to one is
+    replaced by the new file, its target left alone) that this process may write; FIFOs,
+    devices, sockets and folders are refused before anything is opened (writing to them
+    would block, fail half-way or land outside the file named); its folder exists (or
+    may be made) and is writable.  ``probe``: a file is also made and removed in each
+    folder, which finds what permissions cannot show (a read-only file system, no space
+    for a new name), so a long run checks its outputs before it starts."""
+    seen: Dict[str, Write] = {}
+    for write in writes:
+        key = os.path.realpath(write.path)
+        if key in seen and distinct:
+            raise ValueError(f"{seen[key].label} and {write.label} name the same file; accepted: a different "
+                             f"file for each")
+        seen[key] = write
+        _check_write(write, probe)
+
+
+def _check_write(write: Write, probe: bool) -> None:
     try:
-        st = os.stat(path)
+        st: Optional[os.stat_result] = os.stat(write.path)
     except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise ValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise ValueError(f"{what} {path}: cannot write: it is {kind}; accepted: a new file or an existing "
-                         f"regular file (replaced)")
-
-
-def write_files(outputs: Sequence[Tuple[str, str, str]]) -> None:
-    """Write each ``(what, path, text)`` (UTF-8) so that a failure leaves no half-written
-    file and, where the system allows, none of them written: every target is checked
-    (``check_output_path``) and every text written to a temporary file beside its target
-    before the first ``os.replace``.  Errors are ValueErrors naming ``what`` and the path."""
-    if len({os.path.realpath(path) for _, path, _ in outputs}) < len(outputs):
-        names = " and ".join(f"{what} {path}" for what, path, _ in outputs)
-        raise ValueError(f"{names} name the same file; accepted: a different file for each")
-    encoded = []
-    for what, path, text in outputs:
-        check_output_path(path, what)
+        st = None
+    except OSError as exc:  # a file on the way (ENOTDIR), a loop, no permission to look
+        raise ValueError(f"{write.label}: cannot write: {exc.strerror or exc}; {ACCEPTED}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{write.label}: cannot write: it is {_kind(st.st_mode)}, not a regular file; {ACCEPTED}")
+    if st is not None and not os.access(write.path, os.W_OK):
+        raise ValueError(f"{write.label}: cannot write: it is read-only; {ACCEPTED}")
+    if st is None and write.text is None:
+        return  # nothing to remove
+    folder = os.path.dirname(write.path) or "."
+    existing = folder
+    while not os.path.lexists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing) or "."
+    if existing != folder and not write.make_folders:
+        raise ValueError(f"{write.label}: cannot write: the folder {shown_path(folder)} does not exist; {ACCEPTED}")
+    if not os.path.isdir(existing):
+        raise ValueError(f"{write.label}: cannot write: {shown_path(existing)} is not a folder; {ACCEPTED}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{write.label}: cannot write: the folder {shown_path(existing)} is not writable")
+    if probe and existing == folder:
         try:
-            encoded.append(text.encode("utf-8"))
-        except UnicodeEncodeError as exc:  # pragma: no cover - inputs are checked before
-            raise ValueError(f"{what} {path}: cannot write: text is not UTF-8 encodable ({exc.reason})") from None
-    staged: list = []
-    try:
-        for (what, path, _), data in zip(outputs, encoded):
-            staged.append((what, path, _stage(what, path, data)))
-        while staged:
-            what, path, tmp = staged[0]
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                raise ValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
-            staged.pop(0)
-    finally:  # whatever was not moved into place
-        for _, _, tmp in staged:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            os.unlink(_new_file(write.path, "probe", b""))
+        except OSError as exc:
+            raise ValueError(f"{write.label}: cannot write: {exc.strerror or exc}") from None
 
 
-def _stage(what: str, path: str, data: bytes) -> str:
-    """``data`` in a new temporary file in ``path``'s folder (the permissions a new file
-    gets under the umask, or the replaced file's); returns its name."""
+def _temp_name(path: str, kind: str) -> str:
+    """A name beside ``path`` for its staged text (``tmp``) or the file it replaces (``bak``)."""
     folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    except OSError as exc:
-        raise ValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
+    return os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.{kind}")
+
+
+def _new_file(path: str, kind: str, data: bytes, mode: Optional[int] = None) -> str:
+    """``data`` in a new file beside ``path`` (synced; the permissions a new file gets under
+    the umask, or ``mode``); returns its name.  OSError when it cannot be made."""
+    tmp = _temp_name(path, kind)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
-    except OSError as exc:
+        if mode is not None:
+            os.chmod(tmp, mode)
+    except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise ValueError(f"{what} {path}: cannot write: {exc.strerror or exc}") from None
+        raise
     return tmp
+
+
+@contextlib.contextmanager
+def folder_lock(folder: "os.PathLike[str] | str") -> Iterator[None]:
+    """An exclusive advisory lock (``flock``) on ``folder`` while the block runs: a second
+    sglang-arch writer there is refused at once (ValueError), never left waiting.  Nothing
+    is written into the folder; where ``flock`` does not exist (Windows), no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    where = shown_path(folder)
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot lock the folder: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ValueError(f"{where}: another sglang-arch run is writing here (it holds the folder's lock); "
+                             f"try again when it has finished") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+class Transaction:
+    """Stage all, check all, put in place, roll back on any failure.
+
+    Entering checks every write (``check_writes``) and stages every new text in a
+    temporary file beside its target (making the missing folders it may), before anything
+    is replaced; a failure there removes what was staged.  ``put(writes)`` puts those
+    writes in place, each in one rename (a reader never sees half a file), keeping the
+    file it replaces beside it until the end; leaving the block puts whatever is left.
+    Any exception inside the block (a put, or the caller's own work between puts, such as
+    a git commit) undoes everything in reverse order: replaced and removed files come
+    back, new files and the folders made for them go, and the caller's ``on_rollback``
+    actions run; a ValueError then says so.  ``lock``: folders held (``folder_lock``) from
+    the check to the end.  ``distinct=False``: several writes may name one file, each
+    put replacing the one before (a series step on top of an earlier step's edit).
+    """
+
+    def __init__(self, writes: Sequence[Write], lock: Sequence[str] = (), distinct: bool = True) -> None:
+        self.writes = list(writes)
+        self._distinct = distinct
+        self._lock = sorted(set(lock))
+        self._stack = contextlib.ExitStack()
+        self._staged: Dict[int, str] = {}  # id(write) -> its staged file
+        self._made: List[str] = []  # folders made for new files, in order
+        self._undo: List[Tuple[str, Callable[[], Optional[str]]]] = []  # (what, how), undone last first
+        self._kept: List[str] = []  # the files replaced or removed, until the end
+        self._done: set = set()  # id(write) of those in place
+        self._present: set = set()  # paths there at the check, or put there since by this transaction
+
+    def __enter__(self) -> "Transaction":
+        try:
+            for folder in self._lock:
+                self._stack.enter_context(folder_lock(folder))
+            check_writes(self.writes, distinct=self._distinct)
+            self._present = {w.path for w in self.writes if os.path.lexists(w.path)}
+            for write in self.writes:
+                if write.text is not None:
+                    self._staged[id(write)] = self._stage(write)
+        except BaseException:
+            self._discard(folders=True)
+            self._stack.close()
+            raise
+        return self
+
+    def _stage(self, write: Write) -> str:
+        folder = os.path.dirname(write.path) or "."
+        missing = []
+        while not os.path.lexists(folder):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        try:
+            for folder in reversed(missing):
+                os.mkdir(folder)
+                self._made.append(folder)
+            mode = stat.S_IMODE(os.stat(write.path).st_mode) if os.path.isfile(write.path) else None
+            return _new_file(write.path, "tmp", write.text.encode("utf-8"), mode)  # type: ignore[union-attr]
+        except OSError as exc:
+            raise ValueError(f"{write.label}: cannot write: {exc.strerror or exc}; nothing was written") from None
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{write.label}: cannot write: text is not UTF-8 encodable ({exc.reason}); "
+                             f"nothing was written") from None
+
+    def on_rollback(self, what: str, action: Callable[[], Optional[str]]) -> None:
+        """Run ``action`` if the transaction rolls back (in reverse order with the file
+        restores); what it returns, if anything, is added to the error (``what``: named
+        when it fails)."""
+        self._undo.append((what, action))
+
+    def put(self, writes: Optional[Sequence[Write]] = None) -> None:
+        """Put ``writes`` (default: every one not yet in place) in place, in order."""
+        for write in self.writes if writes is None else writes:
+            if id(write) not in self._done:
+                try:
+                    self._put(write)
+                except OSError as exc:
+                    raise ValueError(f"{write.label}: cannot write: {exc.strerror or exc}") from None
+                self._done.add(id(write))
+
+    def _put(self, write: Write) -> None:
+        path = write.path
+        present = path in self._present
+        if write.text is None:
+            if present:
+                kept = _temp_name(path, "bak")
+                os.rename(path, kept)
+                self._keep(path, kept)
+                self._present.discard(path)
+            return
+        tmp = self._staged[id(write)]
+        if present:
+            kept = _temp_name(path, "bak")
+            _hard_link(path, kept)  # the file as it is, under a second name (a symlink stays a symlink)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(kept)
+                raise
+            self._keep(path, kept)
+        else:
+            try:  # a link fails where a file appeared since the check: never replace one not ours
+                os.link(tmp, path, follow_symlinks=False)
+                os.unlink(tmp)
+            except OSError as exc:
+                if exc.errno == errno.EEXIST or not _no_hard_links(exc):
+                    raise
+                os.replace(tmp, path)
+            self._undo.append((path, lambda: os.unlink(path)))
+            self._present.add(path)
+        del self._staged[id(write)]
+
+    def _keep(self, path: str, kept: str) -> None:
+        self._kept.append(kept)
+        self._undo.append((path, lambda: os.replace(kept, path)))
+
+    def __exit__(self, kind, exc, tb) -> None:
+        try:
+            if kind is None:
+                try:
+                    self.put()
+                except BaseException as failure:
+                    self._rollback(failure)
+                    raise AssertionError("unreachable")  # pragma: no cover - _rollback raises
+                for kept in self._kept:
+                    with contextlib.suppress(OSError):
+                        os.unlink(kept)
+                return
+            self._rollback(exc)
+        finally:
+            self._discard(folders=False)
+            self._stack.close()
+
+    def _rollback(self, failure: BaseException) -> None:
+        notes, problems = [], []
+        for what, action in reversed(self._undo):
+            try:
+                note = action()
+            except Exception as exc:  # noqa: BLE001 - every undo is tried, each failure named
+                problems.append(f"{shown_path(what)} ({getattr(exc, 'strerror', None) or exc})")
+            else:
+                if isinstance(note, str):
+                    notes.append(note)
+        undone = bool(self._undo)
+        self._undo.clear()
+        self._discard(folders=True)
+        if problems:
+            raise ValueError(f"{failure}; rolling back failed for {', '.join(problems)}: these are left as the "
+                             f"run made them") from None
+        if not isinstance(failure, ValueError):
+            raise failure  # a bug or an interrupt: itself, after the roll back
+        tail = "everything written was undone" if undone else "nothing was written"
+        tail += "".join(f", {note}" for note in notes)
+        raise ValueError(f"{failure}; {tail}") from None
+
+    def _discard(self, folders: bool) -> None:
+        """Remove the staged files not put in place, and with ``folders`` the folders made
+        for them (those left empty)."""
+        for tmp in self._staged.values():
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self._staged.clear()
+        if folders:
+            for folder in reversed(self._made):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)
+            self._made.clear()
+
+
+def _hard_link(path: str, kept: str) -> None:
+    """``kept``: a second name of the file ``path`` (a copy where hard links do not exist)."""
+    try:
+        os.link(path, kept, follow_symlinks=False)
+    except OSError as exc:
+        if not _no_hard_links(exc):
+            raise
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), kept)
+        else:
+            import shutil
+
+            shutil.copy2(path, kept)
+
+
+def _no_hard_links(exc: OSError) -> bool:
+    return exc.errno in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK, errno.ENOSYS)
+
+
+def write_files(outputs: Sequence[Tuple[str, str, str]]) -> None:
+    """Write each ``(what, path, text)`` in one transaction: all of them, or none (their
+    folders locked while it runs).  Errors are ValueErrors naming ``what`` and the path."""
+    writes = [Write(path, text, what) for what, path, text in outputs]
+    with Transaction(writes, lock=[os.path.dirname(os.path.abspath(w.path)) for w in writes]):
+        pass
+
+
+def check_outputs(outputs: Sequence[Tuple[str, str]]) -> None:
+    """Outputs ``(what, path)`` that ``write_files`` will write later, checked now (and
+    probed: ``check_writes``), before the work that makes their text starts."""
+    check_writes([Write(path, "", what) for what, path in outputs], probe=True)

@@ -15,6 +15,8 @@ if importlib.util.find_spec("sglang") is None:  # located, not imported: each SG
 
 from decision_suite import KNOWN_TO_UPSTREAM_DOMAIN  # noqa: E402
 from helpers import ROOT  # noqa: E402
+from sglang_arch.arch.capability import Capability  # noqa: E402
+from unit.test_dsa_rules import built_for  # noqa: E402  where each DSA backend has a build, written as data
 
 NO_MULTICAST = ("nvlink", "pcie-p2p", "pcie")
 
@@ -82,6 +84,25 @@ def _d5_flashinfer_needs_sm75(cap, topo, ws, section, up, rt):
     return all(up[k] == rt[k] or (up[k] == "flashinfer" and rt[k] == "triton") for k in up)
 
 
+def _dsa_cell_expected(cap, upstream):
+    """D10/D11: upstream's DSA pair where both its kernels are built for ``cap``, else
+    tilelang for both (an FP8 cache then needs SM89: SGLang's own refusal below)."""
+    if not isinstance(upstream, dict):
+        return upstream
+    pair = (upstream["dsa_prefill_backend"], upstream["dsa_decode_backend"])
+    if all(built_for(b, cap) for b in pair):
+        return upstream
+    if upstream["kv_cache_dtype"] == "fp8_e4m3" and Capability(*map(int, cap.split("."))) < Capability(8, 9):
+        return "ValueError"  # SGLang's own check: TileLang with an FP8 KV cache needs SM89
+    return {**upstream, "dsa_prefill_backend": "tilelang", "dsa_decode_backend": "tilelang"}
+
+
+def _d11_dsa_kernels_not_built_for_the_tier(cap, topo, ws, section, up, rt):
+    if section != "dsa":
+        return False
+    return all(rt[cell] == _dsa_cell_expected(cap, up[cell]) for cell in up if up[cell] != rt[cell])
+
+
 DIFFERENCES = {
     "D1": _d1_sm12x_symm_mem,
     "D2": _d2_two_shot_without_multicast,
@@ -89,6 +110,7 @@ DIFFERENCES = {
     "D4": _d4_trtllm_fusion_needs_p2p,
     "D5": _d5_flashinfer_needs_sm75,
     "D9": _d9_mnnvl_fusion_needs_nvlink,
+    "D11": _d11_dsa_kernels_not_built_for_the_tier,
 }
 
 
@@ -150,34 +172,31 @@ def test_unknown_capabilities_take_their_nearest_tier(suites):
     assert rt["9.5|nvswitch|8"]["attention"]["mha"] == "flashinfer"  # no sm_90a wgmma on 9.5
     assert rt["9.5|nvswitch|8"]["custom_ar_v2"] == "sm90"  # tuned limits kept
     assert rt["10.5|nvswitch|8"]["attention"]["mha"] == "trtllm_mha"  # sm_100f family code runs
-    assert rt["6.1|nvswitch|8"]["attention"]["mha"] == "triton"
+    assert rt["6.1|nvswitch|8"]["attention"]["mha"] == "torch_native"  # Triton compiles for SM70 and newer
     assert rt["6.1|nvswitch|8"]["symm_mem"] == {"enabled": False}
     assert suites["upstream"]["9.5|nvswitch|8"]["attention"]["mha"] == "fa3"  # what upstream would try
     assert "## D6" in (ROOT / "docs" / "differences.md").read_text()
 
 
-def test_d10_dsa_off_the_table_takes_tilelang(suites):
-    """D10: outside the table the DSA backends are tilelang (JIT for the device), where
-    upstream would load prebuilt sm_90a / sm_100a kernels; the KV-cache default (a data
-    layout) stays upstream's, and on every known tier both equal upstream's."""
+def test_d10_d11_dsa_takes_upstreams_pair_only_where_its_kernels_are_built(suites):
+    """D10 off the table, D11 on known tiers: the DSA backends are upstream's pair where
+    FlashMLA / FA3 / trtllm-gen have a build for the device, else tilelang (JIT for the
+    device); the KV-cache default (a data layout) stays upstream's everywhere."""
     rt, up = suites["routed"], suites["upstream"]
-    seen = 0
+    changed = set()
     for key, row in rt.items():
         if "dsa" not in row:
             continue
         cap = key.split("|")[0]
         for cell, routed in row["dsa"].items():
             upstream = up[key]["dsa"][cell]
-            if cap in KNOWN_TO_UPSTREAM_DOMAIN:
-                assert routed == upstream, (key, cell)
-                continue
-            if cell.endswith("fp8_e4m3") and cap == "6.1":  # TileLang FP8 needs SM89: refused with the reason
-                assert routed == "ValueError", (key, cell)
-                continue
-            assert routed["kv_cache_dtype"] == upstream["kv_cache_dtype"], (key, cell)
-            assert (routed["dsa_prefill_backend"], routed["dsa_decode_backend"]) == ("tilelang", "tilelang"), (key, cell)
-            assert "tilelang" not in (upstream["dsa_prefill_backend"], upstream["dsa_decode_backend"]), (key, cell)
-            seen += 1
-    assert seen == 5 * 6 + 4  # 9.5 10.5 11.5 12.5 13.0 (six cells each), 6.1 (four)
+            assert routed == _dsa_cell_expected(cap, upstream), (key, cell, routed, upstream)
+            if routed != upstream:
+                changed.add(cap)
+    # 9.5: no FA3/FlashMLA build (sm_90a); 10.5: FlashMLA has none (bfloat16 cells); 11.x, 12.x,
+    # 13.0: no trtllm-gen / FlashMLA build; 7.x, 8.x: FlashMLA and FA3's MLA are sm_90a and newer
+    assert {"9.5", "10.5", "11.0", "11.5", "12.0", "12.1", "12.5", "13.0", "8.0", "8.9"} <= changed
+    assert not changed & {"9.0", "10.0", "10.3"}
     assert up["13.0|nvswitch|8"]["dsa"]["DeepseekV32ForCausalLM/auto"]["dsa_decode_backend"] == "trtllm"
-    assert re.search(r"^## D10\b", (ROOT / "docs" / "differences.md").read_text(), re.M)
+    doc = (ROOT / "docs" / "differences.md").read_text()
+    assert re.search(r"^## D10\b", doc, re.M) and re.search(r"^## D11\b", doc, re.M)

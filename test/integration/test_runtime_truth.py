@@ -131,10 +131,12 @@ def test_attention_backends_the_model_runner_builds(truth, machine):
 
 
 # What SGLang 0.5.23's DSA passes resolve for DeepSeek V3.2 (overrides.py: FP8 KV cache and
-# trtllm on major >= 10, else bfloat16 with flashmla_sparse / fa3), and D10 off the table.
-DSA_EXPECTED = {"12.0": ("fp8_e4m3", "trtllm", "trtllm"), "9.0": ("bfloat16", "flashmla_sparse", "fa3"),
-                "10.0": ("fp8_e4m3", "trtllm", "trtllm"), "12.1": ("fp8_e4m3", "trtllm", "trtllm"),
-                "13.0": ("fp8_e4m3", "tilelang", "tilelang"), "8.9": ("bfloat16", "flashmla_sparse", "fa3")}
+# trtllm on major >= 10, else bfloat16 with flashmla_sparse / fa3) where those kernels have a
+# build for the device; tilelang where they have none: D10 off the table, D11 on 12.x (trtllm-gen
+# ships sm_100f/sm_103a/sm_107a) and 8.9 (FlashMLA and FA3's MLA are sm_90a and newer).
+DSA_EXPECTED = {"12.0": ("fp8_e4m3", "tilelang", "tilelang"), "9.0": ("bfloat16", "flashmla_sparse", "fa3"),
+                "10.0": ("fp8_e4m3", "trtllm", "trtllm"), "12.1": ("fp8_e4m3", "tilelang", "tilelang"),
+                "13.0": ("fp8_e4m3", "tilelang", "tilelang"), "8.9": ("bfloat16", "tilelang", "tilelang")}
 
 
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")

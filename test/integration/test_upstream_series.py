@@ -281,6 +281,33 @@ def test_a_second_run_changes_nothing(clone):
     assert check.returncode == 0 and "nothing to do" in check.stdout
 
 
+def _repository_state(root: Path) -> dict:
+    """The work tree (every change git sees), the index and HEAD of a clean checkout."""
+    return {args[0]: _git(root, *args) for args in (("status", "--porcelain", "--untracked-files=all"),
+                                                   ("diff",), ("diff", "--cached"), ("rev-parse", "HEAD"))}
+
+
+def test_a_refused_commit_changes_nothing_and_a_registry_only_tree_takes_the_rest(clone, tmp_path):
+    """Issue 21, items 1 and 2, on the installed SGLang 0.5.23: signing that fails (gpg.program
+    false) at the first commit leaves the tree, the index and HEAD as they were; a tree that
+    carries only the registry (SGLang merged PR-1) gets steps 2-4, the same tree as the series."""
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(clone.root), str(other)], check=True)
+    _git(other, "checkout", "-q", clone.base)
+    _git(other, "config", "commit.gpgsign", "true")
+    _git(other, "config", "gpg.program", "false")
+    before = _repository_state(other)
+    run = _upstream(other, "--into-git", env=clone.env)
+    assert run.returncode == 2 and "git commit of step 1 failed" in run.stderr, run.stdout + run.stderr
+    assert _repository_state(other) == before
+    assert len(run.stderr.strip().splitlines()) == 1 and "everything written was undone" in run.stderr
+    _git(other, "config", "--unset", "commit.gpgsign")
+    _git(other, "checkout", "-q", _git(clone.root, "rev-parse", "HEAD~3").strip())  # the registry alone
+    run = _upstream(other, "--into-git", env=clone.env)
+    assert run.returncode == 0 and run.stdout.count(", commit ") == 3, run.stdout + run.stderr
+    assert _git(other, "rev-parse", "HEAD^{tree}") == _git(clone.root, "rev-parse", "HEAD^{tree}")
+
+
 def test_the_installed_package_layout(clone, tmp_path):
     package = _copy_sglang(tmp_path / "sglang")
     env = _env(tmp_path)
@@ -386,3 +413,51 @@ def test_the_patched_sm120_fuses_and_keeps_its_identity(patched_truth):
     assert sm120["fusion"]["registry"] == {"enabled": True, "backend": "trtllm"} and sm120["fusion"]["gate_at_64"]
     assert (sm120["symm_mem"]["sglang"]["kernel"], sm120["symm_mem"]["sglang"]["max_bytes"]) == ("two_shot", 128 << 20)
     assert patched_truth[("13.0", 8, "pcie-p2p")]["identity"]["device_capability"] == [13, 0]
+
+
+# --- SGLang's testing contract: override_platform describes the GPU (issue 19) ----------
+
+CONTRACT = Path(__file__).resolve().parent / "platform_contract.py"
+_NONE = {"one node": {}, "tp 1": {}, "two nodes": {}}
+_AUTO = {"flashinfer_allreduce_fusion_backend": "auto"}
+# SGLang 0.5.23's own answers with no GPU (its _resolve_backend and auto-enable pass under
+# the overrides its test_flashinfer_comm_fusion.py and test_model_overrides.py use);
+# the test below also asks the installed SGLang, so this literal stays upstream's.
+CONTRACT_EXPECTED = {
+    "sm100": {
+        "resolve": {"auto/single": "mnnvl", "auto/multi": "mnnvl", "mnnvl/single": "mnnvl",
+                    "mnnvl/multi": "mnnvl", "trtllm/single": "trtllm", "trtllm/multi": "ValueError"},
+        "auto_enable": {"one node": _AUTO, "two nodes": _AUTO, "tp 1": {}},
+    },
+    "sm90": {
+        "resolve": {"auto/single": "trtllm", "auto/multi": "ValueError", "mnnvl/single": "mnnvl",
+                    "mnnvl/multi": "ValueError", "trtllm/single": "trtllm", "trtllm/multi": "ValueError"},
+        "auto_enable": {"one node": _AUTO, "two nodes": {}, "tp 1": {}},
+    },
+    "neither": {
+        "resolve": {f"{b}/{n}": "ValueError" for b in ("auto", "mnnvl", "trtllm") for n in ("single", "multi")},
+        "auto_enable": _NONE,
+    },
+}
+
+
+def test_the_patched_tree_answers_sglangs_simulated_gpus_as_sglang(clone):
+    """SGLang's unit tests simulate a GPU with override_platform; on a host without one
+    (its CPU CI) the patched _resolve_backend and auto-enable pass must answer as
+    SGLang 0.5.23 does, which means the registry decides for the GPU SGLang's platform
+    context describes (glue.routed_context)."""
+    def contract(env):
+        out = subprocess.run([sys.executable, str(CONTRACT)], capture_output=True, text=True, env=env,
+                             cwd=clone.root, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    no_gpu = {"CUDA_VISIBLE_DEVICES": ""}
+    with ThreadPoolExecutor(2) as pool:
+        patched = pool.submit(contract, _patched_env(clone.python, **no_gpu))
+        upstream = pool.submit(contract, clean_env(SGLANG_ARCH_DISABLE="1", SGLANG_PLUGINS="none", **no_gpu))
+        patched, upstream = patched.result(), upstream.result()
+    assert (patched["registry"], upstream["registry"]) == ("sglang.srt.arch", None)
+    assert patched["sglang"].startswith(str(clone.python)) and not upstream["sglang"].startswith(str(clone.python))
+    assert upstream["answers"] == CONTRACT_EXPECTED
+    assert patched["answers"] == CONTRACT_EXPECTED

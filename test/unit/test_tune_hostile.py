@@ -187,6 +187,27 @@ def test_both_outputs_naming_one_file_are_refused(tmp_path, capsys):
     assert not os.path.exists(same)
 
 
+@pytest.mark.parametrize("flag", ["--out", "--results"])
+@pytest.mark.parametrize("where", ["no folder", "a file on the way", "/proc"])
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_measured(tmp_path, capsys, monkeypatch,
+                                                                                  flag, where):
+    """Issue 21, item 9: on main an output in a folder that does not exist passed the check,
+    a real measurement ran to the end, and then nothing was written (--results neither)."""
+    def measure(*args, **kwargs):
+        raise AssertionError("measured before the outputs were checked")
+
+    monkeypatch.setattr(tc, "measure", measure)
+    if where == "no folder":
+        target = tmp_path / "no" / "such" / "o.json"
+    elif where == "a file on the way":
+        (tmp_path / "f").write_text("x")
+        target = tmp_path / "f" / "o.json"
+    else:  # root may write anywhere by permission bits: only trying shows that /proc takes no file
+        target = "/proc/sglang-arch-test-o.json"
+    one_line_2(capsys, "--backend", "gloo", "--world-sizes", "2", flag, str(target),
+               expect=(f"{flag} {target}: cannot write",))
+
+
 def test_a_failed_write_names_the_path_and_leaves_the_old_file(tmp_path, capsys, monkeypatch):
     out = tmp_path / "o.toml"
     out.write_text("old\n")
@@ -204,14 +225,14 @@ def test_a_failed_write_names_the_path_and_leaves_the_old_file(tmp_path, capsys,
 def test_when_the_second_output_fails_neither_is_written(tmp_path, capsys, monkeypatch):
     out, results = tmp_path / "o.toml", tmp_path / "r.json"
     out.write_text("old\n")
-    stage = validate_module._stage
+    new_file = validate_module._new_file
 
-    def fail_results(what, path, data):
-        if what == "--results":
-            raise ValueError(f"{what} {path}: cannot write: Disk quota exceeded")
-        return stage(what, path, data)
+    def fail_results(path, kind, *args, **kwargs):
+        if path == str(results) and kind == "tmp":
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+        return new_file(path, kind, *args, **kwargs)
 
-    monkeypatch.setattr(validate_module, "_stage", fail_results)
+    monkeypatch.setattr(validate_module, "_new_file", fail_results)
     one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(out),
                "--results", str(results), expect=(f"--results {results}",))
     assert out.read_text() == "old\n" and not results.exists()

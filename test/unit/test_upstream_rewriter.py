@@ -27,7 +27,7 @@ from sglang_arch.upstream.rewriter import (  # noqa: E402
     UPDATED,
     FunctionSite,
     ModulePlan,
-    _Mismatch,
+    Mismatch,
     count_changes,
     find_function,
     guard_code,
@@ -191,7 +191,6 @@ def test_a_long_guard_is_laid_out_as_black_does():
     (FUSION_SOURCE.replace("    return   backend", "    arch_answer = backend\n    return   backend"),
      "it already uses the name arch_answer"),
     (FUSION_SOURCE.replace("logger = ", "arch_fusion = None\nlogger = "), "the module already defines arch_fusion"),
-    ("def broken(:\n", "does not parse"),
 ])
 def test_a_site_of_another_shape_is_reported_and_the_file_left_alone(source, reason):
     result = rewrite_source(source, FUSION)
@@ -247,7 +246,7 @@ def test_replace_function_swaps_the_named_function_and_nothing_else():
     out = replace_function(module, "g", top.with_changes(body=top.body.with_changes(body=[cst.parse_statement("pass")])))
     assert out.code == source.replace("    return 3\n", "    pass\n") and out.body[0] is module.body[0]
     for missing in ("A.h", "B.g", "h"):
-        with pytest.raises(_Mismatch):
+        with pytest.raises(Mismatch):
             replace_function(module, missing, new)
 
 
@@ -336,7 +335,8 @@ def test_the_series_writes_the_plugins_glue():
     """The glue modules are the plugin's, with only their registry imports translated."""
     files = series.registry_files()
     assert files["srt/arch/glue/__init__.py"] == glue.tree_module("__init__")
-    assert set(glue_files()) == {"glue/__init__.py", "glue/collectives.py", "glue/fusion.py", "glue/attention.py"}
+    assert set(glue_files()) == {"glue/__init__.py", "glue/collectives.py", "glue/fusion.py", "glue/attention.py",
+                                 "glue/moe.py"}
 
 
 def test_the_registry_is_portable_and_copied_byte_for_byte():
@@ -383,18 +383,22 @@ def _installed_sglang():
     return Path(list(spec.submodule_search_locations)[0])
 
 
-@pytest.fixture()
-def synthetic_tree(tmp_path):
-    """``tmp/python/sglang`` with SGLang's own copies of the files the series edits."""
+def make_synthetic_tree(root):
+    """``root/python/sglang`` with SGLang's own copies of the files the series edits; root."""
     installed = _installed_sglang()
-    package = tmp_path / "clone" / "python" / "sglang"
+    package = root / "python" / "sglang"
     (package / "srt").mkdir(parents=True)
     (package / "__init__.py").write_text("", encoding="utf-8")
     for step in STEPS:
         for plan in step.modules:
             (package / plan.path).parent.mkdir(parents=True, exist_ok=True)
             (package / plan.path).write_bytes((installed / plan.path).read_bytes())
-    return tmp_path / "clone"
+    return root
+
+
+@pytest.fixture()
+def synthetic_tree(tmp_path):
+    return make_synthetic_tree(tmp_path / "clone")
 
 
 def _git(root, *args, env=None):
@@ -441,13 +445,13 @@ def test_into_git_commits_each_step_with_its_pr_text(synthetic_tree, tmp_path, c
     assert "nothing to do" in capsys.readouterr().out
     assert len(_git(synthetic_tree, "log", "--format=%h").splitlines()) == n + 1
     # A registry file sglang-arch no longer has goes away in a refresh commit of step 1.
-    (synthetic_tree / "python/sglang/srt/arch/old_policy.py").write_text("OLD = 1\n")
+    _written_by_an_older_version(synthetic_tree, "old_policy.py")
     _git(synthetic_tree, "add", ".")
     _git(synthetic_tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "stale")
     assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
     assert _git(synthetic_tree, "log", "-1", "--format=%s") == f"[arch] Refresh step 1 (registry) from sglang-arch {__version__}\n"
     assert _git(synthetic_tree, "show", "--name-status", "--format=", "HEAD").split() == [
-        "D", "python/sglang/srt/arch/old_policy.py"]
+        "M", "python/sglang/srt/arch/README.md", "D", "python/sglang/srt/arch/old_policy.py"]
 
 
 def test_into_git_refuses_uncommitted_edits_of_a_file_it_writes(synthetic_tree, capsys):
@@ -472,16 +476,25 @@ def test_a_foreign_srt_arch_is_left_alone_with_every_step(synthetic_tree, capsys
     assert (foreign / "__init__.py").read_text() == "# SGLang's own\n" and len(list(foreign.iterdir())) == 1
 
 
+def _written_by_an_older_version(tree, name, text="OLD = 1\n"):
+    """``srt/arch/<name>``, listed in the README as a file sglang-arch wrote (as an older
+    sglang-arch, whose registry had it, would have written it)."""
+    (tree / f"python/sglang/srt/arch/{name}").write_text(text)
+    readme = tree / "python/sglang/srt/arch/README.md"
+    readme.write_text(readme.read_text() + f"- `{name}`\n")
+
+
 def test_stale_registry_files_are_removed_on_refresh(synthetic_tree, capsys):
     assert main(["upstream", str(synthetic_tree)]) == 0
+    _written_by_an_older_version(synthetic_tree, "old_policy.py")
     stale = synthetic_tree / "python/sglang/srt/arch/old_policy.py"
-    stale.write_text("OLD = 1\n")
     readme = synthetic_tree / "python/sglang/srt/arch/README.md"
     readme.write_text(readme.read_text() + "edited here\n")
     capsys.readouterr()
     assert main(["upstream", str(synthetic_tree)]) == 0
     out = capsys.readouterr().out
     assert "updated" in out and not stale.exists() and "edited here" not in readme.read_text()
+    assert "removed       python/sglang/srt/arch/old_policy.py, +0 -1" in out
 
 
 def test_into_git_needs_a_work_tree(synthetic_tree, capsys, monkeypatch):
@@ -572,10 +585,12 @@ def test_a_git_clone_gets_the_test_files_counted_apart_from_the_call_sites(synth
 def test_the_commits_include_the_test_files(synthetic_tree, tmp_path, monkeypatch):
     _commit_base(synthetic_tree, tmp_path, monkeypatch)
     assert main(["upstream", str(synthetic_tree), "--into-git"]) == 0
-    first = _git(synthetic_tree, "show", "--name-only", "--format=", "HEAD~3").split()
-    last = _git(synthetic_tree, "show", "--name-only", "--format=", "HEAD").split()
-    assert f"{series.TESTS_DIR}/test_arch_registry.py" in first
-    assert f"{series.TESTS_DIR}/test_arch_call_sites.py" in last
+    def commit_of(step: int) -> list:  # HEAD is the last step's commit
+        return _git(synthetic_tree, "show", "--name-only", "--format=", f"HEAD~{len(STEPS) - step}").split()
+
+    for step, name in series.TEST_FILES.items():
+        assert f"{series.TESTS_DIR}/{name}" in commit_of(step), (step, name)
+    assert f"{series.TESTS_DIR}/test_arch_registry.py" in commit_of(1)
     assert _git(synthetic_tree, "status", "--porcelain") == ""
 
 
@@ -640,16 +655,18 @@ def test_a_folder_where_the_series_writes_a_file_is_refused_before_any_write(syn
 def test_a_write_that_fails_midway_leaves_the_tree_as_it_was(synthetic_tree, capsys, monkeypatch):
     """The series stages every file before replacing any: a failure while staging (a full
     disk, here on the fifth file) removes what it staged, folders included, and names the file."""
-    real = series.tempfile.mkstemp
+    from sglang_arch import files
+
+    real = files._new_file
     calls = []
 
-    def mkstemp(*args, **kwargs):
-        calls.append(kwargs.get("dir"))
+    def new_file(path, *args, **kwargs):
+        calls.append(path)
         if len(calls) == 5:
             raise OSError(28, "No space left on device")
-        return real(*args, **kwargs)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(series.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(files, "_new_file", new_file)
     before = _snapshot(synthetic_tree)
     assert main(["upstream", str(synthetic_tree)]) == 2
     err = capsys.readouterr().err
@@ -659,12 +676,15 @@ def test_a_write_that_fails_midway_leaves_the_tree_as_it_was(synthetic_tree, cap
 
 
 def test_source_nested_deeper_than_python_takes_is_reported_not_parsed(synthetic_tree, capsys):
-    """libcst's native parser overflows its stack (a segfault) on such nesting; CPython refuses it first."""
+    """libcst's native parser overflows its stack (a segfault) on such nesting; CPython refuses
+    it first, and the file is named in one line (exit 2, nothing written)."""
     target = synthetic_tree / "python/sglang/srt/layers/flashinfer_comm_fusion.py"
     target.write_text(target.read_text() + "x = " + "(" * 2000 + "1" + ")" * 2000 + "\n")
-    assert main(["upstream", str(synthetic_tree)]) == 1  # the fusion step is left out, the rest written
-    out = capsys.readouterr().out
-    assert "flashinfer_comm_fusion.py does not parse (too many nested parentheses" in out
+    before = _snapshot(synthetic_tree)
+    assert main(["upstream", str(synthetic_tree)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"{target}: does not parse (too many nested parentheses" in err, err
+    assert _snapshot(synthetic_tree) == before
 
 
 @pytest.mark.parametrize("content, problem", [

@@ -104,6 +104,7 @@ class Kernel:
     sources: Tuple[str, ...]
     binary: Optional[str] = None  # package/path.so whose SASS/PTX the targets list (read with cuobjdump)
     declared_in: Optional[str] = None  # "package/file.py:generator" or "cutlass-dsl": where the JIT targets are declared
+    kernel_spec: Optional[str] = None  # SGLang's own KernelSpec op whose CapabilityRequirement window covers it
 
     def runs_on(self, device: Capability, cuda: Cuda = None) -> "Verdict":
         if self.min_cuda is not None and cuda is not None and cuda < self.min_cuda:
@@ -143,7 +144,8 @@ def _build_kernels(raw: Mapping[str, Mapping]) -> Dict[str, Kernel]:
             raise ValueError(f"kernel catalog: {name} has no source")
         targets = tuple(parse_target(t) for t in entry["targets"])
         kernels[name] = Kernel(name, targets, _cuda(entry.get("min_cuda")), entry["summary"],
-                               tuple(entry["sources"]), entry.get("binary"), entry.get("declared_in"))
+                               tuple(entry["sources"]), entry.get("binary"), entry.get("declared_in"),
+                               entry.get("kernel_spec"))
     return kernels
 
 

@@ -2,7 +2,7 @@
 
 This is what ``sglang-arch explain`` prints and what the plugin logs; its ``to_dict``
 keys are a contract for tools (``requested``, ``resolved``, ``match``, ``reason``,
-``topology``, ``features``, ``collectives``, ``attention``).
+``topology``, ``features``, ``collectives``, ``attention``, ``moe_gemm``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives
+from .policies import attention, collectives, moe
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
 
@@ -27,6 +27,19 @@ class Decisions:
     fusion: collectives.FusionDecision
     mha: attention.AttentionDecision
     mla: attention.AttentionDecision
+    moe_runner: Optional[Dict[str, moe.Choice]] = None  # per quantization kind of the experts
+    deep_gemm: Optional[moe.Choice] = None
+    fp8_gemm: Optional[moe.Choice] = None
+    fp4_gemm: Optional[moe.Choice] = None
+
+    def gemm_rows(self) -> Dict[str, moe.Choice]:
+        """The MoE / GEMM decisions as rows (name -> choice), in display order."""
+        rows = {f"MoE runner {kind}": choice for kind, choice in (self.moe_runner or {}).items()}
+        for name, choice in (("FP8 block GEMM", self.fp8_gemm), ("FP4 GEMM", self.fp4_gemm),
+                             ("DeepGEMM", self.deep_gemm)):
+            if choice is not None:
+                rows[name] = choice
+        return rows
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -63,7 +76,19 @@ class Decisions:
                 kind: {"prefill": d.prefill, "decode": d.decode, "reason": d.reason}
                 for kind, d in (("mha", self.mha), ("mla", self.mla))
             },
+            "moe_gemm": {
+                "moe_runner": {kind: _choice(c) for kind, c in (self.moe_runner or {}).items()},
+                "fp8_gemm": _choice(self.fp8_gemm),
+                "fp4_gemm": _choice(self.fp4_gemm),
+                "deep_gemm": _choice(self.deep_gemm),
+            },
         }
+
+
+def _choice(c: Optional[moe.Choice]) -> Optional[Dict[str, Any]]:
+    if c is None:
+        return None
+    return {"choice": c.choice, "upstream": c.upstream, "changed": c.changed, "reason": c.reason}
 
 
 def decide(
@@ -87,6 +112,10 @@ def decide(
         fusion=collectives.allreduce_fusion(res, topology, world_size, nnodes, cuda=traits.cuda),
         mha=attention.default_backend(res, replace(traits, kind="mha")),
         mla=attention.default_backend(res, replace(traits, kind="mla")),
+        moe_runner={kind: moe.moe_runner(res, kind, traits.cuda) for kind in moe.QUANT_KINDS},
+        deep_gemm=moe.deep_gemm(res, traits.cuda),
+        fp8_gemm=moe.fp8_gemm(res, traits.cuda),
+        fp4_gemm=moe.fp4_gemm(res, traits.cuda),
     )
 
 

@@ -142,6 +142,160 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "declared_in": _CUTE,
         "sources": [_CUTE_ARCHS, "sglang 0.5.23 flashinfer_comm_fusion._resolve_backend: cutedsl on SM100"],
     },
+    # --- MoE runners, FP8 block / FP4 GEMM (issue 20) ---
+    "deep_gemm": {
+        "summary": "DeepGEMM (FP8 block / MXFP8 GEMM and grouped MoE GEMM), JIT-compiled for the device's arch",
+        "targets": ["jit:9.0", "jit:10.0", "jit:10.3", "jit:12.0", "jit:12.1"],
+        "sources": ["deep-gemm in the sglang 0.5.23 environment: deep_gemm/_C.so host checks name arch_major 9, 10 "
+                    "and 12 only ('Unsupported architecture' otherwise; no SM110)",
+                    "sglang 0.5.23 deep_gemm_wrapper/configurer.py: SM120/SM121 by exact match (sgl-project/sglang "
+                    "#39482: 'do not broaden these checks to future SM12x variants')",
+                    "sglang 0.5.23 fp8_utils.initialize_fp8_gemm_config: 'DeepGEMM's block-FP8 kernel does not "
+                    "support SM110'"],
+    },
+    "deep_gemm_mxfp8": {
+        "summary": "DeepGEMM with MXFP8 operands (1x32 UE8M0 scale blocks): SM100 kernels only",
+        "targets": ["jit:10.0", "jit:10.3"],
+        "sources": ["deep_gemm/_C.so host check: '(arch_major == 9 and gran_k == 128 ...) or (arch_major == 10 and "
+                    "(gran_k == 32 or gran_k == 128) ...)': scale blocks of 32 on arch 10 only"],
+    },
+    "deep_gemm_mega": {
+        "summary": "DeepGEMM MegaMoE (fused dispatch + grouped GEMM, SM100 datacenter kernels)",
+        "targets": ["jit:10.0", "jit:10.3"],
+        "sources": ["sglang 0.5.23 arg_groups/moe_hook.py: megamoe requires is_sm100_supported",
+                    "deep_gemm/_C.so: the mega kernels check arch_major == 10"],
+    },
+    "cutlass_fp8_blockwise_sm12x": {
+        "summary": "SGLang's CUTLASS FP8 block-scale GEMM for SM12x (sglang/kernels JIT, --fp8-gemm-backend cutlass)",
+        "targets": ["jit:12.x"],
+        "kernel_spec": "gemm.fp8_blockwise_scaled_mm",
+        "sources": ["sglang 0.5.23 kernels/ops/gemm: KernelSpec gemm.fp8_blockwise_scaled_mm, capabilities "
+                    "cuda(min_sm=(12, 0), max_sm=(12, 9)), JIT (load_jit for the device)",
+                    "sgl-project/sglang #18872, #9969: CUTLASS FP8 blockwise GEMM for SM120, auto-enabled there"],
+    },
+    "sgl_cutlass_fp8_grouped": {
+        "summary": "sgl-kernel fp8_blockwise_scaled_grouped_mm (the cutlass FP8 block MoE runner)",
+        "targets": ["sm_90a", "sm_100"],
+        "binary": "sgl_kernel/sm100/common_ops.abi3.so",
+        "sources": [_CUOBJDUMP + ": sglang-kernel 0.4.10 sm100/common_ops.abi3.so = sm_80 sm_89 sm_90 sm_90a "
+                                 "sm_100 sm_120a, no PTX",
+                    "sgl-project/sglang #28125: the grouped GEMM dispatches SM90 and SM100/SM103 only "
+                    "('No implemented fp8_blockwise_scaled_grouped_mm for current compute capability' on SM12x)"],
+    },
+    "sgl_cutlass_fp4_grouped": {
+        "summary": "sgl-kernel cutlass_fp4_group_mm (NVFP4 grouped GEMM of the cutlass MoE runner)",
+        "targets": ["sm_100", "sm_120a"],
+        "binary": "sgl_kernel/sm100/common_ops.abi3.so",
+        "sources": [_CUOBJDUMP + ": the only SM12x SASS is sm_120a (runs on 12.0 alone)",
+                    "sgl-project/sglang #17421, #18993: the dispatch checks sm_version == 120, not SM121 or SM110"],
+    },
+    "sgl_es_mxfp8_grouped": {
+        "summary": "sgl-kernel es_sm100_mxfp8_blockscaled_grouped_mm (MXFP8 cutlass MoE runner)",
+        "targets": ["sm_100"],
+        "binary": "sgl_kernel/sm100/common_ops.abi3.so",
+        "sources": ["sgl-project/sglang #13731: MXFP8 grouped GEMM for Blackwell (SM100)",
+                    _CUOBJDUMP],
+    },
+    "sgl_kernel_moe_ops": {
+        "summary": "sgl-kernel's MoE helpers (moe_align_block_size, moe_sum_reduce, topk): every build of the file",
+        "targets": ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120a"],
+        "binary": "sgl_kernel/sm100/common_ops.abi3.so",
+        "sources": [_CUOBJDUMP + " (a catalog fact; no decision picks it: every runner uses it alike)"],
+    },
+    "triton_fp8": {
+        "summary": "Triton kernels with FP8 (e4m3) operands: fused MoE and block GEMM, compiled for the device",
+        "targets": ["jit:8.9+"],
+        "sources": ["triton 3.8.0 backends/nvidia/compiler.py: fp8e4nv is supported from capability 89",
+                    "sglang 0.5.23 fp8_utils._dispatch_auto_backend: triton is the portable FP8 block GEMM"],
+    },
+    "triton_kernels_mxfp4": {
+        "summary": "triton_kernels matmul_ogs (GPT-OSS MXFP4 MoE, --moe-runner-backend triton_kernel)",
+        "targets": ["jit:8.0+"],
+        "sources": ["sglang 0.5.23 model_overrides/gpt_oss.py: triton_kernel for GPT-OSS on any CUDA GPU (ep_size 1)",
+                    "sglang 0.5.23 layers/quantization/mxfp4.py: SM120 takes the StridedLayout, non-persistent "
+                    "path (sgl-project/sglang #16975, #19718, #24281)"],
+    },
+    "marlin": {
+        "summary": "Marlin weight-only MoE / GEMM (fused_marlin_moe, FP4/INT4 weights upcast in the kernel)",
+        "targets": ["jit:8.0+"],
+        "sources": ["sglang 0.5.23 modelopt_quant.py: NVFP4 MoE auto takes marlin for (8, 0) <= capability < (10, 0)",
+                    "sgl-project/sglang #34340: marlin is compiled for the local arch and launches no clusters"],
+    },
+    "flashinfer_trtllm_gen_moe": {
+        "summary": "TensorRT-LLM-gen fused MoE cubins (FlashInfer artifacts): FP8 block, MXFP8, NVFP4, MXFP4",
+        "targets": ["sm_100f", "sm_103a"],
+        "min_cuda": "12.8",
+        "sources": ["sgl-project/sglang #34340: the trtllm-gen MoE cubin pool ships sm100f (1636) and sm103a (60)",
+                    "sglang 0.5.23 overrides._moe_runner_backend_quant_constraints: 'trtllm-gen MoE kernels are "
+                    "SM100-only'; sgl-project/sglang #39807"],
+    },
+    "flashinfer_trtllm_gen_gemm": {
+        "summary": "TensorRT-LLM-gen FP8 block / FP4 GEMM cubins (FlashInfer artifacts)",
+        "targets": ["sm_100f"],
+        "min_cuda": "12.8",
+        "sources": [_FI + " artifacts.py: Blackwell (sm100f) cubins",
+                    "sglang 0.5.23 fp8_utils._dispatch_explicit_backend: 'FlashInfer TRTLLM FP8 GEMM requires "
+                    "SM100/SM103 GPUs'"],
+    },
+    "flashinfer_cutlass_moe_sm90": {
+        "summary": "FlashInfer CUTLASS fused MoE, Hopper module (sm90a nvcc flags)",
+        "targets": ["jit:9.0"],
+        "sources": [_FI + " jit/fused_moe.py gen_cutlass_fused_moe_sm90_module: sm90a_nvcc_flags"],
+    },
+    "flashinfer_cutlass_moe_sm100": {
+        "summary": "FlashInfer CUTLASS fused MoE, SM100 module (NVFP4, MXFP4, BF16)",
+        "targets": ["jit:10.x", "jit:11.x"],
+        "declared_in": "flashinfer/jit/fused_moe.py:gen_cutlass_fused_moe_sm100_module",
+        "sources": [_FI + " jit/fused_moe.py gen_cutlass_fused_moe_sm100_module: supported_major_versions=[10, 11]"],
+    },
+    "flashinfer_cutlass_moe_sm120": {
+        "summary": "FlashInfer CUTLASS fused MoE, SM12x module (NVFP4, MXFP4)",
+        "targets": ["jit:12.x"],
+        "declared_in": "flashinfer/jit/fused_moe.py:gen_cutlass_fused_moe_sm120_module",
+        "sources": [_FI + " jit/fused_moe.py gen_cutlass_fused_moe_sm120_module: supported_major_versions=[12]"],
+    },
+    "flashinfer_cutlass_gemm_fp8": {
+        "summary": "FlashInfer CUTLASS FP8 groupwise GEMM (SM100 module)",
+        "targets": ["jit:10.x"],
+        "declared_in": "flashinfer/jit/gemm/core.py:gen_gemm_sm100_module",
+        "sources": [_FI + " jit/gemm/core.py gen_gemm_sm100_module: supported_major_versions=[10]"],
+    },
+    "flashinfer_deepgemm_sm90": {
+        "summary": "FlashInfer's SM90 DeepGEMM FP8 block GEMM with swapAB (fp8_blockscale_gemm_sm90)",
+        "targets": ["jit:9.0"],
+        "sources": ["sglang 0.5.23 fp8_utils._dispatch_explicit_backend: 'This backend requires Hopper (SM90)'"],
+    },
+    "flashinfer_cutlass_gemm_fp4_sm100": {
+        "summary": "FlashInfer CUTLASS FP4 GEMM, SM100 module",
+        "targets": ["jit:10.x", "jit:11.x"],
+        "declared_in": "flashinfer/jit/gemm/core.py:gen_gemm_sm100_module_cutlass_fp4",
+        "sources": [_FI + " jit/gemm/core.py gen_gemm_sm100_module_cutlass_fp4: supported_major_versions=[10, 11]"],
+    },
+    "flashinfer_cutlass_gemm_fp4_sm120": {
+        "summary": "FlashInfer CUTLASS FP4 GEMM, SM12x module",
+        "targets": ["jit:12.x"],
+        "declared_in": "flashinfer/jit/gemm/core.py:gen_gemm_sm120_module_cutlass_fp4",
+        "sources": [_FI + " jit/gemm/core.py gen_gemm_sm120_module_cutlass_fp4: supported_major_versions=[12]",
+                    "flashinfer-ai/flashinfer #1609: cutlass fp4 gemm for SM120 and SM121"],
+    },
+    "flashinfer_cutedsl_moe": {
+        "summary": "FlashInfer CuTe DSL fused MoE (SM100 datacenter kernels)",
+        "targets": ["jit:10.0", "jit:10.3"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, "sglang 0.5.23 arg_groups/moe_hook.py: flashinfer_cutedsl MoE on SM100"],
+    },
+    "flashinfer_cutedsl_gemm_fp4": {
+        "summary": "FlashInfer CuTe DSL FP4 GEMM (SM100 datacenter kernels)",
+        "targets": ["jit:10.0", "jit:10.3"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, "sglang 0.5.23 fp4_utils.initialize_fp4_gemm_config: flashinfer_cutedsl on SM100"],
+    },
+    "flashinfer_megamoe": {
+        "summary": "FlashInfer MegaMoE (CuTe DSL, SM100 datacenter kernels)",
+        "targets": ["jit:10.0", "jit:10.3"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, "sglang 0.5.23 overrides: nvfp4_online (and its megamoe) only on SM100/SM103"],
+    },
 }
 
 _MHA, _MLA = ["mha"], ["mla"]
@@ -175,6 +329,56 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     },
     "custom_ar": {
         "jit_v2": [{"kernel": "sglang_jit_custom_ar"}],
+    },
+    # --moe-runner-backend, per quantization kind of the MoE experts (policies/moe.py QUANT_KINDS).
+    # A choice with no use for a kind is not judged for it (SGLang itself reroutes, e.g.
+    # flashinfer_cutlass has no FP8 path and runs those experts on triton).
+    "moe_runner": {
+        "triton": [{"kernel": "triton", "kinds": ["unquantized", "mxfp4"]},
+                   {"kernel": "triton_fp8", "kinds": ["fp8_block"]}],
+        "triton_kernel": [{"kernel": "triton_kernels_mxfp4", "kinds": ["mxfp4", "unquantized"]}],
+        "deep_gemm": [{"kernel": "deep_gemm", "kinds": ["fp8_block"]}, {"kernel": "deep_gemm_mxfp8", "kinds": ["mxfp8"]}],
+        "cutlass": [{"kernel": "sgl_cutlass_fp8_grouped", "kinds": ["fp8_block"]},
+                    {"kernel": "sgl_es_mxfp8_grouped", "kinds": ["mxfp8"]},
+                    {"kernel": "sgl_cutlass_fp4_grouped", "kinds": ["nvfp4"]}],
+        "flashinfer_cutlass": [{"kernel": "flashinfer_cutlass_moe_sm100", "kinds": ["nvfp4", "mxfp4", "unquantized"]},
+                               {"kernel": "flashinfer_cutlass_moe_sm120", "kinds": ["nvfp4", "mxfp4"]},
+                               {"kernel": "flashinfer_cutlass_moe_sm90", "kinds": ["unquantized", "mxfp4"]}],
+        "flashinfer_trtllm": [{"kernel": "flashinfer_trtllm_gen_moe"}],
+        "flashinfer_trtllm_routed": [{"kernel": "flashinfer_trtllm_gen_moe"}],
+        "flashinfer_mxfp4": [{"kernel": "flashinfer_trtllm_gen_moe", "kinds": ["mxfp4"]},
+                             {"kernel": "flashinfer_cutlass_moe_sm120", "kinds": ["mxfp4"]},
+                             {"kernel": "flashinfer_cutlass_moe_sm90", "kinds": ["mxfp4"]}],
+        "flashinfer_cutedsl": [{"kernel": "flashinfer_cutedsl_moe", "kinds": ["nvfp4"]}],
+        "flashinfer_megamoe": [{"kernel": "flashinfer_megamoe", "kinds": ["nvfp4", "mxfp8"]}],
+        "megamoe": [{"kernel": "deep_gemm_mega", "kinds": ["fp8_block", "mxfp8", "nvfp4"]}],
+        "marlin": [{"kernel": "marlin", "kinds": ["nvfp4", "mxfp4"]}],
+    },
+    # --fp8-gemm-backend (FP8 block-scale dense GEMM)
+    "fp8_gemm": {
+        "deep_gemm": [{"kernel": "deep_gemm"}],
+        "cutlass": [{"kernel": "cutlass_fp8_blockwise_sm12x"}],
+        "flashinfer_trtllm": [{"kernel": "flashinfer_trtllm_gen_gemm"}],
+        "flashinfer_cutlass": [{"kernel": "flashinfer_cutlass_gemm_fp8"}],
+        "flashinfer_deepgemm": [{"kernel": "flashinfer_deepgemm_sm90"}],
+        "triton": [{"kernel": "triton_fp8"}],
+    },
+    # --fp4-gemm-backend (NVFP4 dense GEMM)
+    "fp4_gemm": {
+        "flashinfer_cutlass": [{"kernel": "flashinfer_cutlass_gemm_fp4_sm100"},
+                               {"kernel": "flashinfer_cutlass_gemm_fp4_sm120"}],
+        "flashinfer_trtllm": [{"kernel": "flashinfer_trtllm_gen_gemm"}],
+        "flashinfer_cutedsl": [{"kernel": "flashinfer_cutedsl_gemm_fp4"}],
+        "marlin": [{"kernel": "marlin"}],
+    },
+    # sgl-kernel's own MoE helpers (no flag picks them; every runner above calls them): recorded
+    # so that explain and the catalog tests see which GPUs the installed wheel loads on.
+    "sgl_kernel": {
+        "common_ops": [{"kernel": "sgl_kernel_moe_ops"}],
+    },
+    # DeepGEMM JIT enablement (SGLANG_ENABLE_JIT_DEEPGEMM; deep_gemm_wrapper.ENABLE_JIT_DEEPGEMM)
+    "deep_gemm": {
+        "jit": [{"kernel": "deep_gemm"}],
     },
     # --flashinfer-allreduce-fusion-backend
     "fusion": {

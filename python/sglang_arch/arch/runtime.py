@@ -16,16 +16,19 @@ from typing import Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import attention, collectives, dsa, platform
+from .policies import attention, collectives, dsa, moe, platform
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
-from .topology import Topology
+from .topology import TOPOLOGIES, Topology
 
 logger = logging.getLogger("sglang_arch")
 
 ENV_CUDA = "SGLANG_ARCH_CUDA"
 # torch's CUDA version assumed for a simulated GPU when torch itself has none (a CPU build).
 SIMULATED_CUDA_DEFAULT = (13, 0)
+# GPUs of the node a described GPU stands on when the host has none or one (an HGX-size
+# node, as the decision suite and `sglang-arch plan` assume).
+DESCRIBED_GPU_COUNT = 8
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,24 @@ class MachineContext:
     def dsa_backends(self, kv_cache_dtype: str, model_arch: str = "") -> dsa.DsaDecision:
         return dsa.split_backends(self._res(), kv_cache_dtype, model_arch, self.cuda)
 
+    def moe_runner(self, quant: str, model_arch: str = "", explicit_quantization: bool = False) -> moe.Choice:
+        return moe.moe_runner(self._res(), quant, self.cuda, model_arch, explicit_quantization)
+
+    def check_moe_runner(self, name: str, quant: str) -> moe.Validity:
+        return moe.check_moe_runner(self._res(), name, quant, self.cuda)
+
+    def deep_gemm(self) -> moe.Choice:
+        return moe.deep_gemm(self._res(), self.cuda)
+
+    def fp8_gemm(self, deep_gemm_on: Optional[bool] = None, flashinfer: bool = True) -> moe.Choice:
+        return moe.fp8_gemm(self._res(), self.cuda, deep_gemm_on, flashinfer)
+
+    def fp4_gemm(self) -> moe.Choice:
+        return moe.fp4_gemm(self._res(), self.cuda)
+
+    def check_gemm(self, decision: str, name: str) -> moe.Validity:
+        return moe.check_gemm(self._res(), decision, name, self.cuda)
+
     def decisions(self, nnodes: int = 1) -> Decisions:
         """Every decision for this node's own GPU count, topology and CUDA: what ``show`` prints."""
         return decide(self._res(), self.topology, len(self.node.gpus), nnodes,
@@ -118,6 +139,26 @@ def machine(*, capability: Optional[str] = None, topology: Optional[str] = None,
     cuda_version = cuda or _cuda_version(node.source == "simulated")
     facts = platform.platform_facts(res, cuda_version)
     return MachineContext(node, res, cuda_version, facts)
+
+
+def described(base: MachineContext, capability: Optional[str]) -> MachineContext:
+    """The machine ``base`` would be with GPUs of ``capability`` (None: no NVIDIA GPU).
+
+    For a host that describes its GPU without having it (SGLang's platform context
+    inside a ``override_platform`` scope, its unit tests' way of simulating a GPU): a
+    node of two or more GPUs keeps its count and topology; otherwise the GPU stands on
+    a node of ``DESCRIBED_GPU_COUNT`` of them with its tier's usual topology, as
+    ``SGLANG_ARCH_CAPABILITY`` with that many GPUs simulates it.  torch's CUDA version
+    is ``base``'s, or the simulated default where torch has none (a CPU build).
+    """
+    cuda = base.cuda or SIMULATED_CUDA_DEFAULT
+    if capability is None:
+        node = Node((), TOPOLOGIES["single"], "described", ("no NVIDIA GPU described",))
+        return MachineContext(node, None, cuda, platform.platform_facts(None, cuda))
+    if len(base.node.gpus) > 1:
+        return machine(capability=capability, topology=base.topology.name,
+                       gpu_count=len(base.node.gpus), cuda=cuda)
+    return machine(capability=capability, gpu_count=DESCRIBED_GPU_COUNT, cuda=cuda)
 
 
 _lock = threading.Lock()

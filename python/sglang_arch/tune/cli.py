@@ -15,7 +15,7 @@ from ..arch.validate import (
     read_regular_file,
     shown,
 )
-from ..files import check_output_path, write_files
+from ..files import check_outputs, write_files
 
 
 def _modes(text: str) -> List[str]:
@@ -62,9 +62,9 @@ def add_command(sub) -> None:
 def cmd_tune_collectives(args: argparse.Namespace) -> int:
     from . import collectives as tc
 
-    for flag, target in (("--out", args.out), ("--results", args.results)):
-        if target:  # a FIFO, a device or a folder is refused before anything is read or measured
-            check_output_path(target, flag)
+    # Outputs checked (and probed) before anything is read or measured: a folder that does not
+    # exist, a read-only one, a FIFO, a device, both naming one file.
+    check_outputs([(flag, target) for flag, target in (("--out", args.out), ("--results", args.results)) if target])
     if args.from_results:
         saved = load_results(args.from_results)
         run = saved["run"]

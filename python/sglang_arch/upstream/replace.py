@@ -28,6 +28,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
+from .nodes import Mismatch, call_lines, dotted_name, find_function, is_docstring, param_names, replace_function
+
 # The platform facts SGLang's capability checks read (``get_platform().is_sm90`` ...), and
 # the helpers that compute them (``is_sm90_supported()`` ...): an expression that reads one
 # of them, directly or through a module-level flag bound from one, is a capability check.
@@ -36,10 +38,6 @@ FACTS = frozenset({"is_sm90", "is_sm100", "is_sm100_or_sm110", "is_sm110", "is_s
 FACT_HELPERS = frozenset({"is_sm90_supported", "is_sm100_supported", "is_sm100_or_sm110_supported",
                           "is_sm110_supported", "is_sm120_supported", "is_blackwell_supported", "is_blackwell",
                           "is_hopper_with_cuda_12_3"})
-
-
-class Mismatch(Exception):
-    """The code an edit replaces is not there (the message says what is missing)."""
 
 
 class _Labelled:
@@ -149,16 +147,6 @@ def reads(node: cst.CSTNode) -> _Reads:
     return collector
 
 
-def dotted_name(node: cst.BaseExpression) -> Optional[str]:
-    """The dotted name an expression is spelled with (``lru_cache``, ``functools.lru_cache``), else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
-
-
 def fact_flags(module: cst.Module) -> Set[str]:
     """Module-level names bound from a platform fact (``_is_sm90_supported = ... is_sm90``)."""
     flags: Set[str] = set()
@@ -181,19 +169,7 @@ def reads_fact(node: cst.CSTNode, flags: Set[str]) -> bool:
     return bool(r.attrs & FACTS or {c.split(".")[-1] for c in r.calls} & FACT_HELPERS or r.names & flags)
 
 
-def find_function(module: cst.Module, qualname: str) -> cst.FunctionDef:
-    from .rewriter import _Mismatch
-    from .rewriter import find_function as find
-
-    try:
-        return find(module, qualname)
-    except _Mismatch as exc:
-        raise Mismatch(str(exc)) from None
-
-
 def _check_params(fn: cst.FunctionDef, params: Tuple[str, ...]) -> None:
-    from .rewriter import param_names
-
     found = param_names(fn)
     if found != params:
         raise Mismatch(f"parameters are ({', '.join(found)}), expected ({', '.join(params)})")
@@ -221,8 +197,6 @@ def _statements(code: str, indent: int) -> List[cst.BaseStatement]:
 
 def _with_body(module: cst.Module, qualname: str, fn: cst.FunctionDef,
                body: Sequence[cst.BaseStatement]) -> cst.Module:
-    from .rewriter import replace_function
-
     return replace_function(module, qualname, fn.with_changes(body=fn.body.with_changes(body=list(body))))
 
 
@@ -254,10 +228,8 @@ def _glue_call(alias: str, call: str, args: Sequence[str]) -> str:
 
 
 def _replace_body(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceBody, alias: str):
-    from .rewriter import _call_lines, _is_docstring
-
     body = _body(fn)
-    head = body[:1] if body and _is_docstring(body[0]) else []
+    head = body[:1] if body and is_docstring(body[0]) else []
     rest = body[len(head):]
     if len(rest) == 1 and _calls(rest[0], alias, edit.call):
         return module, True
@@ -266,7 +238,7 @@ def _replace_body(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceBody, al
     if missing:
         raise Mismatch(f"its body no longer reads {', '.join(missing)} (what the registry replaces)")
     indent = _indent_of(module, edit.qualname)
-    code = "return " + _call_lines("", f"{alias}.{edit.call}", edit.args, indent + 7) + "\n"
+    code = "return " + call_lines("", f"{alias}.{edit.call}", edit.args, indent + 7) + "\n"
     return _with_body(module, edit.qualname, fn, head + _statements(code, indent)), False
 
 
@@ -529,6 +501,4 @@ def _drop_import(stmt: cst.BaseStatement, name: str):
 
 def is_empty(module: cst.Module) -> bool:
     """Nothing but a docstring and comments left."""
-    from .rewriter import _is_docstring
-
-    return all(_is_docstring(s) for s in module.body)
+    return all(is_docstring(s) for s in module.body)

@@ -24,8 +24,18 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, Union, cast
 
 import libcst as cst
 
-from ..files import syntax_problem
+from ..files import SourceError, syntax_problem
 from . import replace
+from .nodes import (
+    LINE_LENGTH,
+    Mismatch,
+    call_lines,
+    dotted_name,
+    find_function,
+    is_docstring,
+    param_names,
+    replace_function,
+)
 
 # A planned rewrite: the function that replaces the site's (None: nothing to do), and the status.
 Planned = Tuple[Optional[cst.FunctionDef], str]
@@ -39,7 +49,6 @@ UPDATED = "updated"
 ALREADY = "already routed"
 UNTOUCHED = "left untouched"
 GUARD_FORMS = ("answer", "done", "check")
-LINE_LENGTH = 88  # SGLang formats with black's default
 
 
 @dataclass(frozen=True)
@@ -112,23 +121,78 @@ class ModuleResult:
         return self.new != self.original
 
 
-class _Mismatch(Exception):
-    """A site does not have the shape it was written for (the message says how)."""
+def rewrite_source(source: str, plan: ModulePlan, where: Optional[str] = None) -> ModuleResult:
+    """Route every site of ``plan`` in ``source``; unchanged source when any site does not match.
 
-
-def rewrite_source(source: str, plan: ModulePlan) -> ModuleResult:
-    """Route every site of ``plan`` in ``source``; unchanged source when any site does not match."""
+    A source that cannot be parsed, or that libcst fails on in any way (its parser's
+    errors, but also its bugs on valid Python: ``return(lambda: 1)`` raises TypeError,
+    libcst issue #1061), is a SourceError naming the file (``where``, default the plan's
+    path) and the construct: one line, nothing rewritten."""
+    where = where or plan.path
     problem = syntax_problem(source)  # CPython first: libcst's parser can crash where CPython refuses
-    if problem is None:
+    if problem is not None:
+        raise SourceError(f"{where}: does not parse ({problem}); nothing was written; accepted: Python source "
+                          f"nested no deeper than CPython's parser takes")
+    try:
+        module = cst.parse_module(source)
+    except Exception as exc:  # noqa: BLE001 - any failure of libcst's, named with its construct
+        raise SourceError(f"{where}: libcst cannot parse {_failing_construct(source, exc)} "
+                          f"({_one_line(exc)}); nothing was written; accepted: Python source libcst parses "
+                          f"(rewrite that statement, e.g. with a space after a keyword)") from None
+    try:
+        return _rewrite(module, source, plan)
+    except Exception as exc:  # noqa: BLE001 - libcst failing while the sites are rewritten
+        labels = ", ".join(site.label for site in plan.sites)
+        raise SourceError(f"{where}: libcst failed while rewriting {labels} ({_one_line(exc)}); nothing was "
+                          f"written") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def _failing_construct(source: str, failure: Exception) -> str:
+    """``line N: `<statement>```: where libcst's syntax error points, or else the innermost
+    statement libcst fails on alone the same way it fails on the file (each statement's
+    lines, dedented, parsed on their own); "it" when no single statement does."""
+    import ast
+    import textwrap
+
+    lines = source.splitlines()
+    if isinstance(failure, cst.ParserSyntaxError) and 0 < failure.raw_line <= len(lines):
+        return _line(lines, failure.raw_line)
+    kind = type(failure)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "it"
+
+    def fails(node: ast.stmt) -> bool:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        text = textwrap.dedent("\n".join(lines[first - 1:node.end_lineno])) + "\n"
         try:
-            return _rewrite(cst.parse_module(source), source, plan)
-        except cst.ParserSyntaxError as exc:
-            problem = str(exc).splitlines()[0]
-        except RecursionError:  # libcst's visitors recurse per nesting level
-            problem = "nested too deeply to rewrite"
-    reason = f"{plan.path} does not parse ({problem})"
-    return ModuleResult(plan.path, source, source, [SiteOutcome(plan.path, s.label, UNTOUCHED, reason)
-                                                    for s in plan.sites])
+            cst.parse_module(text)
+        except Exception as exc:  # noqa: BLE001
+            return isinstance(exc, kind)
+        return False
+
+    found = None
+    body: list = tree.body
+    while True:
+        culprit = next((node for node in body if fails(node)), None)
+        if culprit is None:
+            break
+        found = culprit
+        body = [n for field in ("body", "orelse", "finalbody") for n in getattr(culprit, field, [])
+                if isinstance(n, ast.stmt)]
+        body += [n for holder in getattr(culprit, "handlers", []) + getattr(culprit, "cases", []) for n in holder.body]
+    return "it" if found is None else _line(lines, found.lineno)
+
+
+def _line(lines: Sequence[str], number: int) -> str:
+    text = lines[number - 1].strip()
+    return f"line {number}: `{text if len(text) <= 80 else text[:77] + '...'}`"
 
 
 def _rewrite(module: cst.Module, source: str, plan: ModulePlan) -> ModuleResult:
@@ -145,9 +209,9 @@ def _rewrite(module: cst.Module, source: str, plan: ModulePlan) -> ModuleResult:
         try:
             missing = [name for name in site.uses if name not in bound]
             if missing:
-                raise _Mismatch(f"the module no longer defines {', '.join(missing)} (the routed code reads it)")
+                raise Mismatch(f"the module no longer defines {', '.join(missing)} (the routed code reads it)")
             new, status = _route_function(module, site, plan.alias)
-        except _Mismatch as exc:
+        except Mismatch as exc:
             problems[site.label] = str(exc)
             continue
         statuses[site.label] = status
@@ -162,7 +226,7 @@ def _rewrite(module: cst.Module, source: str, plan: ModulePlan) -> ModuleResult:
             continue
         try:
             updated, already = replace.apply(updated, site, plan.alias)
-        except replace.Mismatch as exc:
+        except Mismatch as exc:
             problems[site.label] = str(exc)
             continue
         statuses[site.label] = ALREADY if already else REWRITTEN
@@ -189,26 +253,26 @@ def _route_function(module: cst.Module, site: FunctionSite, alias: str) -> Plann
     fn = find_function(module, site.qualname)
     params = param_names(fn)
     if params != site.params:
-        raise _Mismatch(f"parameters are ({', '.join(params)}), expected ({', '.join(site.params)})")
+        raise Mismatch(f"parameters are ({', '.join(params)}), expected ({', '.join(site.params)})")
     if not isinstance(fn.body, cst.IndentedBlock):
-        raise _Mismatch("its body is on the def line")
+        raise Mismatch("its body is on the def line")
     depth = site.qualname.count(".") + 1
     guard = _guard_statement(site, alias, depth * len(module.default_indent.expandtabs()))
     body = list(fn.body.body)
     marked = [i for i, stmt in enumerate(body) if _has_marker(stmt)]
     if len(marked) > 1:
-        raise _Mismatch(f"the sglang-arch marker appears {len(marked)} times in it")
+        raise Mismatch(f"the sglang-arch marker appears {len(marked)} times in it")
     rest = [stmt for i, stmt in enumerate(body) if i not in marked]
     clash = _names_in(rest) & {ANSWER, alias}
     if clash:
-        raise _Mismatch(f"it already uses the name {', '.join(sorted(clash))}")
+        raise Mismatch(f"it already uses the name {', '.join(sorted(clash))}")
     if marked:
         i = marked[0]
         if _code(body[i].with_changes(leading_lines=())) == _code(guard.with_changes(leading_lines=())):
             return None, ALREADY
         body[i] = guard.with_changes(leading_lines=cast(cst.SimpleStatementLine, body[i]).leading_lines)
         return fn.with_changes(body=fn.body.with_changes(body=body)), UPDATED
-    at = 1 if body and _is_docstring(body[0]) else 0
+    at = 1 if body and is_docstring(body[0]) else 0
     body.insert(at, guard)
     return fn.with_changes(body=fn.body.with_changes(body=body)), REWRITTEN
 
@@ -223,97 +287,21 @@ def guard_code(site: FunctionSite, alias: str, indent: int) -> str:
     call = f"{alias}.{site.call}"
     one = f"{call}({', '.join(site.args)})"
     if site.form == "check":
-        return _call_lines("", call, site.args, indent) + "\n"
+        return call_lines("", call, site.args, indent) + "\n"
     if site.form == "done":
         head = f"if {one}:"
         if indent + len(head) > LINE_LENGTH:
-            head = "if " + _call_lines("", call, site.args, indent) + ":"
+            head = "if " + call_lines("", call, site.args, indent) + ":"
         return head + "\n    return\n"
     head = f"if ({ANSWER} := {one}) is not None:"
     if indent + len(head) > LINE_LENGTH:
-        inner = _call_lines(f"{ANSWER} := ", call, site.args, indent + 4)
+        inner = call_lines(f"{ANSWER} := ", call, site.args, indent + 4)
         head = "if (\n" + _indent(inner) + "\n) is not None:"
     return head + f"\n    return {ANSWER}\n"
 
 
-def _call_lines(prefix: str, call: str, args: Sequence[str], indent: int) -> str:
-    """``prefix + call(args)``: on one line when it fits, else black's exploded forms."""
-    one = f"{prefix}{call}({', '.join(args)})"
-    if indent + len(one) <= LINE_LENGTH or not args:
-        return one
-    joined = ", ".join(args)
-    if indent + 4 + len(joined) <= LINE_LENGTH:
-        return f"{prefix}{call}(\n    {joined}\n)"
-    return f"{prefix}{call}(\n" + "".join(f"    {a},\n" for a in args) + ")"
-
-
 def _indent(text: str) -> str:
     return "\n".join("    " + line if line else line for line in text.splitlines())
-
-
-def find_function(module: cst.Module, qualname: str) -> cst.FunctionDef:
-    """The top-level function or direct method ``qualname``; exactly one definition."""
-    owner, i = _path_to(module, qualname)[-1]
-    return cast(cst.FunctionDef, _statements_of(owner)[i])
-
-
-def replace_function(module: cst.Module, qualname: str, new: cst.FunctionDef) -> cst.Module:
-    """``module`` with the function ``find_function`` finds there swapped for ``new``.
-
-    Rebuilt along the path to it (the module, its classes), not by visiting every node: a
-    libcst traversal of a large file (server_args.py) costs about 0.1 s each time.
-    """
-    replacement: cst.CSTNode = new
-    for owner, i in reversed(_path_to(module, qualname)):
-        body = list(_statements_of(owner))
-        body[i] = replacement
-        if isinstance(owner, cst.Module):
-            return owner.with_changes(body=body)
-        block = cst.ensure_type(owner.body, cst.IndentedBlock)
-        replacement = owner.with_changes(body=block.with_changes(body=body))
-    raise AssertionError("a path starts at the module")
-
-
-def _statements_of(owner: Union[cst.Module, cst.ClassDef]) -> Sequence[cst.CSTNode]:
-    return owner.body if isinstance(owner, cst.Module) else cst.ensure_type(owner.body, cst.IndentedBlock).body
-
-
-def _path_to(module: cst.Module, qualname: str) -> List[Tuple[Union[cst.Module, cst.ClassDef], int]]:
-    """[(the module or class holding each step of ``qualname``, the step's index in it)]."""
-    path: List[Tuple[Union[cst.Module, cst.ClassDef], int]] = []
-    owner: Union[cst.Module, cst.ClassDef] = module
-    parts = qualname.split(".")
-    for part in parts[:-1]:
-        classes = [i for i, n in enumerate(_statements_of(owner)) if isinstance(n, cst.ClassDef) and n.name.value == part]
-        if len(classes) != 1:
-            raise _Mismatch(f"class {part} is {'missing' if not classes else f'defined {len(classes)} times'}")
-        path.append((owner, classes[0]))
-        owner = cast(cst.ClassDef, _statements_of(owner)[classes[0]])
-        if not isinstance(owner.body, cst.IndentedBlock):
-            raise _Mismatch(f"class {part} has no block body")
-    fns = [i for i, n in enumerate(_statements_of(owner)) if isinstance(n, cst.FunctionDef) and n.name.value == parts[-1]]
-    if len(fns) != 1:
-        raise _Mismatch(f"{qualname} is {'missing' if not fns else f'defined {len(fns)} times'}")
-    path.append((owner, fns[0]))
-    return path
-
-
-def param_names(fn: cst.FunctionDef) -> Tuple[str, ...]:
-    """Parameter names in order; ``*args``/``**kwargs`` keep their stars."""
-    p = fn.params
-    names = [x.name.value for x in (*p.posonly_params, *p.params)]
-    if isinstance(p.star_arg, cst.Param):
-        names.append("*" + p.star_arg.name.value)
-    names += [x.name.value for x in p.kwonly_params]
-    if p.star_kwarg is not None:
-        names.append("**" + p.star_kwarg.name.value)
-    return tuple(names)
-
-
-def _is_docstring(stmt: cst.CSTNode) -> bool:
-    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-            and isinstance(stmt.body[0], cst.Expr)
-            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 
 
 def _has_marker(stmt: cst.CSTNode) -> bool:
@@ -360,9 +348,9 @@ def _find_glue_import(module: cst.Module, plan: ModulePlan) -> Optional[cst.Simp
             continue
         for small in stmt.body:
             if (isinstance(small, cst.ImportFrom) and small.relative == () and small.module is not None
-                    and replace.dotted_name(small.module) == GLUE_PACKAGE and not isinstance(small.names, cst.ImportStar)):
+                    and dotted_name(small.module) == GLUE_PACKAGE and not isinstance(small.names, cst.ImportStar)):
                 for alias in small.names:
-                    if (replace.dotted_name(alias.name) == plan.glue and alias.asname is not None
+                    if (dotted_name(alias.name) == plan.glue and alias.asname is not None
                             and isinstance(alias.asname.name, cst.Name) and alias.asname.name.value == plan.alias):
                         return stmt
     return None
@@ -374,10 +362,10 @@ def _import_key(stmt: cst.CSTNode) -> Optional[Tuple[str, str]]:
         return None
     small = stmt.body[0]
     if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
-        first = "*" if isinstance(small.names, cst.ImportStar) else (replace.dotted_name(small.names[0].name) or "")
-        return replace.dotted_name(small.module) or "", first
+        first = "*" if isinstance(small.names, cst.ImportStar) else (dotted_name(small.names[0].name) or "")
+        return dotted_name(small.module) or "", first
     if isinstance(small, cst.Import):
-        return replace.dotted_name(small.names[0].name) or "", ""
+        return dotted_name(small.names[0].name) or "", ""
     return None
 
 
@@ -421,7 +409,7 @@ def _insert_glue_import(original: cst.Module, updated: cst.Module, plan: ModuleP
             lines = [_marker_line()] if sglang else [cst.EmptyLine(), _marker_line()]
         body.insert(last + 1, new.with_changes(leading_lines=lines))
     else:
-        at = 1 if body and _is_docstring(body[0]) else 0
+        at = 1 if body and is_docstring(body[0]) else 0
         body.insert(at, new.with_changes(leading_lines=[cst.EmptyLine(), _marker_line()] if at else [_marker_line()]))
     return updated.with_changes(body=body)
 
@@ -491,7 +479,7 @@ def module_bindings(module: cst.Module) -> Set[str]:
 def _bound_name(alias: cst.ImportAlias, dotted_first: bool) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
-    full = replace.dotted_name(alias.name) or ""
+    full = dotted_name(alias.name) or ""
     return full.split(".")[0] if dotted_first else full
 
 

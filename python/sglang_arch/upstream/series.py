@@ -3,26 +3,32 @@
 Planning reads the tree and computes every step's file changes in memory, each step on
 top of the previous ones (steps 3 and 4 both touch ``arg_groups/overrides.py``); a step
 whose call sites do not all match is dropped whole, so no concern is ever half routed.
-Applying writes the planned files step by step and, with ``into_git``, commits each
-step on its own with the PR text of ``templates/pr/`` as the message.  Nothing is
-written before every step has been planned, and nothing at all with ``check``.
+Applying is one transaction (``files.Transaction``): every planned file is checked and
+staged beside its target, then each step's files are put in place and, with
+``into_git``, committed on their own with the PR text of ``templates/pr/`` as the
+message.  Any failure (a file that cannot be written, git refusing a commit) undoes the
+whole run: the files, the index and HEAD are as they were.  Nothing is written before
+every step has been planned, and nothing at all with ``check``.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..arch.validate import shown_path
-from ..files import MAX_SOURCE_FILES, read_source
+from ..files import MAX_SOURCE_FILES, SourceError, Transaction, Write, folder_lock, read_source
 from . import glue, replace, texts
+from .imports import imports, module_name
 from .rewriter import (
     ALREADY,
     UNTOUCHED,
@@ -47,6 +53,8 @@ UP_TO_DATE = "up to date"
 # detection back-ends it imports inside functions, both already SGLang dependencies.
 REGISTRY_THIRD_PARTY = frozenset({"torch", "pynvml"})
 GIT_IDENTITY = ("-c", "user.name=sglang-arch", "-c", "user.email=sglang-arch@localhost")
+# Seconds a roll back keeps trying to put HEAD back while another git holds the branch's lock.
+ROLLBACK_WAIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,8 @@ class StepResult:
     skipped: Optional[str] = None  # why nothing of this step is written
     commit: Optional[str] = None
     tests_note: Optional[str] = None  # why this step's test file is not written
+    owned: List[Tuple[str, str]] = field(default_factory=list)  # (path, base) of every file it writes, changed or not
+    kept: List[str] = field(default_factory=list)  # files under srt/arch/ sglang-arch did not write: left alone
 
     @property
     def test_counts(self) -> Tuple[int, int]:
@@ -206,7 +216,8 @@ def registry_source_dir() -> Path:
 
 
 def registry_files(source: Optional[Path] = None) -> Dict[str, str]:
-    """``srt/arch/...`` -> content: the registry byte for byte, its README, the shared glue.
+    """``srt/arch/...`` -> content: the registry byte for byte, its README (which lists every
+    file sglang-arch writes in ``srt/arch/``), the shared glue.
 
     Refuses (ValueError) a registry that imports anything but itself, the standard
     library and the optional detection back-ends: inside SGLang it must work unchanged.
@@ -227,8 +238,9 @@ def registry_files(source: Optional[Path] = None) -> Dict[str, str]:
         files[f"{ARCH_DIR}/{rel.as_posix()}"] = text
     if problems:
         raise ValueError("the registry cannot move into SGLang unchanged: " + "; ".join(problems))
-    files[f"{ARCH_DIR}/README.md"] = texts.template("registry-README.md")
     files[f"{ARCH_DIR}/glue/__init__.py"] = glue.tree_module("__init__")
+    names = [rel[len(ARCH_DIR) + 1:] for rel in files] + ["README.md", *glue_files()]
+    files[f"{ARCH_DIR}/README.md"] = texts.registry_readme(names)
     return files
 
 
@@ -271,15 +283,21 @@ def _plan_registry(step: Step, tree: Tree, files: Dict[str, str], overlay: "_Ove
         result.skipped = why
         return result
     known = set(files) | {f"{ARCH_DIR}/{rel}" for rel in glue_files()}
+    ours = {f"{ARCH_DIR}/{name}" for name in texts.manifest(readme or "")}  # what an earlier run wrote
     for rel, text in files.items():
         old = overlay.read(rel)
         if old != text:
             result.changes.append(FileChange(rel, old, text))
     if arch_dir.is_dir():
-        for path in sorted(arch_dir.rglob("*.py")):
+        for path in sorted(p for p in arch_dir.rglob("*") if p.is_file()):
             rel = path.relative_to(tree.package).as_posix()
-            if "__pycache__" not in rel and rel not in known:
-                result.changes.append(FileChange(rel, overlay.read(rel), None))  # gone from the registry
+            if "__pycache__" in rel.split("/") or rel in known:
+                continue
+            if rel in ours:  # written by an earlier sglang-arch, gone from the registry since
+                result.changes.append(FileChange(rel, overlay.read(rel), None))
+            else:
+                result.kept.append(rel)
+    result.owned = [(rel, "package") for rel in files] + [(c.path, c.base) for c in result.changes if c.new is None]
     status = WRITTEN if not present else (UPDATED if result.changes else UP_TO_DATE)
     result.outcomes.append(SiteOutcome(f"{ARCH_DIR}/", label, status))
     return result
@@ -300,7 +318,7 @@ def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResul
             result.outcomes += [SiteOutcome(plan.path, s.label, UNTOUCHED, f"{plan.path} is missing")
                                 for s in plan.sites]
             continue
-        module = rewrite_source(source, plan)
+        module = rewrite_source(source, plan, where=shown_path(overlay.package / plan.path))
         if module.new == "" and module.changed:
             user = _importer_of(overlay, plan.path, local)
             if user:
@@ -331,25 +349,32 @@ def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResul
         result.changes.append(FileChange(glue_path, old, module))
     result.outcomes.append(SiteOutcome(glue_path, "glue module", WRITTEN if old is None else
                                        (UPDATED if old != module else UP_TO_DATE)))
+    result.owned = [(plan.path, "package") for plan in step.modules] + [(glue_path, "package")]
     return result
 
 
 def _importer_of(overlay: "_Overlay", rel: str, local: Dict[str, Optional[str]]) -> Optional[str]:
-    """A module of the tree (as planned) that still names the module ``rel``, else None."""
+    """A module of the package (as planned so far) that still imports the module ``rel``
+    (``imports.py``: import statements and attribute uses, not words), with how; else None.
+    Only files that name the module's last part at all are parsed."""
     import re
 
-    name = re.compile(r"(?<![\w])%s(?![\w])" % re.escape(Path(rel).stem))
-    paths = sorted((overlay.package / "srt").rglob("*.py"))
-    if len(paths) > MAX_SOURCE_FILES:
-        raise ValueError(f"{shown_path(overlay.package / 'srt')}: {len(paths)} Python files; accepted: at most "
-                         f"{MAX_SOURCE_FILES}")
-    for path in paths:
-        other = path.relative_to(overlay.package).as_posix()
-        if other == rel or "__pycache__" in other:
-            continue
+    target = module_name(rel, overlay.package.name)
+    word = re.compile(r"(?<![\w])%s(?![\w])" % re.escape(target.rpartition(".")[2]))
+    paths = set()
+    for dirpath, dirnames, filenames in os.walk(overlay.package, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        paths.update(Path(dirpath, f).relative_to(overlay.package).as_posix() for f in filenames if f.endswith(".py"))
+        if len(paths) > MAX_SOURCE_FILES:
+            raise ValueError(f"{shown_path(overlay.package)}: more than {MAX_SOURCE_FILES} Python files; accepted: "
+                             f"at most {MAX_SOURCE_FILES}")
+    paths |= {key for key in list(overlay.planned) + list(local) if ":" not in key and key.endswith(".py")}
+    for other in sorted(paths - {rel}):
         text = local[other] if other in local else overlay.read(other)
-        if text and name.search(text):
-            return other
+        if text and word.search(text):
+            how = imports(text, other, target, overlay.package.name)
+            if how:
+                return f"{other} ({how})"
     return None
 
 
@@ -395,6 +420,7 @@ def _plan_tests(step: Step, tree: Tree, overlay: _Overlay, results: Sequence[Ste
         return
     rel = f"{TESTS_DIR}/{name}"
     text = texts.template(f"tests/{name}")
+    result.owned.append((rel, "src"))
     old = overlay.read(rel, "src")
     if old != text:
         result.changes.append(FileChange(rel, old, text, base="src"))
@@ -424,33 +450,41 @@ def plan_series(tree: Tree, registry_source: Optional[Path] = None) -> List[Step
 
 def run_series(src: str, into_git: bool = False, check: bool = False,
                registry_source: Optional[Path] = None) -> SeriesResult:
-    """Plan the series on SRC, then (unless ``check``) write it, one commit per step with ``into_git``."""
+    """Plan the series on SRC, then (unless ``check``) write it, one commit per step with
+    ``into_git``: all of it, or (on any failure) nothing.  SRC is locked while it runs."""
     if into_git and check:
         raise ValueError("--into-git and --check exclude each other")
     tree = locate(src)
-    git_root = _git_root(tree) if into_git else None
-    steps = plan_series(tree, registry_source)
-    series = SeriesResult(tree, steps, check, into_git)
     if check:
-        return series
-    writes = {id(change): (change, _target(tree, change))
+        return SeriesResult(tree, plan_series(tree, registry_source), True, False)
+    with folder_lock(tree.src):  # a second run waits for nothing: it is refused
+        git = _Git(tree) if into_git else None
+        steps = plan_series(tree, registry_source)
+        apply_series(tree, steps, git)
+    return SeriesResult(tree, steps, False, into_git)
+
+
+def apply_series(tree: Tree, steps: Sequence[StepResult], git: Optional["_Git"] = None) -> None:
+    """Write the planned steps in one ``Transaction`` (every file checked and staged before
+    the first is replaced), step by step, committing each with ``git``; on any failure
+    everything is undone and a ValueError says what failed."""
+    writes = {id(change): Write(str(_target(tree, change)), change.new, make_folders=True)
               for result in steps if not result.skipped for change in result.changes}
-    for change, path in writes.values():  # every target checked before the first write
-        _check_target(path, change.new is None)
-    if git_root is not None:
-        _refuse_local_changes(git_root, tree, steps)
-    staged = _stage(writes.values())  # every new file's content on disk, beside its target; nothing replaced yet
-    try:
+    if git is not None:
+        git.refuse_uncommitted([_target(tree, FileChange(rel, None, None, base)) for s in steps if not s.skipped
+                                for rel, base in s.owned + [(c.path, c.base) for c in s.changes]])
+    with Transaction(list(writes.values()), distinct=False) as transaction:
+        if git is not None:
+            git.begin(transaction)
         for result in steps:
             if result.skipped or not result.changes:
                 continue
-            for change in result.changes:
-                _put(writes[id(change)][1], staged.pop(id(change)))
-            if git_root is not None:
-                result.commit = _commit(git_root, tree, result)
-    finally:
-        _discard(staged.values())
-    return series
+            step_writes = [writes[id(change)] for change in result.changes]
+            transaction.put(step_writes)
+            if git is not None:
+                result.commit = git.commit(result, [w.path for w in step_writes])
+        if git is not None:
+            git.finish([w.path for w in writes.values()])
 
 
 def _target(tree: Tree, change: FileChange) -> Path:
@@ -458,93 +492,11 @@ def _target(tree: Tree, change: FileChange) -> Path:
     return confine(tree, change.path, change.base)
 
 
-def _check_target(path: Path, remove: bool) -> None:
-    """A file the series writes (or removes) must be a regular file or absent, and its folder
-    one the series can create or write in: checked for every file before the first write."""
-    if path.exists() or path.is_symlink():
-        if not path.is_file():
-            raise ValueError(f"{shown_path(path)}: exists and is not a regular file; accepted: a regular file "
-                             f"(or nothing) where the series writes; nothing was written")
-        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
-            raise ValueError(f"{shown_path(path)}: not writable; nothing was written")
-        return
-    if remove:
-        return
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise ValueError(f"{shown_path(folder)}: not a folder, and {shown_path(path)} would be written below it; "
-                         f"nothing was written")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"{shown_path(folder)}: not writable, and {shown_path(path)} would be written there; "
-                         f"nothing was written")
-
-
-def _stage(writes: Iterable[Tuple[FileChange, Path]]) -> Dict[int, Optional[str]]:
-    """Write every new content to a temporary file in its target's folder (creating folders
-    as needed): {id(change): temporary path, or None for a removal}.  On any failure, the
-    temporary files and the folders made for them are removed and a ValueError names the
-    target: SRC is left as it was."""
-    staged: Dict[int, Optional[str]] = {}
-    made: List[Path] = []
-    try:
-        for change, path in writes:
-            if change.new is None:
-                staged[id(change)] = None
-                continue
-            missing = []
-            folder = path.parent
-            while not folder.exists():
-                missing.append(folder)
-                folder = folder.parent
-            try:
-                for folder in reversed(missing):
-                    folder.mkdir()
-                    made.append(folder)
-                fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-                staged[id(change)] = tmp
-                with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(change.new)
-                os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
-            except OSError as exc:
-                raise ValueError(f"{shown_path(path)}: cannot be written ({exc.strerror or exc}); "
-                                 f"nothing was written") from None
-    except BaseException:
-        _discard(staged.values())
-        for folder in reversed(made):
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
-        raise
-    return staged
-
-
-def _discard(staged: Iterable[Optional[str]]) -> None:
-    """Remove staged files that were not put in place."""
-    for tmp in staged:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-
-
-def _put(path: Path, tmp: Optional[str]) -> None:
-    """Replace ``path`` by its staged file in one step (a reader never sees half a file);
-    no staged file: remove ``path``."""
-    try:
-        if tmp is None:
-            path.unlink(missing_ok=True)
-        else:
-            os.replace(tmp, path)
-    except OSError as exc:
-        raise ValueError(f"{shown_path(path)}: cannot be replaced ({exc.strerror or exc}); the steps before "
-                         f"this file's step are written") from None
-
-
-def _git(root: Path, *args: str, stdin: Optional[str] = None) -> subprocess.CompletedProcess:
+def _git(root: Path, *args: str, stdin: Optional[str] = None,
+         env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
     # --literal-pathspecs: a path with *, ? or [ names that file, not a pattern over others.
     return subprocess.run(["git", "--literal-pathspecs", "-C", str(root), *args], capture_output=True, text=True,
-                          input=stdin)
+                          input=stdin, env=env)
 
 
 def _git_root(tree: Tree) -> Path:
@@ -554,19 +506,94 @@ def _git_root(tree: Tree) -> Path:
     return Path(out.stdout.strip())
 
 
-def _refuse_local_changes(root: Path, tree: Tree, steps: Sequence[StepResult]) -> None:
-    """Refuse to commit over uncommitted edits of a file the series writes."""
-    paths = sorted({str(_target(tree, c)) for s in steps if not s.skipped for c in s.changes})
-    if not paths:
-        return
-    out = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *paths)
-    if out.returncode != 0:
-        raise ValueError(f"--into-git: git status failed: {out.stderr.strip()}")
-    dirty = [line[3:] for line in out.stdout.splitlines() if line.strip()]
-    if dirty:
-        shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
-        raise ValueError(f"--into-git: uncommitted changes in files the series writes ({shown}); "
-                         "commit or stash them first")
+class _Git:
+    """``--into-git``: each step committed from a private index (``GIT_INDEX_FILE``) holding
+    HEAD plus the step's files, so that the user's index is not touched until every commit
+    has been made; then the user's index takes the committed files.  A failure anywhere
+    puts HEAD back where it was (``on_rollback``) while the transaction restores the files:
+    the tree, the index and HEAD are as before the run.  Hooks and signing run as for any
+    ``git commit``."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.root = _git_root(tree)
+        self.identity = _identity(self.root)
+        self.head: Optional[str] = None
+        self.ref: Optional[str] = None
+        self.env: Dict[str, str] = {}
+        self.folder: Optional[str] = None
+
+    def refuse_uncommitted(self, paths: Sequence[Path]) -> None:
+        """Every file the series writes (or would have written, had an earlier run not done
+        it already) must be committed and clean: never commit a step over an uncommitted
+        earlier one, or over the user's own edits."""
+        paths = sorted({str(p) for p in paths})
+        if not paths:
+            return
+        out = _git(self.root, "status", "--porcelain", "--untracked-files=all", "--", *paths)
+        if out.returncode != 0:
+            raise ValueError(f"--into-git: git status failed: {out.stderr.strip()}")
+        dirty = [line[3:] for line in out.stdout.splitlines() if line.strip()]
+        if dirty:
+            shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
+            raise ValueError(f"--into-git: uncommitted changes in files the series writes ({shown}): an earlier "
+                             f"run without --into-git, or edits of yours; commit or stash them first")
+
+    def _run(self, what: str, *args: str, stdin: Optional[str] = None, private: bool = True,
+             wait_for_locks: float = 0.0) -> str:
+        """git ``args`` (with the private index unless not ``private``); ValueError naming ``what``
+        when it fails.  ``wait_for_locks``: seconds to keep trying while another git holds a
+        lock it needs (a roll back must not give up on the first try)."""
+        deadline = time.monotonic() + wait_for_locks
+        while True:
+            out = _git(self.root, *args, stdin=stdin, env=self.env if private else None)
+            if out.returncode == 0 or ".lock': File exists" not in out.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if out.returncode != 0:
+            raise ValueError(f"--into-git: {what} failed: {' '.join((out.stderr or out.stdout).split())[:2000]}")
+        return out.stdout.strip()
+
+    def begin(self, transaction: Transaction) -> None:
+        head = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+        self.head = head.stdout.strip() if head.returncode == 0 else None  # None: no commit yet
+        ref = _git(self.root, "symbolic-ref", "-q", "HEAD")
+        self.ref = ref.stdout.strip() if ref.returncode == 0 else None  # None: a detached HEAD
+        self.folder = tempfile.mkdtemp(prefix="sglang-arch-index-")
+        self.env = {**os.environ, "GIT_INDEX_FILE": os.path.join(self.folder, "index")}
+        transaction.on_rollback("the private index", self._drop_index)
+        transaction.on_rollback("HEAD", self._restore_head)
+        self._run("git read-tree", "read-tree", *([self.head] if self.head else ["--empty"]))
+
+    def commit(self, result: StepResult, paths: Sequence[str]) -> str:
+        self._run(f"git add of step {result.step.number}", "add", "-A", "--", *paths)
+        self._run(f"git commit of step {result.step.number}", *self.identity, "commit", "--quiet",
+                  "-F", "-", stdin=commit_message(result))
+        return self._run("git rev-parse", "rev-parse", "--short", "HEAD")
+
+    def finish(self, paths: Sequence[str]) -> None:
+        """The user's index takes the committed files (and only those)."""
+        self._run("updating the index (git reset -- <the files written>)", "reset", "-q", "--", *paths,
+                  private=False)
+        self._drop_index()
+
+    def _drop_index(self) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+    def _restore_head(self) -> Optional[str]:
+        now = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
+        if now == self.head:
+            return None
+        old = [now] if now else []
+        if self.head is None:  # the branch had no commit: it goes away again
+            self._run("git update-ref -d", "update-ref", "-d", self.ref or "HEAD", *old, private=False,
+                      wait_for_locks=ROLLBACK_WAIT)
+            return "no commit was made"
+        where = ["--no-deref", "HEAD"] if self.ref is None else [self.ref]
+        self._run("git update-ref", "update-ref", "-m", "sglang-arch upstream: rolled back", *where, self.head,
+                  *old, private=False, wait_for_locks=ROLLBACK_WAIT)
+        return f"HEAD is back at {self.head[:12]}"
 
 
 def _identity(root: Path) -> Tuple[str, ...]:
@@ -585,21 +612,11 @@ def commit_message(result: StepResult) -> str:
     return f"{subject}\n\n{body}\n\nGenerated-by: sglang-arch {__version__} (sglang-arch upstream)\n"
 
 
-def _commit(root: Path, tree: Tree, result: StepResult) -> str:
-    paths = [str(_target(tree, c)) for c in result.changes]
-    out = _git(root, "add", "--", *paths)
-    if out.returncode != 0:
-        raise ValueError(f"--into-git: git add failed: {out.stderr.strip()}")
-    out = _git(root, *_identity(root), "commit", "--quiet", "-F", "-", "--", *paths, stdin=commit_message(result))
-    if out.returncode != 0:
-        raise ValueError(f"--into-git: git commit of step {result.step.number} failed: "
-                         f"{(out.stderr or out.stdout).strip()}")
-    return _git(root, "rev-parse", "--short", "HEAD").stdout.strip()
-
-
 # --- the report -----------------------------------------------------------------------
 
 _WOULD = {"rewritten": "would be rewritten", WRITTEN: "would be written", UPDATED: "would be updated"}
+# Each file of a step in the report: (done, with --check).
+_VERBS = {"add": ("added", "would add"), "change": ("changed", "would change"), "remove": ("removed", "would remove")}
 
 
 def render(series: SeriesResult) -> str:
@@ -630,11 +647,12 @@ def render(series: SeriesResult) -> str:
             text = f"{status}: {outcome.reason}" if outcome.reason else status
             lines.append(f"        {outcome.site:<45} {text}")
         for change in result.changes:
-            if change.is_test:
-                status = (UPDATED if change.old is not None else WRITTEN) if change.new is not None else "removed"
-                status = _WOULD.get(status, status) if series.check else status
-                lines.append(f"    {change.path} (SRC, SGLang's CPU CI)")
-                lines.append(f"        {'unit tests, +%d -%d' % change.counts:<45} {status}")
+            verb = "add" if change.old is None else "remove" if change.new is None else "change"
+            shown = _src_relative(series.tree, change) + (" (SRC, SGLang's CPU CI)" if change.is_test else "")
+            lines.append(f"    {_VERBS[verb][series.check]:<14}{shown}, +%d -%d" % change.counts)
+        for rel in result.kept:
+            lines.append(f"    left as it is: {_src_relative(series.tree, FileChange(rel, None, None))} "
+                         f"(not written by sglang-arch)")
         if result.tests_note and not result.skipped:
             lines.append(f"    {result.tests_note}")
     commits = sum(1 for s in series.steps if s.commit)
@@ -650,6 +668,12 @@ def render(series: SeriesResult) -> str:
         tail = "nothing to do: every step is routed and up to date"
     lines.append(tail)
     return "\n".join(lines)
+
+
+def _src_relative(tree: Tree, change: FileChange) -> str:
+    """A file of the series as a path relative to SRC (``python/sglang/srt/...`` in a clone)."""
+    base = tree.package if change.base == "package" else tree.src
+    return (base / change.path).relative_to(tree.src).as_posix()
 
 
 def _split(result: StepResult) -> str:

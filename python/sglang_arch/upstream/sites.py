@@ -115,6 +115,25 @@ STEPS: Tuple[Step, ...] = (
                                "_check_dsa_backend_constraints")),
         )),
     )),
+    Step(5, "moe", "moe: MoE runner, FP8 block / FP4 GEMM backends, DeepGEMM enablement", "moe", (
+        # Guards, not deletions: each function also holds ROCm, NPU, MUSA and
+        # environment arms the registry does not decide, which stay SGLang's below.
+        ModulePlan("srt/arg_groups/overrides.py", "moe", (
+            FunctionSite("_moe_runner_backend_quant_constraints", ("view",), "moe_runner_backend", ("view",),
+                         uses=("model_config_of", "logger")),
+        )),
+        ModulePlan("srt/layers/deep_gemm_wrapper/configurer.py", "moe", (
+            FunctionSite("_compute_enable_deep_gemm", (), "deep_gemm_enabled", ()),
+        )),
+        ModulePlan("srt/layers/quantization/fp8_utils.py", "moe", (
+            FunctionSite("initialize_fp8_gemm_config", (), "fp8_gemm_config", (), form="done",
+                         uses=("get_exec", "Fp8GemmRunnerBackend")),
+        )),
+        ModulePlan("srt/layers/quantization/fp4_utils.py", "moe", (
+            FunctionSite("initialize_fp4_gemm_config", (), "fp4_gemm_config", (), form="done",
+                         uses=("get_exec", "Fp4GemmRunnerBackend")),
+        )),
+    )),
 )
 
 

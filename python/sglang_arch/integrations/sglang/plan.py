@@ -219,6 +219,53 @@ def symm_mem_outcome(cap: Capability, world_size: int, multicast: bool) -> Dict[
     return {"enabled": True, "max_bytes": comm.max_size, "algorithm": "multimem" if multimem else "two_shot"}
 
 
+def moe_gemm_outcome(mode: str, cap: Capability, view: Any) -> Dict[str, Any]:
+    """The MoE runner, FP8 block / FP4 GEMM backends and DeepGEMM the server ends up with.
+
+    The resolved arguments are SGLang's own (with or without the registry); where they
+    leave ``auto``, the choice made at load time is the registry's decision (routed) or
+    SGLang 0.5.23's rule on the device (upstream: ``policies/moe.py`` ``upstream_*``, the
+    rule the registry's tests compare with SGLang's code).  ``runs``: whether the kernel
+    catalog has a build of the choice for this GPU.
+    """
+    from ...arch import catalog
+    from ...arch.policies import moe
+    from .glue.moe import kind_of
+
+    # The model's own config.json: SGLang's ModelConfig can refuse it on a host without a
+    # GPU (0.5.23 registers the mxfp4 method only where is_cuda() holds at import).
+    with open(os.path.join(view.model_path, "config.json"), encoding="utf-8") as f:
+        hf = json.load(f)
+    kind, explicit_q = kind_of(view.quantization, hf.get("quantization_config") or {})
+    arch = (hf.get("architectures") or [""])[0]
+    runner, fp8, fp4 = view.moe_runner_backend, view.fp8_gemm_runner_backend, view.fp4_gemm_runner_backend
+    if mode == "routed":
+        from ...arch.runtime import current
+
+        ctx = current()
+        deep_gemm = ctx.deep_gemm().choice
+        if runner == "auto" and kind is not None:
+            runner = ctx.moe_runner(kind, arch, explicit_q).choice or "none runs"
+        fp8 = ctx.fp8_gemm().choice if fp8 == "auto" else fp8
+        fp4 = ctx.fp4_gemm().choice if fp4 == "auto" else fp4
+    else:
+        deep_gemm = "on" if moe.upstream_deep_gemm(cap) else "off"
+        if runner == "auto" and kind is not None:
+            runner = moe.upstream_moe_runner(cap, kind, arch, explicit_q)
+        fp8 = moe.upstream_fp8_gemm(cap, deep_gemm == "on") if fp8 == "auto" else fp8
+        fp4 = moe.upstream_fp4_gemm(cap) if fp4 == "auto" else fp4
+
+    def runs(decision: str, choice: Optional[str], use_kind: Optional[str] = None) -> Optional[bool]:
+        verdict = catalog.choice_runs(decision, choice, cap, None, use_kind) if choice else None
+        return None if verdict is None else verdict.runs
+
+    return {"quantization": kind,
+            "moe_runner": {"backend": runner, "runs": runs("moe_runner", runner, kind)},
+            "fp8_gemm": {"backend": fp8, "runs": runs("fp8_gemm", fp8)},
+            "fp4_gemm": {"backend": fp4, "runs": runs("fp4_gemm", fp4)},
+            "deep_gemm": {"backend": deep_gemm, "runs": runs("deep_gemm", "jit") if deep_gemm == "on" else None}}
+
+
 def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda: Tuple[int, int],
            model_path: str, extra: Sequence[str]) -> Dict[str, Any]:
     logging.disable(logging.WARNING)
@@ -278,6 +325,7 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
                 fusion_resolved = flashinfer_comm_fusion._resolve_backend(fusion, nnodes > 1)
             except ValueError as exc:
                 fusion_resolved = f"error: {exc}"
+        moe_gemm = moe_gemm_outcome(mode, cap, view)
         prefill = view.prefill_attention_backend or view.attention_backend
         decode = view.decode_attention_backend or view.attention_backend
         return {
@@ -290,6 +338,7 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
             "allreduce_fusion": {"requested": fusion, "backend": fusion_resolved},
             "torch_symm_mem": dict(symm_out, flag=bool(view.enable_torch_symm_mem)),
             "custom_allreduce": {"disabled_by_flag": bool(view.disable_custom_all_reduce), "v2_table": car_table},
+            "moe_gemm": moe_gemm,
         }
 
 

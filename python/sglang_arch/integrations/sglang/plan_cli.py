@@ -130,6 +130,11 @@ def _table(name: str) -> str:
     return name
 
 
+def _kernel(d: Dict[str, Any]) -> str:
+    """A MoE / GEMM choice, marked when the kernel catalog has no build of it for the GPU."""
+    return f"{d['backend']}" + (" (no build here)" if d["runs"] is False else "")
+
+
 def render(result: Dict[str, Any]) -> str:
     m, r, u = result["machine"], result["routed"], result["upstream"]
     rows = [
@@ -139,6 +144,11 @@ def render(result: Dict[str, Any]) -> str:
         ("torch symm mem", _symm(r["torch_symm_mem"]), _symm(u["torch_symm_mem"])),
         ("custom AR v2 table", _table(r["custom_allreduce"]["v2_table"]), _table(u["custom_allreduce"]["v2_table"])),
     ]
+    if r.get("moe_gemm") and u.get("moe_gemm"):
+        kind = r["moe_gemm"]["quantization"] or "not judged"
+        for label, key in ((f"MoE runner ({kind})", "moe_runner"), ("FP8 block GEMM", "fp8_gemm"),
+                           ("FP4 GEMM", "fp4_gemm"), ("DeepGEMM", "deep_gemm")):
+            rows.append((label, _kernel(r["moe_gemm"][key]), _kernel(u["moe_gemm"][key])))
     head = (f"{m['gpus']}x sm_{m['capability'].replace('.', '')} on {m['topology']}, {m['nnodes']} node(s), "
             f"CUDA {m['cuda']}; registry tier {r['tier']['resolved']} [{r['tier']['match']}]")
     routed_head, upstream_head = "with sglang-arch", "SGLang alone"

@@ -118,6 +118,11 @@ def route(target: Target) -> bool:
         if hasattr(original, name):
             setattr(routed, name, getattr(original, name))
     setattr(owner, attr, routed)
+    if target.refresh is not None:  # values the module computed from the original at import
+        try:
+            target.refresh(sys.modules[target.module])
+        except Exception as exc:  # routing must never break the import
+            logger.warning("refreshing %s after routing failed (%s: %s)", target.module, type(exc).__name__, exc)
     return True
 
 

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
-from .glue import attention, collectives, fusion
+from .glue import attention, collectives, fusion, moe
 from .hooks import answer, check, done, fact
 
 logger = logging.getLogger("sglang_arch")
@@ -32,6 +32,9 @@ _FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _BASE = "sglang.srt.arg_groups.model_override_base"
 _ADD_NORM = "sglang.srt.layers.layer_boundary.residual.add_norm"
+_CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
+_FP8 = "sglang.srt.layers.quantization.fp8_utils"
+_FP4 = "sglang.srt.layers.quantization.fp4_utils"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Target:
     hook: Callable  # an AROUND hook over a glue function (hooks.answer, done, check, fact)
     params: Tuple[str, ...]  # the original's parameter names in the tested release
     uses: Tuple[str, ...] = ()  # attributes of the target's module the glue reads
+    refresh: Optional[Callable] = None  # recomputes the module's import-time values once routed
 
     @property
     def module(self) -> str:
@@ -107,6 +111,16 @@ def all_targets() -> List[Target]:
         Target("DSA attention", f"{_OVERRIDES}._dsa_split_backend_resolution",
                answer(attention.dsa_split_backends), ("view",),
                ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger", "_check_dsa_backend_constraints")),
+        Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
+               ("view",), ("model_config_of", "logger")),
+        Target("DeepGEMM", f"{_CONFIGURER}._compute_enable_deep_gemm", answer(moe.deep_gemm_enabled), (),
+               ("ENABLE_JIT_DEEPGEMM", "DEEPGEMM_BLACKWELL", "DEEPGEMM_SCALE_UE8M0",
+                "DEEPGEMM_NEED_TMA_ALIGNED_SCALES", "DEEPGEMM_PAGED_SPARSE_MQA_LOGITS"),
+               refresh=moe.refresh_deep_gemm_flags),
+        Target("FP8 GEMM backend", f"{_FP8}.initialize_fp8_gemm_config", done(moe.fp8_gemm_config), (),
+               ("get_exec", "Fp8GemmRunnerBackend", "FP8_GEMM_RUNNER_BACKEND")),
+        Target("FP4 GEMM backend", f"{_FP4}.initialize_fp4_gemm_config", done(moe.fp4_gemm_config), (),
+               ("get_exec", "Fp4GemmRunnerBackend", "FP4_GEMM_RUNNER_BACKEND")),
     ]
 
 

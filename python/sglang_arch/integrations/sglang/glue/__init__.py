@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Optional, Set, TypeVar
+import sys
+from typing import Any, Callable, Dict, Optional, Set, Tuple, TypeVar
 
-from ....arch.runtime import MachineContext, current
+from ....arch.capability import Capability
+from ....arch.runtime import MachineContext, current, described
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +46,144 @@ class ArchDecisionError(ValueError):
 
 
 def routed_context() -> Optional[MachineContext]:
-    """This process's machine when the registry decides; ``None`` when SGLang should."""
+    """The machine the registry decides for; ``None`` when SGLang should.
+
+    Inside SGLang the machine is what SGLang's platform context says it is: this
+    process's device (``current()``), unless an ``override_platform`` scope describes
+    another GPU (SGLang's unit tests simulate GPUs this way), in which case it is the
+    described one (``platform_capability``), so SGLang's own decisions and the
+    registry's answer for the same machine.
+    """
+    ctx = current()
+    overrides = platform_overrides()
+    if overrides:
+        ctx = _described_context(ctx, overrides)
+    return None if ctx.resolution is None else ctx
+
+
+def device_context() -> Optional[MachineContext]:
+    """This process's device alone, whatever SGLang's platform context says; ``None``
+    without an NVIDIA GPU.  For the platform probes themselves (identity) and the
+    runtime gates SGLang computes at import time, which no override reaches either."""
     ctx = current()
     return None if ctx.resolution is None else ctx
+
+
+_RUNTIME_CONTEXT = "sglang.srt.runtime_context"
+
+# The platform facts that name a GPU's major (SGLang's ``is_sm*`` probes), and those
+# that say the device is not an NVIDIA GPU at all.
+MAJOR_FACTS: Dict[str, int] = {
+    "is_sm90": 9,
+    "is_sm100": 10,
+    "is_sm110": 11,
+    "is_sm120": 12,
+}
+NOT_NVIDIA: Dict[str, bool] = {
+    "is_cuda": False,
+    "is_hip": True,
+    "is_npu": True,
+    "is_xpu": True,
+    "is_musa": True,
+    "is_mps": True,
+}
+
+
+def platform_overrides() -> Dict[str, Any]:
+    """The facts SGLang's platform context answers from ``override_platform`` scopes
+    now (empty outside them, and before SGLang's ``runtime_context`` is loaded).
+
+    Read from the context's override table, so no probe runs (a probe may create a
+    CUDA context, and through the plugin it is routed back here).
+    """
+    module = sys.modules.get(_RUNTIME_CONTEXT)
+    if module is None:
+        return {}
+    try:
+        table = object.__getattribute__(module.get_platform(), "_overrides")
+    except AttributeError:  # an SGLang without override_platform
+        return {}
+    return dict(table) if table else {}
+
+
+def platform_capability(
+    device: MachineContext, overrides: Dict[str, Any]
+) -> Tuple[bool, Optional[str]]:
+    """The GPU SGLang's platform context describes, given the device's own facts and
+    the overridden ones: ``(changed, capability)``, ``capability`` None for no NVIDIA
+    GPU (or none the facts identify).
+
+    1. a fact saying the device is not NVIDIA (``is_cuda=False``, ``is_hip=True``,
+       ...): no NVIDIA GPU;
+    2. ``is_sm*`` facts set true name a major (two different majors: none identified);
+       the capability is the device's own, or the overridden ``device_capability``,
+       where either has that major, else the major's first tier ``M.0``;
+    3. else an overridden ``device_capability`` (or ``device_sm``) names it exactly;
+    4. else, where an override turned the device's own ``is_sm*`` fact false, the
+       facts identify no GPU;
+    5. else nothing that names a GPU changed: the device itself (``changed`` false,
+       as when the described GPU is the device's own capability).
+    """
+    own = device.resolution.requested if device.resolution is not None else None
+    capability = _described_capability(own, overrides)
+    if capability == "unchanged" or (own is not None and capability == str(own)):
+        return False, None
+    return True, capability
+
+
+def _described_capability(own: Optional[Capability], overrides: Dict[str, Any]) -> Any:
+    if any(overrides.get(name, not bad) == bad for name, bad in NOT_NVIDIA.items()):
+        return None
+    exact = _overridden_capability(overrides)
+    majors = {m for name, m in MAJOR_FACTS.items() if overrides.get(name) is True}
+    if len(majors) > 1:
+        return None
+    if majors:
+        (major,) = majors
+        for candidate in (own, exact):
+            if candidate is not None and candidate.major == major:
+                return str(candidate)
+        return f"{major}.0"
+    if exact is not None:
+        return str(exact)
+    if own is not None:
+        own_fact = next((n for n, m in MAJOR_FACTS.items() if m == own.major), None)
+        if own_fact is not None and overrides.get(own_fact, True) is False:
+            return None
+    return "unchanged"
+
+
+def _overridden_capability(overrides: Dict[str, Any]) -> Optional[Capability]:
+    """An overridden ``device_capability`` ``(major, minor)`` or ``device_sm``; None
+    where neither is overridden with a capability (SGLang's no-GPU ``(None, None)``)."""
+    value = overrides.get("device_capability")
+    sm = overrides.get("device_sm")
+    if isinstance(value, tuple) and len(value) == 2:
+        parts = value
+    elif isinstance(sm, int) and not isinstance(sm, bool) and sm > 0:
+        parts = divmod(sm, 10)
+    else:
+        return None
+    try:
+        return Capability(*parts)
+    except ValueError:  # not a capability (None parts, out of range)
+        return None
+
+
+# (device, described capability) -> the described machine, built once per capability.
+_described: Dict[Optional[str], Tuple[MachineContext, MachineContext]] = {}
+
+
+def _described_context(
+    device: MachineContext, overrides: Dict[str, Any]
+) -> MachineContext:
+    changed, capability = platform_capability(device, overrides)
+    if not changed:
+        return device
+    cached = _described.get(capability)
+    if cached is None or cached[0] is not device:
+        cached = _described[capability] = (device, described(device, capability))
+    return cached[1]
 
 
 _warned: Set[str] = set()

@@ -19,7 +19,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.collectives import FUSION_REQUESTS
-from . import ArchDecisionError, fail_open, routed_context
+from . import ArchDecisionError, device_context, fail_open, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def applies(batch_size: int) -> Optional[bool]:
     SGLang's: the size checks stay last (under Dynamo tracing they guard on the token
     dimension, so statically-off configurations short-circuit before them).
     """
-    ctx = routed_context()
+    ctx = device_context()  # SGLang's own gate: flags computed at import, no override
     if ctx is None:
         return None
     gate = sys.modules[_ADD_NORM]
@@ -164,7 +164,7 @@ def fusion_runs_here() -> bool:
     """The runtime gate's platform condition: the registry's fusion decision for this
     machine, the configured backend and node count (decided once, then a dict read)."""
     try:
-        ctx = routed_context()
+        ctx = device_context()  # as SGLang's import-time flags: no override reaches it
         if ctx is None:
             return False
         from sglang.srt.runtime_context import get_exec, get_parallel

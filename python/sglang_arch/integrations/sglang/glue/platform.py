@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import fail_open, routed_context
+from . import device_context, fail_open
 
 
 @fail_open
 def fact(name: str) -> Optional[Any]:
     """The registry's value of platform fact ``name``; None: SGLang's probe decides."""
-    ctx = routed_context()
+    ctx = device_context()  # the probes themselves: what an override starts from
     if ctx is None:
         return None
     return ctx.facts.get(name)

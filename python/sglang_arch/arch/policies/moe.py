@@ -1,0 +1,227 @@
+"""MoE runners, FP8 block / FP4 GEMM backends and DeepGEMM: the choice for ``auto`` and
+the check of an explicit one.
+
+SGLang 0.5.23 decides these in several places, each from the device's major or an
+``is_sm*`` probe (``arg_groups/overrides.py`` ``_moe_runner_backend_quant_constraints``,
+the model overrides, the quantization methods' ``create_moe_runner``,
+``fp8_utils.initialize_fp8_gemm_config`` / ``_dispatch_auto_backend``,
+``fp4_utils.initialize_fp4_gemm_config``, ``deep_gemm_wrapper/configurer.py``).
+``upstream_*`` below is that rule, written as data over a capability, the one these
+functions evaluate on the tier.  The registry keeps upstream's answer wherever the kernel
+catalog (``kernels.py``) has a build of its kernels for the device itself
+(``Resolution.identities``), and otherwise takes the first choice of the kind's
+preference list that has one (docs/differences.md D12-D15).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from .. import catalog
+from ..capability import Capability
+from ..registry import Resolution
+
+# The experts' quantization as the MoE runner sees it.
+QUANT_KINDS = ("unquantized", "fp8_block", "mxfp8", "nvfp4", "mxfp4")
+MOE, FP8_GEMM, FP4_GEMM, DEEP_GEMM = "moe_runner", "fp8_gemm", "fp4_gemm", "deep_gemm"
+
+# What runs instead, per kind, when upstream's choice has no build for the device: the
+# portable and most tested first (the kernels the catalog builds for the widest range).
+MOE_FALLBACKS = {
+    "unquantized": ("triton",),
+    "fp8_block": ("triton",),
+    "mxfp8": ("flashinfer_trtllm", "cutlass", "deep_gemm"),  # SGLang's MXFP8 runner list
+    "nvfp4": ("flashinfer_cutlass", "marlin"),
+    "mxfp4": ("flashinfer_mxfp4", "triton_kernel", "triton"),
+}
+FP8_GEMM_FALLBACKS = ("cutlass", "triton")
+FP4_GEMM_FALLBACKS = ("flashinfer_cutlass", "marlin")
+
+Cuda = Optional[Tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A decision with upstream's answer beside it."""
+
+    choice: Optional[str]  # None: nothing in the catalog runs here
+    upstream: str
+    reason: str
+    alternatives: Tuple[str, ...] = ()
+    judged: bool = True  # False: SGLang's own choice, not checked (FP8 below SM89: SGLang's own fallbacks)
+
+    @property
+    def changed(self) -> bool:
+        return self.choice != self.upstream
+
+
+@dataclass(frozen=True)
+class Validity:
+    valid: Optional[bool]  # None: not judged (unknown to the catalog, or no kernel for this kind)
+    reason: str
+    alternatives: Tuple[str, ...] = ()
+
+
+def _kind(quant: str) -> str:
+    if quant not in QUANT_KINDS:
+        raise ValueError(f"invalid MoE quantization kind {quant!r}; accepted: {', '.join(QUANT_KINDS)}")
+    return quant
+
+
+# --- upstream's rules, on a capability (SGLang 0.5.23, CUDA, no all-to-all backend) ---
+
+
+def upstream_moe_runner(cap: Capability, quant: str, model_arch: str = "", explicit_quantization: bool = False) -> str:
+    """The MoE runner SGLang 0.5.23 ends up with for ``--moe-runner-backend auto``.
+
+    Argument resolution (overrides.py's MoE runner pass, the model overrides) and, where
+    that leaves ``auto``, the quantization method's ``create_moe_runner`` at load time.
+    """
+    quant = _kind(quant)
+    if quant == "mxfp8":
+        return "flashinfer_trtllm"  # whatever the GPU (overrides.py: mxfp8_default)
+    if quant == "nvfp4":
+        if cap.major in (11, 12):
+            return "flashinfer_cutlass"  # the pass: is_sm120 or is_sm110
+        if (8, 0) <= cap.as_tuple() < (10, 0):
+            return "marlin"  # ModelOptNvFp4FusedMoEMethod.create_moe_runner
+        return "flashinfer_trtllm"  # ">= 10" (sgl-project/sglang #39807)
+    if quant == "mxfp4":
+        if cap.major in (10, 12) and not explicit_quantization:
+            return "flashinfer_mxfp4"  # model_overrides/gpt_oss.py: is_sm100 / is_sm120
+        return "triton_kernel"  # gpt_oss.py: ep_size 1, triton_kernels available, no --quantization
+    if quant == "fp8_block" and model_arch == "DeepseekV3ForCausalLM" and cap.major == 10:
+        return "flashinfer_trtllm"  # _deepseek_moe_quant_resolution on is_sm100
+    return "triton"  # Fp8MoEMethod / unquantized auto without DeepEP
+
+
+def upstream_deep_gemm(cap: Capability) -> bool:
+    """``ENABLE_JIT_DEEPGEMM`` (configurer.py) for a device with DeepGEMM installed, its SM120
+    APIs present and ``SGLANG_ENABLE_JIT_DEEPGEMM`` on: every SM >= 90."""
+    return cap.sm >= 90
+
+
+def upstream_fp8_gemm(cap: Capability, deep_gemm_on: bool, flashinfer: bool = True) -> str:
+    """The FP8 block GEMM ``--fp8-gemm-backend auto`` runs (initialize_fp8_gemm_config, then
+    _dispatch_auto_backend)."""
+    if cap.major == 12:
+        return "cutlass"
+    if cap.major == 11:
+        return "triton"
+    if deep_gemm_on:
+        return "deep_gemm"
+    if cap.major == 10 and flashinfer:  # is_blackwell (majors 10-12; 11 and 12 handled above)
+        return "flashinfer_trtllm"
+    return "triton"
+
+
+def upstream_fp4_gemm(cap: Capability) -> str:
+    """``--fp4-gemm-backend auto`` (fp4_utils.initialize_fp4_gemm_config)."""
+    if cap.major == 10:
+        return "flashinfer_cutedsl"
+    if (8, 0) <= cap.as_tuple() < (10, 0):
+        return "marlin"
+    return "flashinfer_cutlass"
+
+
+# --- the registry's decisions ---
+
+
+def _runs(decision: str, choice: str, res: Resolution, cuda: Cuda, kind: Optional[str] = None):
+    return catalog.choice_runs(decision, choice, res.identities, cuda, kind)
+
+
+def _pick(decision: str, upstream: str, prefs: Tuple[str, ...], res: Resolution, cuda: Cuda,
+          kind: Optional[str], what: str) -> Choice:
+    where = f"tier {res.resolved} ({res.match})"
+    verdict = _runs(decision, upstream, res, cuda, kind)
+    if verdict is None or verdict.runs:
+        why = verdict.reason if verdict is not None else "not in the kernel catalog"
+        return Choice(upstream, upstream, f"{where}: SGLang's {what} {upstream} ({why})")
+    for alt in prefs:
+        if alt == upstream:
+            continue
+        alt_verdict = _runs(decision, alt, res, cuda, kind)
+        if alt_verdict is not None and alt_verdict.runs:
+            return Choice(alt, upstream, f"{where}: SGLang's {what} {upstream} cannot run on {res.requested} "
+                                         f"({verdict.reason}); {alt} runs ({alt_verdict.reason})")
+    return Choice(None, upstream, f"{where}: SGLang's {what} {upstream} cannot run on {res.requested} "
+                                  f"({verdict.reason}), and none of {', '.join(prefs)} has a build for it")
+
+
+FP8_NATIVE = Capability(8, 9)  # below it SGLang serves FP8 weights through its own fallbacks (Marlin W8A16)
+
+
+def _below_fp8(res: Resolution) -> bool:
+    return any(cap < FP8_NATIVE for cap in res.identities)
+
+
+def moe_runner(res: Resolution, quant: str, cuda: Cuda = (13, 0), model_arch: str = "",
+               explicit_quantization: bool = False) -> Choice:
+    """The MoE runner for ``--moe-runner-backend auto`` and experts of kind ``quant``."""
+    kind = _kind(quant)
+    upstream = upstream_moe_runner(res.resolved, kind, model_arch, explicit_quantization)
+    if kind == "fp8_block" and _below_fp8(res):
+        return Choice(upstream, upstream, f"not judged on {res.requested}: below SM89 SGLang serves FP8 weights "
+                                          f"through its own fallbacks", judged=False)
+    return _pick(MOE, upstream, MOE_FALLBACKS[kind], res, cuda, kind, f"{kind} MoE runner")
+
+
+def check_moe_runner(res: Resolution, name: str, quant: str, cuda: Cuda = (13, 0)) -> Validity:
+    """Whether an explicit ``--moe-runner-backend`` has a kernel for these experts here."""
+    kind = _kind(quant)
+    if name in ("auto",) or not catalog.kernels_of(MOE, name):
+        return Validity(None, f"{name!r} has no entry in the kernel catalog; not checked")
+    if not any(use.serves(kind, None) for use in catalog.kernels_of(MOE, name)):
+        return Validity(None, f"{name} has no {kind} kernel of its own (SGLang reroutes those experts); not checked")
+    verdict = _runs(MOE, name, res, cuda, kind)
+    if verdict.runs:
+        return Validity(True, f"{name} runs {kind} experts on {res.requested}: {verdict.reason}")
+    alternatives = catalog.runnable(MOE, catalog.known_choices(MOE), res.identities, cuda, kind)
+    return Validity(False, f"{name} cannot run {kind} MoE experts on {res.requested} (tier {res.resolved}, "
+                           f"{res.match}): {verdict.reason}", alternatives)
+
+
+def deep_gemm(res: Resolution, cuda: Cuda = (13, 0)) -> Choice:
+    """DeepGEMM JIT enablement: upstream's rule on the tier, and only where DeepGEMM has a
+    build for the device (``on``/``off``)."""
+    where = f"tier {res.resolved} ({res.match})"
+    upstream = "on" if upstream_deep_gemm(res.resolved) else "off"
+    if upstream == "off":
+        return Choice("off", "off", f"{where}: SGLang enables DeepGEMM from SM90")
+    verdict = _runs(DEEP_GEMM, "jit", res, cuda)
+    if verdict.runs:
+        return Choice("on", "on", f"{where}: DeepGEMM on ({verdict.reason})")
+    return Choice("off", "on", f"{where}: SGLang's SM >= 90 rule enables DeepGEMM, but {verdict.reason}")
+
+
+def fp8_gemm(res: Resolution, cuda: Cuda = (13, 0), deep_gemm_on: Optional[bool] = None,
+             flashinfer: bool = True) -> Choice:
+    """The FP8 block GEMM for ``--fp8-gemm-backend auto``."""
+    if deep_gemm_on is None:
+        deep_gemm_on = deep_gemm(res, cuda).choice == "on"
+    upstream = upstream_fp8_gemm(res.resolved, deep_gemm_on, flashinfer)
+    if _below_fp8(res):
+        return Choice(upstream, upstream, f"not judged on {res.requested}: below SM89 SGLang serves FP8 weights "
+                                          f"through its own fallbacks", judged=False)
+    return _pick(FP8_GEMM, upstream, FP8_GEMM_FALLBACKS, res, cuda, None, "FP8 block GEMM")
+
+
+def fp4_gemm(res: Resolution, cuda: Cuda = (13, 0)) -> Choice:
+    """The NVFP4 dense GEMM for ``--fp4-gemm-backend auto``."""
+    return _pick(FP4_GEMM, upstream_fp4_gemm(res.resolved), FP4_GEMM_FALLBACKS, res, cuda, None, "FP4 GEMM")
+
+
+def check_gemm(res: Resolution, decision: str, name: str, cuda: Cuda = (13, 0)) -> Validity:
+    """Whether an explicit ``--fp8-gemm-backend`` / ``--fp4-gemm-backend`` runs here."""
+    if decision not in (FP8_GEMM, FP4_GEMM):
+        raise ValueError(f"invalid GEMM decision {decision!r}; accepted: {FP8_GEMM}, {FP4_GEMM}")
+    verdict = _runs(decision, name, res, cuda)
+    if verdict is None:
+        return Validity(None, f"{name!r} has no entry in the kernel catalog; not checked")
+    if verdict.runs:
+        return Validity(True, f"{name} runs on {res.requested}: {verdict.reason}")
+    alternatives = catalog.runnable(decision, catalog.known_choices(decision), res.identities, cuda)
+    return Validity(False, f"{name} cannot run on {res.requested} (tier {res.resolved}, {res.match}): "
+                           f"{verdict.reason}", alternatives)

@@ -1,0 +1,173 @@
+"""MoE runners, FP8 block / FP4 GEMM backends and DeepGEMM: from the registry.
+
+The registry keeps SGLang's choice wherever the kernel catalog has a build of its
+kernels for this GPU, and takes one that does elsewhere (docs/differences.md D12-D15).
+Explicit choices (``--moe-runner-backend``, ``--fp8-gemm-backend``,
+``--fp4-gemm-backend``) that cannot run here fail during argument resolution, before
+any weight is loaded, naming what runs instead.  Without an NVIDIA GPU, off CUDA and on
+ROCm / NPU everything stays SGLang's.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional, Tuple
+
+from . import REGISTRY, ArchDecisionError, fail_open, routed_context
+
+_OVERRIDES = "sglang.srt.arg_groups.overrides"
+_FP8 = "sglang.srt.layers.quantization.fp8_utils"
+_FP4 = "sglang.srt.layers.quantization.fp4_utils"
+_CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
+
+# quant_method (HF quantization_config, or --quantization) -> the experts' kind
+_NVFP4_METHODS = ("modelopt_fp4", "nvfp4")
+
+
+def _cuda_platform() -> bool:
+    from sglang.srt.runtime_context import get_platform
+
+    platform = get_platform()
+    return bool(platform.is_cuda) and not platform.is_hip and not platform.is_npu
+
+
+def quant_kind(view: Any) -> Tuple[Optional[str], bool]:
+    """(kind of the MoE experts, whether ``--quantization`` named it); kind None: a
+    quantization the registry does not judge (SGLang decides)."""
+    hf_config = sys.modules[_OVERRIDES].model_config_of(view).hf_config
+    config = getattr(hf_config, "quantization_config", None) or {}
+    return kind_of(view.quantization, config)
+
+
+def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
+    """The experts' kind from ``--quantization`` and the HF ``quantization_config``."""
+    if not isinstance(config, dict):
+        config = getattr(config, "__dict__", {}) or {}
+    method = explicit or config.get("quant_method")
+    if method is None:
+        return "unquantized", False
+    method = str(method).lower()
+    algo = str(config.get("quant_algo", "")).upper()
+    if method == "fp8":
+        return ("fp8_block" if config.get("weight_block_size") else None), bool(explicit)
+    if method == "mxfp8" or (method.startswith("modelopt") and algo == "MXFP8"):
+        return "mxfp8", bool(explicit)
+    if method in _NVFP4_METHODS or (method == "modelopt" and algo == "NVFP4"):
+        return "nvfp4", bool(explicit)
+    if method == "mxfp4":
+        return "mxfp4", bool(explicit)
+    return None, bool(explicit)
+
+
+def _user_value(view: Any, field: str) -> Any:
+    """What the user passed for ``field`` (SGLang's raw input), not a pass's declaration."""
+    server_args = object.__getattribute__(view, "_server_args") if hasattr(view, "_server_args") else view
+    raw = getattr(server_args, "_raw_input", None) or {}
+    return raw.get(field, "auto")
+
+
+def _refuse(flag: str, name: str, check: Any) -> None:
+    runs = ", ".join(check.alternatives) or "none of the backends the registry knows"
+    raise ArchDecisionError(f"{flag} {name}: {check.reason}. Valid here: {runs}. (checked by {REGISTRY})")
+
+
+@fail_open
+def moe_runner_backend(view: Any) -> Optional[dict]:
+    """SGLang's MoE runner pass (``_moe_runner_backend_quant_constraints``), registry first.
+
+    Checks explicit MoE runner and FP8 / FP4 GEMM backends; for ``auto`` declares the
+    registry's runner where SGLang's has no build here.  None: SGLang's own pass runs
+    (its answer runs here, or the registry does not judge this case).
+    """
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    for flag, field, decision in (("--fp8-gemm-backend", "fp8_gemm_runner_backend", "fp8_gemm"),
+                                  ("--fp4-gemm-backend", "fp4_gemm_runner_backend", "fp4_gemm")):
+        name = getattr(view, field, "auto")
+        if name and name != "auto":
+            check = ctx.check_gemm(decision, name)
+            if check.valid is False:
+                _refuse(flag, name, check)
+    if view.quantization == "nvfp4_online":
+        return None  # SGLang's own SM100/SM103 requirement, then its runner list
+    kind, explicit_quantization = quant_kind(view)
+    if kind is None:
+        return None
+    runner = view.moe_runner_backend
+    if runner != "auto":
+        check = ctx.check_moe_runner(runner, kind)
+        if check.valid is not False or not ctx.moe_runner(kind).judged:
+            return None
+        if _user_value(view, "moe_runner_backend") == runner:
+            _refuse("--moe-runner-backend", runner, check)
+        # a model override chose it from an identity probe: the registry's runner instead
+    arch = (getattr(sys.modules[_OVERRIDES].model_config_of(view).hf_config, "architectures", None) or [""])[0]
+    decision = ctx.moe_runner(kind, arch, explicit_quantization)
+    if decision.choice is None:
+        raise ArchDecisionError(f"{kind} MoE experts: {decision.reason}; no MoE runner for them runs here. "
+                                f"(checked by {REGISTRY})")
+    if decision.choice == runner or (runner == "auto" and not decision.changed):
+        return None
+    sys.modules[_OVERRIDES].logger.warning("MoE runner %s for %s experts (%s; %s).", decision.choice, kind,
+                                           decision.reason, REGISTRY)
+    return {"moe_runner_backend": decision.choice}
+
+
+@fail_open
+def deep_gemm_enabled() -> Optional[bool]:
+    """``_compute_enable_deep_gemm``: False where SGLang would enable DeepGEMM on a GPU it
+    has no build for; None (SGLang's own checks: the package, its APIs, the env) elsewhere."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    decision = ctx.deep_gemm()
+    return False if decision.choice == "off" and decision.upstream == "on" else None
+
+
+def refresh_deep_gemm_flags(module: Any) -> None:
+    """Recompute the configurer's import-time flags after its function is routed (the
+    plugin routes a module once its code has run, before any other module imports them)."""
+    if module.ENABLE_JIT_DEEPGEMM and deep_gemm_enabled() is False:
+        module.ENABLE_JIT_DEEPGEMM = False
+        module.DEEPGEMM_BLACKWELL = False
+        module.DEEPGEMM_SCALE_UE8M0 = False
+        module.DEEPGEMM_NEED_TMA_ALIGNED_SCALES = not getattr(module, "_is_musa", False)
+        module.DEEPGEMM_PAGED_SPARSE_MQA_LOGITS = False
+
+
+def _gemm_backend_here(module: str, field: str, decide: Any, enum: str, global_name: str) -> bool:
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return False
+    mod = sys.modules[module]
+    if getattr(mod.get_exec().kernel, field) != "auto":
+        return False  # explicit: checked during argument resolution
+    decision = decide(ctx)
+    if decision.choice is None or not decision.changed:
+        return False
+    setattr(mod, global_name, getattr(mod, enum)(decision.choice))
+    return True
+
+
+@fail_open
+def fp8_gemm_config() -> bool:
+    """``initialize_fp8_gemm_config``: the registry's FP8 block GEMM where SGLang's ``auto``
+    has no build here (True: set; False: SGLang's own function runs)."""
+
+    def decide(ctx: Any) -> Any:
+        from sglang.srt.utils import is_flashinfer_available
+
+        return ctx.fp8_gemm(deep_gemm_on=bool(sys.modules[_CONFIGURER].ENABLE_JIT_DEEPGEMM),
+                            flashinfer=bool(is_flashinfer_available()))
+
+    return _gemm_backend_here(_FP8, "fp8_gemm_runner_backend", decide, "Fp8GemmRunnerBackend",
+                              "FP8_GEMM_RUNNER_BACKEND")
+
+
+@fail_open
+def fp4_gemm_config() -> bool:
+    """``initialize_fp4_gemm_config``: the registry's NVFP4 GEMM where SGLang's ``auto``
+    has no build here (True: set; False: SGLang's own function runs)."""
+    return _gemm_backend_here(_FP4, "fp4_gemm_runner_backend", lambda ctx: ctx.fp4_gemm(),
+                              "Fp4GemmRunnerBackend", "FP4_GEMM_RUNNER_BACKEND")
