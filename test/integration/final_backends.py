@@ -239,6 +239,15 @@ def registry_decisions(gpus: int) -> Dict[str, Any]:
                       for d in [ctx.attention_default(ModelTraits(kind=kind, cuda=ctx.cuda))]},
         "dsa": {}, "custom_ar_v2": ctx.custom_ar_table(),
     }
+    # Decisions a later registry takes (issue 19 item 3), recorded where this one has them.
+    if hasattr(ctx, "deterministic_backend"):
+        from sglang.srt.server_args import DETERMINISTIC_ATTENTION_BACKEND_CHOICES
+
+        capable = tuple(DETERMINISTIC_ATTENTION_BACKEND_CHOICES)
+        out["deterministic"] = {kind: ctx.deterministic_backend(capable, kind, kind == "mla").backend
+                                for kind in ("mha", "mla")}  # the MLA fixtures are DeepSeek's
+    if hasattr(ctx, "vision_backend"):
+        out["vision"] = ctx.vision_backend(None).backend
     for kv in ("auto", "fp8_e4m3"):
         dtype = ctx.dsa_kv_cache_dtype().dtype if kv == "auto" else kv
         decision = ctx.dsa_backends(dtype, "DeepseekV3ForCausalLM")
@@ -459,6 +468,10 @@ def cell_values(result: Dict[str, Any], model: Model, mode: str) -> Dict[str, An
     return values
 
 
+def _kind_key(kind: str) -> str:
+    return "mla" if kind in ("mla", "dsa") else "mha"
+
+
 def _tier(cap: str) -> Optional[str]:
     from sglang_arch.arch import resolve
 
@@ -491,6 +504,10 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
                 and "FP8 KV cache" in plugin[name]:
             # No DSA kernel reads an FP8 cache on this GPU: the user's own --kv-cache-dtype is refused, with why.
             expected, why = plugin[name], "the registry refuses the FP8 KV cache the user asked for (D10)"
+        elif mode == "deterministic" and _is_error(plugin[name]) \
+                and "ArchDecisionError: --enable-deterministic-inference:" in plugin[name] \
+                and registry.get("deterministic", {}).get(_kind_key(kind), "") is None:
+            expected, why = plugin[name], "no deterministic backend runs here: the user's own flag is refused"
         elif name == "fusion":
             qualifies = cell_values(matrix[FUSION_QUALIFIER]["upstream"], model, mode)["fusion"] is not None \
                 if FUSION_QUALIFIER in matrix else True
@@ -503,11 +520,16 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
             preferred = on_tier.get(name)
             if preferred is not None and not _is_error(preferred) and runs(name, preferred, cap, kind):
                 expected, why = preferred, f"upstream's choice on tier {tier}, which runs here"
+            elif name == "vision" and "vision" in registry:
+                expected, why = registry["vision"], "the registry's vision decision"
             elif name == "vision":
                 expected = next(v for v in VISION_FALLBACKS if runs(name, v, cap, kind))
                 why = "the first runnable of SGLang's vision fallbacks"
+            elif mode == "deterministic" and name != "draft" and "deterministic" in registry:
+                expected = registry["deterministic"][_kind_key(kind)]
+                why = f"the registry's deterministic decision (upstream on tier {tier}: {preferred})"
             else:
-                pair = registry["attention"]["mla" if kind in ("mla", "dsa") else "mha"]
+                pair = registry["attention"][_kind_key(kind)]
                 expected = pair[1] if name == "decode" else pair[0]
                 why = ("the registry's default" + (f" (upstream on tier {tier}: {preferred}, which does not run here)"
                                                    if tier else " (no tier)"))
