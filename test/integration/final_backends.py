@@ -393,7 +393,10 @@ def run_matrix(caps: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 # that run the same kernels, until the catalog has a decision of its own for them.
 VISION_AS_ATTENTION = {"fa3": "fa3", "fa4": "fa4", "triton_attn": "triton", "sdpa": "torch_native"}
 VISION_FALLBACKS = ("triton_attn", "sdpa")  # SGLang's own default off Hopper/Blackwell, then torch's SDPA
-FUSION_QUALIFIER = "9.0"  # upstream auto-enables fusion on SM90 wherever the model and mode qualify
+FUSION_QUALIFIER = "9.0"
+# The judged columns of a cell and their headings in docs/final-backends.md, in order.
+COLUMNS = (("prefill", "prefill"), ("decode", "decode"), ("draft", "draft"), ("vision", "vision"),
+           ("fusion", f"fusion @{DECODE_TOKENS}"))  # upstream auto-enables fusion on SM90 wherever the model and mode qualify
 
 
 @dataclass(frozen=True)
@@ -445,7 +448,12 @@ def runs(column: str, value: Any, cap: str, kind: str) -> Optional[bool]:
 
 
 def cell_values(result: Dict[str, Any], model: Model, mode: str) -> Dict[str, Any]:
-    """The judged columns of one child's cell: None where the model or mode has no such column."""
+    """The judged columns of one child's cell: None where the model or mode has no such column.
+
+    A new column (issue 20: the MoE runner, the GEMM backends) is a value ``cell`` records,
+    a key here, the catalog decision ``runs`` judges it with, and its registry decision in
+    ``registry_decisions``, and its heading in ``COLUMNS`` (``judge_cell`` judges every key).
+    """
     cell = result["cells"][f"{model.name}|{mode}"]
     if "error" in cell:
         error = "error: " + cell["error"]
@@ -669,8 +677,8 @@ def render(results: Dict[str, Any]) -> str:
                       f"{_show(_symm(ar['upstream']['symm_mem']), ar['upstream_symm_runs'])}); custom all-reduce "
                       f"v2 table `{ar['plugin']['custom_ar_v2']}` (upstream `{ar['upstream']['custom_ar_v2']}`)"
                       f"{'' if ar['ok'] else ' **not the registry' + chr(39) + 's**'}.", ""]
-        lines += ["| model | mode | prefill | decode | draft | vision | fusion @64 | upstream, where it differs | "
-                  "judged |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| model | mode | " + " | ".join(title for _, title in COLUMNS) + " | upstream, where it differs | "
+                  "judged |", "|---|---|" + "---|" * len(COLUMNS) + "---|---|"]
         for model in MODELS:
             for mode in MODES:
                 columns = {c.name: c for c in judged[(model.name, cap, mode)]}
@@ -682,8 +690,8 @@ def render(results: Dict[str, Any]) -> str:
                 differs = [f"{c.name} {_show(c.upstream, c.upstream_runs)}" for c in columns.values()
                            if c.upstream != c.plugin]
                 bad = [f"{c.name}: expected {_show(c.expected, None)} ({c.why})" for c in columns.values() if not c.ok]
-                lines.append(f"| {model.name} | {mode} | {show('prefill')} | {show('decode')} | {show('draft')} | "
-                             f"{show('vision')} | {show('fusion')} | {'; '.join(differs)} | "
+                lines.append(f"| {model.name} | {mode} | " + " | ".join(show(name) for name, _ in COLUMNS)
+                             + f" | {'; '.join(differs)} | "
                              f"{'ok' if not bad else '**FAIL** ' + '; '.join(bad)} |")
         lines.append("")
     return "\n".join(lines)
