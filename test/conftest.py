@@ -60,7 +60,7 @@ def _shares_a_fixture(item) -> bool:
 
 # The longest files (minutes of SGLang processes each) start first, each on its own
 # worker, while the others fill the rest.
-FIRST = ("test/integration/test_runtime_truth.py", "test/integration/test_upstream_series.py",
+FIRST = ("test/integration/test_final_backends.py", "test/integration/test_runtime_truth.py", "test/integration/test_upstream_series.py",
          "test/integration/test_audit.py")
 
 

@@ -179,6 +179,8 @@ class _Runner:
         self.init_new_workspace = False
         self.kv_cache_dtype = None
         self.model_config = SimpleNamespace(hf_config=SimpleNamespace(architectures=[]), is_encoder_decoder=False)
+        # With EAGLE, FlashInfer's creator makes a CUDA stream unless the runner has one.
+        self.plan_stream_for_flashinfer = "a stream"
 
     def __getattr__(self, name):
         raise _Stop(name)
