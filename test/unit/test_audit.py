@@ -238,6 +238,43 @@ def test_covers_routes_sites_outside_the_target(tree, monkeypatch):
     assert patched[18].plugin == "unrouted"
 
 
+# A model override in the shape of SGLang's (written here): two arms whose backends the
+# attention guards judge (the real targets' ``covers`` name them by their checks), and a
+# decision beside them that no guard lists.
+OVERRIDE = "srt/arg_groups/model_overrides/gpt_oss.py"
+OVERRIDE_FILES = {**FILES, OVERRIDE: """\
+    from sglang.srt.runtime_context import get_platform
+
+    def _gpt_oss_overrides(server_args, hf_config):
+        overrides = {}
+        if get_platform().is_sm100:
+            overrides["attention_backend"] = "trtllm_mha"
+        elif get_platform().is_sm90:
+            overrides["attention_backend"] = "fa3"
+        if get_platform().is_sm100 and hf_config.sliding_window:
+            overrides["attention_backend"] = "flashinfer"
+        return overrides
+    """}
+
+
+def test_the_guards_cover_the_overrides_they_judge_and_nothing_beside(tmp_path):
+    """The real targets and series: an override arm whose backend the guards judge is routed,
+    its reason naming each guard; a new decision in the same function stays unrouted in
+    both columns (a covers entry is one check, never the whole function)."""
+    rep = audit(str(write_tree(tmp_path, OVERRIDE_FILES)))
+    sites = by_line(rep, OVERRIDE)
+    for line in (5, 7):
+        site = sites[line]
+        assert (site.kind, site.plugin, site.patched) == ("decision", "routed", "routed"), line
+        assert "_attention_backend_default" in site.plugin_reason
+        assert "attention_backend_setup.resolve_attention_backend_strs" in site.plugin_reason
+        assert "series step 4 (attention)" in site.patched_reason
+    beside = sites[9]
+    assert (beside.kind, beside.plugin, beside.patched) == ("decision", "unrouted", "unrouted")
+    assert beside.concern.startswith("attention/")
+    assert beside in rep.unrouted_decisions("plugin") and beside in rep.unrouted_decisions("patched")
+
+
 def test_a_listed_gate_covers_only_its_check(tree, monkeypatch):
     """A gate names one check of one function: a decision beside it stays a decision."""
     monkeypatch.setattr(gates, "KERNEL_GATES", (gates.KernelGate(ATTN, "choose", "props.major == 12",
