@@ -108,6 +108,23 @@ def test_probe_and_device_are_only_gates_and_facts(installed):
                for st_ in (s.plugin, s.patched) if st_ in ("probe", "device"))
 
 
+def test_every_covers_entry_takes_one_decision_of_the_release(installed):
+    """Each ``covers`` entry of the plugin's targets and the series' steps names a check
+    still in the installed release, and takes exactly one site there, a decision (a stale
+    entry, or one that would swallow a gate or a second site, fails here)."""
+    from sglang_arch.audit.routing import Routing, patched_routing, plugin_routing
+    from sglang_arch.audit.scan import package_module
+
+    for routing in (plugin_routing(), patched_routing()):
+        assert routing.covers, routing.name
+        for sel in routing.covers:
+            one = Routing("one", covers={sel: "x"})
+            hit = [s for s in installed.sites if s.scope
+                   and one.covered(package_module(s.file), s.scope, (), s.code) is not None]
+            assert [s.kind for s in hit] == ["decision"], (routing.name, sel, [(s.file, s.line) for s in hit])
+            assert getattr(hit[0], routing.name) == "routed"
+
+
 @pytest.mark.xfail(strict=True, reason="routing in progress: the decisions left are listed in "
                                        "docs/capability-sites.md; strict, so this fails once they are all routed "
                                        "(then drop the mark)")

@@ -238,6 +238,43 @@ def test_covers_routes_sites_outside_the_target(tree, monkeypatch):
     assert patched[18].plugin == "unrouted"
 
 
+# A model override in the shape of SGLang's (written here): two arms whose backends the
+# attention guards judge (the real targets' ``covers`` name them by their checks), and a
+# decision beside them that no guard lists.
+OVERRIDE = "srt/arg_groups/model_overrides/gpt_oss.py"
+OVERRIDE_FILES = {**FILES, OVERRIDE: """\
+    from sglang.srt.runtime_context import get_platform
+
+    def _gpt_oss_overrides(server_args, hf_config):
+        overrides = {}
+        if get_platform().is_sm100:
+            overrides["attention_backend"] = "trtllm_mha"
+        elif get_platform().is_sm90:
+            overrides["attention_backend"] = "fa3"
+        if get_platform().is_sm100 and hf_config.sliding_window:
+            overrides["attention_backend"] = "flashinfer"
+        return overrides
+    """}
+
+
+def test_the_guards_cover_the_overrides_they_judge_and_nothing_beside(tmp_path):
+    """The real targets and series: an override arm whose backend the guards judge is routed,
+    its reason naming each guard; a new decision in the same function stays unrouted in
+    both columns (a covers entry is one check, never the whole function)."""
+    rep = audit(str(write_tree(tmp_path, OVERRIDE_FILES)))
+    sites = by_line(rep, OVERRIDE)
+    for line in (5, 7):
+        site = sites[line]
+        assert (site.kind, site.plugin, site.patched) == ("decision", "routed", "routed"), line
+        assert "_attention_backend_default" in site.plugin_reason
+        assert "attention_backend_setup.resolve_attention_backend_strs" in site.plugin_reason
+        assert "series step 4 (attention)" in site.patched_reason
+    beside = sites[9]
+    assert (beside.kind, beside.plugin, beside.patched) == ("decision", "unrouted", "unrouted")
+    assert beside.concern.startswith("attention/")
+    assert beside in rep.unrouted_decisions("plugin") and beside in rep.unrouted_decisions("patched")
+
+
 def test_a_listed_gate_covers_only_its_check(tree, monkeypatch):
     """A gate names one check of one function: a decision beside it stays a decision."""
     monkeypatch.setattr(gates, "KERNEL_GATES", (gates.KernelGate(ATTN, "choose", "props.major == 12",
@@ -301,9 +338,10 @@ def test_bad_src_exits_2_with_one_line(src, capsys, tmp_path):
 
 DECIDES = {
     # issue 19's misfilings: attention backends and all-reduce sizes outside attention/ and distributed/
-    "srt/arg_groups/model_overrides/gpt_oss.py": """\
+    # (a model override no guard lists: gpt_oss's own arms are covered, see OVERRIDE above)
+    "srt/arg_groups/model_overrides/example.py": """\
         from sglang.srt.runtime_context import get_platform
-        def _gpt_oss_overrides(cfg):
+        def _example_overrides(cfg):
             if get_platform().is_sm100:
                 cfg.attention_backend = "trtllm_mha"
             elif get_platform().is_sm90:
@@ -351,8 +389,8 @@ def decides_tree(tmp_path):
 
 
 @pytest.mark.parametrize("file, line, concern, kind", [
-    ("srt/arg_groups/model_overrides/gpt_oss.py", 3, "attention/mha", "decision"),
-    ("srt/arg_groups/model_overrides/gpt_oss.py", 5, "attention/mha", "decision"),
+    ("srt/arg_groups/model_overrides/example.py", 3, "attention/mha", "decision"),
+    ("srt/arg_groups/model_overrides/example.py", 5, "attention/mha", "decision"),
     ("srt/models/gemma3_mm.py", 4, "attention/mha", "decision"),
     ("srt/models/gemma3_mm.py", 6, "other", "decision"),  # "gemma" is no GEMM
     ("srt/models/beam.py", 2, "fusion", "decision"),  # capability nested in a tuple key

@@ -297,6 +297,18 @@ def test_the_sites_are_the_plugin_targets_with_the_same_parameters():
             assert site.params == targets[path].params, path
 
 
+def test_each_step_covers_what_its_targets_cover():
+    """The audit sites a step takes besides its own functions (``Step.covers``) are those its
+    functions' plugin targets take (``Target.covers``): the two columns route alike."""
+    targets = {t.path: t for t in all_targets()}
+    for step in STEPS:
+        paths = {_upstream_path(plan, SimpleNamespace(label=site.qualname))
+                 for plan in step.modules for site in plan.sites if getattr(site, "qualname", None)}
+        expected = {sel for path in paths for sel in targets[path].covers}
+        assert set(step.covers) == expected, step.key
+        assert len(step.covers) == len(set(step.covers)), step.key
+
+
 def test_every_glue_function_the_series_calls_exists_in_the_plugins_glue():
     """One implementation: the patched tree calls the plugin's own glue modules."""
     import importlib

@@ -66,8 +66,13 @@ class Routing:
     import_time_probes: bool = True
 
     def add_covers(self, selectors: Iterable[str], owner: str) -> None:
+        """Record ``owner`` for each selector; a selector several owners list names them all."""
         for sel in selectors:
-            self.covers.setdefault(sel, f"covered by {owner}")
+            reason = self.covers.get(sel)
+            if reason is None:
+                self.covers[sel] = f"covered by {owner}"
+            elif owner not in reason:
+                self.covers[sel] = f"{reason} and {owner}"
 
     def covered(self, module: str, scope: str, assigned: Iterable[str], code: str) -> Optional[str]:
         """The reason a site is covered by a target or step other than its own function."""

@@ -68,6 +68,56 @@ class Target:
         return self.path[len(self.module) + 1:]
 
 
+# Decisions elsewhere in SGLang that the attention guards judge (``covers``): each picks,
+# from an identity probe, a backend of the kernel catalog (arch/kernels.py CHOICES
+# ["attention"]) into a field the guards read (docs/differences.md D17).  Where the catalog
+# runs the pick the guards keep it; elsewhere the registry's default is what is built.
+# One check per entry, so a decision added beside one stays unrouted until judged here.
+# Left out on purpose: backends the catalog has no entry for (minicpm_flash*, dsv4's
+# flashmla_mega), linear-attention, DSA-internal and vision/audio kernels, sizes, MoE, and
+# sites that also pick what these guards do not judge (MiniMax-M3's off-Blackwell NVFP4 arm
+# picks the MoE runner too).
+_MO = "sglang.srt.arg_groups.model_overrides"
+# Model overrides that declare --attention-backend (or its prefill / decode split): the
+# resolution-time answer (``_attention_backend_default``) replaces a declared backend that
+# cannot run here, and the build guard judges whatever reaches a model runner.
+_DECLARED_BACKEND_SITES = (
+    f"{_MO}.beam._beam_overrides:get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120",
+    f"{_MO}.deepseek_v2._deepseek_family_overrides:if get_platform().is_sm100:",
+    f"{_MO}.exaone._exaone_overrides:if get_platform().is_cuda and get_platform().is_sm100:",
+    f"{_MO}.exaone._exaone_overrides:elif get_platform().is_cuda and get_platform().device_sm >= 80:",
+    f"{_MO}.falcon_h1._falcon_h1_jet_overrides:if get_platform().is_sm100 and cfg.attention_backend is None:",
+    f'{_MO}.gemma4._gemma4_overrides:else ("trtllm_mha" if get_platform().is_sm100 else "triton")',
+    f"{_MO}.gpt_oss._gpt_oss_overrides:if get_platform().is_sm100:",
+    f"{_MO}.gpt_oss._gpt_oss_overrides:elif get_platform().is_sm90:",
+    f"{_MO}.granitemoehybrid._granite_moe_hybrid_overrides:if has_mamba and get_platform().is_sm100 and "
+    "cfg.attention_backend is None:",
+    f"{_MO}.inkling._inkling_overrides:if get_platform().is_sm90 or get_platform().is_sm100:",
+    f"{_MO}.lfm2._lfm2_overrides:if get_platform().is_sm100 and cfg.attention_backend is None:",
+    f'{_MO}.minicpm._minicpm_sala_overrides:"minicpm_flashattn": ("fa4" if get_platform().is_blackwell else "fa3")',
+    f"{_MO}.minicpmv._minicpm_v4_6_overrides:if get_platform().is_sm100 and cfg.attention_backend is None:",
+    f"{_MO}.minimax_m3._minimax_m3_overrides:elif get_platform().is_sm90:",
+    f"{_MO}.nemotron_h._nemotron_h_overrides:elif get_platform().is_sm100:",
+    f"{_MO}.olmo2._olmo2_overrides:if get_platform().is_cuda and get_platform().is_sm100:",
+    f"{_MO}.olmo2._olmo2_overrides:elif get_platform().is_cuda and get_platform().device_sm >= 80:",
+    f"{_MO}.qwen3_5._qwen3_5_hybrid_overrides:if not get_platform().is_sm100 or cfg.attention_backend is not None:",
+    f"{_OVERRIDES}._step3p_overrides:if get_platform().is_blackwell:",
+    f"{_OVERRIDES}._step3p_overrides:elif get_platform().is_sm90:",
+)
+# Nemotron-H's Blackwell arm declares the server's and the speculative draft's backends:
+# the draft's is built by the draft runner and, for EAGLE / NEXTN / DSPARK, by the draft
+# backend factory, each guarded.
+_DRAFT_AND_SERVER_BACKEND_SITES = (
+    f"{_MO}.nemotron_h._nemotron_h_overrides:if get_platform().is_blackwell and is_attention_backend_not_set(cfg):",
+    f"{_MO}.nemotron_h._nemotron_h_overrides:if get_platform().is_sm100 and cfg.speculative_eagle_topk in (",
+)
+# DFLASH's draft backend fallback: built by the draft model runner only.
+_DRAFT_RUNNER_SITES = (
+    "sglang.srt.arg_groups.speculative_hook._resolve_dflash_draft_attention_backend:"
+    "if not current_platform.is_out_of_tree() and get_platform().is_sm100:",
+)
+
+
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
 # _PLATFORM_VALUES map them; checked against the installed release before use.
 FACT_HELPERS = {
@@ -112,15 +162,18 @@ def all_targets() -> List[Target]:
                 "_forces_eagle_topk_one")),
         Target("attention backend", f"{_OVERRIDES}._attention_backend_default",
                answer(attention.attention_backend_default), ("view",),
-               ("use_mla_backend", "model_config_of", "logger")),
+               ("use_mla_backend", "model_config_of", "logger"),
+               covers=_DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES),
         Target("attention backend", f"{_OVERRIDES}._deterministic_attention_backend",
                answer(attention.deterministic_backend), ("view",),
                ("use_mla_backend", "_deterministic_is_deepseek_model", "logger")),
         # The build guard: what a model runner and the speculative draft finally build.
         Target("attention build guard", f"{_SETUP}.resolve_attention_backend_strs",
-               answer(attention.built_backends), ("model_runner",), ("ResolvedAttentionBackendStr",)),
+               answer(attention.built_backends), ("model_runner",), ("ResolvedAttentionBackendStr",),
+               covers=_DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES + _DRAFT_RUNNER_SITES),
         Target("attention build guard", f"{_DRAFT}._create_backend", check(attention.guard_draft_backend),
-               ("self", "backend_name", "backend_map", "error_template", "stamps_children")),
+               ("self", "backend_name", "backend_map", "error_template", "stamps_children"),
+               covers=_DRAFT_AND_SERVER_BACKEND_SITES),
         Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_decode_backend",
                answer(attention.hybrid_linear_draft_decode), ("self",)),
         Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_prefill_backend",
