@@ -804,12 +804,32 @@ def test_dsa_split_backends_leaves_the_other_arms_to_sglang(route, monkeypatch, 
 
 
 def test_dsa_split_backends_refused_pair_is_a_clear_error(route, monkeypatch):
-    route("6.1")  # off the table: tilelang, whose FP8 cache SGLang refuses below SM89
+    route("8.0")  # D11: FlashMLA has no 8.0 build; tilelang, whose FP8 cache SGLang refuses below SM89
     _sglang_dsa(monkeypatch, refuse="CUDA TileLang FP8 KV requires SM89 or newer.")
     with pytest.raises(ArchDecisionError) as e:
         ga.dsa_split_backends(_dsa_view(kv="fp8_e4m3"))
     msg = str(e.value)
-    assert msg.startswith("DSA backends prefill=tilelang, decode=tilelang (tier 6.1 (portable): FP8 KV cache -> "
-                          "flashmla_kv, but on 6.1 prefill flashmla_kv: flashmla has no build for 6.1")
+    assert msg.startswith("DSA backends prefill=tilelang, decode=tilelang (tier 8.0 (exact): FP8 KV cache -> "
+                          "flashmla_kv, but on 8.0 prefill flashmla_kv: flashmla has no build for 8.0")
     assert "CUDA TileLang FP8 KV requires SM89 or newer." in msg
     assert msg.endswith("(checked by sglang_arch.arch)")
+
+
+@pytest.mark.parametrize("cap", ["7.0", "7.5", "6.1"])
+@pytest.mark.parametrize("kv", ["bfloat16", "fp8_e4m3"])
+def test_dsa_split_backends_below_sm80_refuse_the_model_with_why(route, monkeypatch, cap, kv):
+    """No DSA kernel has a build below SM80 (TileLang compiles from SM80): one line, why."""
+    route(cap)
+    log, checked = _sglang_dsa(monkeypatch)
+    for prefill, decode in ((None, None), ("tilelang", None), (None, "tilelang")):
+        with pytest.raises(ArchDecisionError) as e:
+            ga.dsa_split_backends(_dsa_view(kv=kv, prefill=prefill, decode=decode))
+        msg = str(e.value)
+        assert "\n" not in msg
+        assert msg.startswith("DeepseekV32ForCausalLM uses DeepSeek sparse attention, and no DSA kernel has a "
+                              "build for this GPU: ")
+        assert f"tilelang: tilelang has no build for {cap} (builds: jit:8.0+)" in msg
+        assert msg.endswith(f"no DSA kernel has a build for {cap} (checked by sglang_arch.arch)")
+    assert (log.lines, checked) == ([], [])
+    # Both phases the user's own: SGLang's pass and its checks take them, as upstream.
+    assert ga.dsa_split_backends(_dsa_view(kv=kv, prefill="tilelang", decode="tilelang")) == {}

@@ -531,7 +531,8 @@ def dsa_split_backends(view: Any) -> Optional[dict]:
 
     None (SGLang's own pass runs) without an NVIDIA GPU, off CUDA, for other models,
     for models with learnable sinks and with HiSparse: those arms do not depend on the
-    GPU.  The chosen pair still passes SGLang's own constraint check.
+    GPU.  The chosen pair still passes SGLang's own constraint check.  Where no DSA
+    kernel has a build for the GPU (below SM80), the model is refused with the reason.
     """
     ctx = routed_context()
     if ctx is None:
@@ -546,6 +547,12 @@ def dsa_split_backends(view: Any) -> Optional[dict]:
     )
     if view.enable_hisparse and not decision.glm_sm12:
         return None
+    if decision.prefill is None and (view.dsa_prefill_backend is None or view.dsa_decode_backend is None):
+        # Below SM80 nothing runs DSA (TileLang included): refuse the model, with why.
+        raise ArchDecisionError(
+            f"{hf_config.architectures[0]} uses DeepSeek sparse attention, and no DSA kernel has a "
+            f"build for this GPU: {decision.reason} (checked by {REGISTRY})"
+        )
     declared = {}
     if view.dsa_prefill_backend is None:
         declared["dsa_prefill_backend"] = decision.prefill
