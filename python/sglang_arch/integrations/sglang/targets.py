@@ -112,7 +112,7 @@ def all_targets() -> List[Target]:
                 "_forces_eagle_topk_one")),
         Target("attention backend", f"{_OVERRIDES}._attention_backend_default",
                answer(attention.attention_backend_default), ("view",),
-               ("use_mla_backend", "model_config_of", "logger")),
+               ("use_mla_backend", "model_config_of", "logger", "_deterministic_is_deepseek_model")),
         Target("attention backend", f"{_OVERRIDES}._deterministic_attention_backend",
                answer(attention.deterministic_backend), ("view",),
                ("use_mla_backend", "_deterministic_is_deepseek_model", "logger")),
