@@ -487,6 +487,28 @@ def _tier(cap: str) -> Optional[str]:
     return None if res.match == "portable" else str(res.resolved)
 
 
+def _match(cap: str) -> str:
+    from sglang_arch.arch import resolve
+
+    return resolve(cap).match
+
+
+def runnable_dsa(cap: str) -> bool:
+    """Whether any DSA choice of the kernel catalog runs on ``cap``."""
+    from sglang_arch.arch import catalog
+
+    return any(runs("prefill", choice, cap, "dsa") for choice in catalog.known_choices("dsa"))
+
+
+# The draft factory's backends (speculative/draft_utils.py backend_map) that the catalog judges.
+DRAFT_BUILDABLE = ("flashinfer", "triton", "fa3", "fa4", "trtllm_mha", "trtllm_mla", "flashmla", "cutedsl_mla")
+
+
+def runnable_draft(cap: str, kind: str) -> bool:
+    """Whether any draft backend SGLang's draft factory can build runs on ``cap``."""
+    return any(runs("draft", choice, cap, kind) for choice in DRAFT_BUILDABLE)
+
+
 def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> List[Column]:
     """Each column of one cell against the registry's rule.
 
@@ -516,6 +538,13 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
                 and "ArchDecisionError: --enable-deterministic-inference:" in plugin[name] \
                 and registry.get("deterministic", {}).get(_kind_key(kind), "") is None:
             expected, why = plugin[name], "no deterministic backend runs here: the user's own flag is refused"
+        elif kind == "dsa" and _is_error(plugin[name]) and "no DSA kernel has a build for this GPU" in plugin[name] \
+                and not runnable_dsa(cap):
+            # Nothing runs DSA here (TileLang compiles from SM80): the DSA model is refused, with why.
+            expected, why = plugin[name], "no DSA kernel of the catalog runs here: the registry refuses the model"
+        elif name == "draft" and _is_error(plugin[name]) and "--speculative-algorithm" in plugin[name] \
+                and "ArchDecisionError" in plugin[name] and not runnable_draft(cap, kind):
+            expected, why = plugin[name], "no draft backend SGLang can build runs here: the user's own flag is refused"
         elif name == "fusion":
             qualifies = cell_values(matrix[FUSION_QUALIFIER]["upstream"], model, mode)["fusion"] is not None \
                 if FUSION_QUALIFIER in matrix else True
@@ -526,7 +555,13 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
             why = "the registry's DSA backends"
         else:
             preferred = on_tier.get(name)
-            if preferred is not None and not _is_error(preferred) and runs(name, preferred, cap, kind):
+            here = upstream[name]
+            if (_match(cap) == "generation" and name in ("prefill", "decode", "draft") and here != preferred
+                    and here is not None and not _is_error(here) and runs(name, here, cap, kind)):
+                # Across majors (13.0 -> 12.1) the tier lends no family: a model's own rule keyed on a
+                # family probe (nemotron_h.py: is_blackwell) answers for the device, as upstream does here.
+                expected, why = here, f"upstream's choice on this device (tier {tier} is another major), which runs"
+            elif preferred is not None and not _is_error(preferred) and runs(name, preferred, cap, kind):
                 expected, why = preferred, f"upstream's choice on tier {tier}, which runs here"
             elif name == "vision" and "vision" in registry:
                 expected, why = registry["vision"], "the registry's vision decision"

@@ -107,12 +107,15 @@ def _d16_deterministic_backend_that_runs(cap, topo, ws, section, up, rt):
 
 def _dsa_cell_expected(cap, upstream):
     """D10/D11: upstream's DSA pair where both its kernels are built for ``cap``, else
-    tilelang for both (an FP8 cache then needs SM89: SGLang's own refusal below)."""
+    tilelang for both (an FP8 cache then needs SM89: SGLang's own refusal below); below
+    SM80, where TileLang has no build either, the registry's refusal."""
     if not isinstance(upstream, dict):
         return upstream
     pair = (upstream["dsa_prefill_backend"], upstream["dsa_decode_backend"])
     if all(built_for(b, cap) for b in pair):
         return upstream
+    if not built_for("tilelang", cap):
+        return "ValueError"  # no DSA kernel has a build below SM80: the registry refuses the model (D10)
     if upstream["kv_cache_dtype"] == "fp8_e4m3" and Capability(*map(int, cap.split("."))) < Capability(8, 9):
         return "ValueError"  # SGLang's own check: TileLang with an FP8 KV cache needs SM89
     return {**upstream, "dsa_prefill_backend": "tilelang", "dsa_decode_backend": "tilelang"}

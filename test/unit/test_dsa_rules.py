@@ -23,6 +23,8 @@ V32 = "DeepseekV32ForCausalLM"
 
 # tier -> (auto KV dtype, FP8 pair, bfloat16 pair, GLM-5 FP8 pair), from overrides.py 0.5.23
 UPSTREAM = {
+    "7.0": ("bfloat16", ("flashmla_kv",) * 2, ("flashmla_sparse", "fa3"), ("flashmla_kv",) * 2),
+    "7.5": ("bfloat16", ("flashmla_kv",) * 2, ("flashmla_sparse", "fa3"), ("flashmla_kv",) * 2),
     "8.0": ("bfloat16", ("flashmla_kv",) * 2, ("flashmla_sparse", "fa3"), ("flashmla_kv",) * 2),
     "8.9": ("bfloat16", ("flashmla_kv",) * 2, ("flashmla_sparse", "fa3"), ("flashmla_kv",) * 2),
     "9.0": ("bfloat16", ("flashmla_kv",) * 2, ("flashmla_sparse", "fa3"), ("flashmla_kv",) * 2),
@@ -51,7 +53,9 @@ def built_for(backend, cap):
 
 
 def expected(cap, pair):
-    return pair if all(built_for(b, cap) for b in pair) else ("tilelang", "tilelang")
+    if all(built_for(b, cap) for b in pair):
+        return pair
+    return ("tilelang", "tilelang") if built_for("tilelang", cap) else (None, None)  # None: no DSA kernel runs
 
 
 @pytest.mark.parametrize("cap", sorted(UPSTREAM))
@@ -74,7 +78,7 @@ def test_known_tiers_take_upstreams_rule_where_its_kernels_exist(cap):
 
 
 # D11: the known tiers where upstream's rule names a kernel with no build for the tier.
-D11_TIERS = {"8.0", "8.9", "11.0", "12.0", "12.1"}
+D11_TIERS = {"7.0", "7.5", "8.0", "8.9", "11.0", "12.0", "12.1"}
 
 
 def test_d11_known_tiers_where_upstream_names_a_kernel_never_built_for_them():
@@ -91,7 +95,21 @@ def test_sinks_keep_a_bfloat16_cache_everywhere():
         assert "sinks" in decision.reason
 
 
-@pytest.mark.parametrize("cap", ["9.5", "11.5", "13.0", "20.0", "6.1"])
+@pytest.mark.parametrize("cap", ["6.1", "7.0", "7.5", "5.0"])
+def test_below_sm80_no_dsa_backend_with_the_reason(cap):
+    """TileLang compiles from SM80, and nothing else is built below it: no DSA backend."""
+    res = resolve(cap)
+    for kv in ("fp8_e4m3", "bfloat16"):
+        for arch in (V32, GLM):
+            decision = dsa.split_backends(res, kv, arch)
+            assert (decision.prefill, decision.decode) == (None, None), decision
+            assert decision.reason.endswith(f"no DSA kernel has a build for {cap}")
+            assert ("tilelang", f"tilelang has no build for {cap} (builds: jit:8.0+)") in decision.dropped
+            assert not any(built_for(c, cap) for c in ("tilelang", "trtllm", "flashmla_kv", "flashmla_sparse",
+                                                       "fa3", "flashinfer_sparse_mla"))
+
+
+@pytest.mark.parametrize("cap", ["9.5", "11.5", "13.0", "20.0"])
 def test_off_the_table_dsa_takes_tilelang(cap):
     res = resolve(cap)
     assert res.match not in ("exact", "override")
@@ -127,7 +145,10 @@ def test_dsa_backends_only_where_their_kernels_are_built(major, minor, kv, arch)
     """The safety rule: a prebuilt backend only where it has a build for the device itself."""
     cap = Capability(major, minor)
     decision = dsa.split_backends(resolve(cap), kv, arch)
-    if (decision.prefill, decision.decode) != ("tilelang", "tilelang"):
+    if (decision.prefill, decision.decode) == (None, None):  # only where no DSA kernel runs at all
+        assert not any(built_for(c, cap) for c in ("tilelang", "trtllm", "flashmla_kv", "flashmla_sparse", "fa3",
+                                                   "flashinfer_sparse_mla")), decision
+    elif (decision.prefill, decision.decode) != ("tilelang", "tilelang"):
         assert built_for(decision.prefill, cap) and built_for(decision.decode, cap), decision
 
 

@@ -804,12 +804,103 @@ def test_dsa_split_backends_leaves_the_other_arms_to_sglang(route, monkeypatch, 
 
 
 def test_dsa_split_backends_refused_pair_is_a_clear_error(route, monkeypatch):
-    route("6.1")  # off the table: tilelang, whose FP8 cache SGLang refuses below SM89
+    route("8.0")  # D11: FlashMLA has no 8.0 build; tilelang, whose FP8 cache SGLang refuses below SM89
     _sglang_dsa(monkeypatch, refuse="CUDA TileLang FP8 KV requires SM89 or newer.")
     with pytest.raises(ArchDecisionError) as e:
         ga.dsa_split_backends(_dsa_view(kv="fp8_e4m3"))
     msg = str(e.value)
-    assert msg.startswith("DSA backends prefill=tilelang, decode=tilelang (tier 6.1 (portable): FP8 KV cache -> "
-                          "flashmla_kv, but on 6.1 prefill flashmla_kv: flashmla has no build for 6.1")
+    assert msg.startswith("DSA backends prefill=tilelang, decode=tilelang (tier 8.0 (exact): FP8 KV cache -> "
+                          "flashmla_kv, but on 8.0 prefill flashmla_kv: flashmla has no build for 8.0")
     assert "CUDA TileLang FP8 KV requires SM89 or newer." in msg
     assert msg.endswith("(checked by sglang_arch.arch)")
+
+
+@pytest.mark.parametrize("cap", ["7.0", "7.5", "6.1"])
+@pytest.mark.parametrize("kv", ["bfloat16", "fp8_e4m3"])
+def test_dsa_split_backends_below_sm80_refuse_the_model_with_why(route, monkeypatch, cap, kv):
+    """No DSA kernel has a build below SM80 (TileLang compiles from SM80): one line, why."""
+    route(cap)
+    log, checked = _sglang_dsa(monkeypatch)
+    for prefill, decode in ((None, None), ("tilelang", None), (None, "tilelang")):
+        with pytest.raises(ArchDecisionError) as e:
+            ga.dsa_split_backends(_dsa_view(kv=kv, prefill=prefill, decode=decode))
+        msg = str(e.value)
+        assert "\n" not in msg
+        assert msg.startswith("DeepseekV32ForCausalLM uses DeepSeek sparse attention, and no DSA kernel has a "
+                              "build for this GPU: ")
+        assert f"tilelang: tilelang has no build for {cap} (builds: jit:8.0+)" in msg
+        assert msg.endswith(f"no DSA kernel has a build for {cap} (checked by sglang_arch.arch)")
+    assert (log.lines, checked) == ([], [])
+    # Both phases the user's own: SGLang's pass and its checks take them, as upstream.
+    assert ga.dsa_split_backends(_dsa_view(kv=kv, prefill="tilelang", decode="tilelang")) == {}
+
+
+# --- the speculative draft's build guard and deterministic replacements ------------------
+
+_DRAFT_MAP = {name: None for name in ("flashinfer", "triton", "intel_amx", "intel_xpu", "aiter", "fa3",
+                                      "hybrid_linear_attn", "flashmla", "trtllm_mha", "trtllm_mla", "cutedsl_mla",
+                                      "dsa", "nsa", "ascend", "fa4", "dsv4")}  # draft_utils.py 0.5.23
+
+
+def _draft_factory(monkeypatch, backend, kind="mha"):
+    module(monkeypatch, "sglang.srt.runtime_context", attention_backends=lambda: (backend, backend),
+           get_platform=lambda: SimpleNamespace(is_cuda=True, is_hip=False))
+    monkeypatch.setattr(ga, "_runner_traits", lambda runner, ctx: ga.ModelTraits(kind=kind, cuda=ctx.cuda))
+    return SimpleNamespace(draft_attn_backend=None, draft_model_runner=SimpleNamespace())
+
+
+@pytest.mark.parametrize("cap, backend, built", [("9.0", "fa3", None), ("7.0", "flashinfer", "triton"),
+                                                 ("13.0", "fa3", "flashinfer")])
+def test_guard_draft_backend_builds_a_runnable_factory_backend(route, monkeypatch, cap, backend, built):
+    route(cap)
+    factory = _draft_factory(monkeypatch, backend)
+    assert ga.guard_draft_backend(factory, "decode_attention_backend", _DRAFT_MAP, "{backend_type}") is None
+    assert factory.draft_attn_backend == built  # None: SGLang builds its own (it runs here)
+
+
+@pytest.mark.parametrize("backend", ["flashinfer", "triton"])
+def test_guard_draft_backend_refuses_speculation_where_no_draft_backend_runs(route, monkeypatch, backend):
+    route("6.1")  # the registry's default torch_native has no draft backend; FlashInfer and Triton no build
+    factory = _draft_factory(monkeypatch, backend)
+    with pytest.raises(ArchDecisionError) as e:
+        ga.guard_draft_backend(factory, "decode_attention_backend", _DRAFT_MAP, "{backend_type}")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"--speculative-algorithm: the speculative draft (decode_attention_backend) {backend}: ")
+    assert "no draft backend SGLang can build runs MHA decode on 6.1" in msg
+    assert msg.endswith("(checked by sglang_arch.arch)")
+    assert factory.draft_attn_backend is None
+
+
+def _deterministic_sglang(monkeypatch, deepseek=False):
+    module(monkeypatch, "sglang.srt.server_args",
+           DETERMINISTIC_ATTENTION_BACKEND_CHOICES=["ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton"])
+    module(monkeypatch, ga._OVERRIDES, _deterministic_is_deepseek_model=lambda view: deepseek)
+
+
+@pytest.mark.parametrize("deterministic, cap, name, built", [
+    (False, "10.5", "fa4", "trtllm_mha"),  # the registry's MHA default on 10.5
+    (True, "10.5", "fa4", "flashinfer"),  # its deterministic decision (SGLang's rule on tier 10.3)
+    (True, "13.0", "fa3", "flashinfer"),
+    (True, "9.0", "fa3", None),  # runs: not replaced
+])
+def test_a_replacement_under_deterministic_inference_is_the_deterministic_decision(
+        route, monkeypatch, deterministic, cap, name, built):
+    ctx = route(cap)
+    _deterministic_sglang(monkeypatch)
+    args = SimpleNamespace(enable_deterministic_inference=deterministic)
+    swap = ga._replacement(ctx, args, name, ("prefill", "decode"), ga.ModelTraits(cuda=ctx.cuda))
+    assert (swap and swap.backend) == built
+    if deterministic and built:
+        assert f"the registry's deterministic backend {built} runs here" in swap.reason
+
+
+def test_no_deterministic_backend_refuses_the_users_flag(route, monkeypatch):
+    ctx = route("6.1")
+    _deterministic_sglang(monkeypatch)
+    args = SimpleNamespace(enable_deterministic_inference=True)
+    with pytest.raises(ArchDecisionError) as e:
+        ga._replacement(ctx, args, "triton", ("prefill",), ga.ModelTraits(cuda=ctx.cuda))
+    msg = str(e.value)
+    assert msg.startswith("--enable-deterministic-inference: triton cannot run MHA prefill on 6.1")
+    assert "no deterministic attention backend runs MHA on 6.1" in msg and "\n" not in msg

@@ -164,3 +164,41 @@ def test_build_guard_keeps_fa3_on_hopper_and_replaces_it_on_13():
     swap = attention.replacement(resolve("13.0"), "fa3", ("prefill",), ModelTraits())
     assert swap.backend == "flashinfer"
     assert "fa3_sm90 has no build for 13.0 (builds: sm_90a)" in swap.reason
+
+
+# The speculative draft factory's backend map (speculative/draft_utils.py, 0.5.23, decode).
+DRAFT_MAP = ("flashinfer", "triton", "intel_amx", "intel_xpu", "aiter", "fa3", "hybrid_linear_attn", "flashmla",
+             "trtllm_mha", "trtllm_mla", "cutedsl_mla", "dsa", "nsa", "ascend", "fa4", "dsv4")
+
+
+@pytest.mark.parametrize("cap, name, kind, want", [
+    ("9.0", "fa3", "mha", None),  # runs: kept
+    ("13.0", "fa3", "mha", "flashinfer"),  # the registry's default, which the factory builds
+    ("7.0", "flashinfer", "mha", "triton"),  # FlashInfer's JIT from 7.5; Triton from 7.0
+    ("6.1", "flashinfer", "mha", "none"),  # the default torch_native has no draft backend; nothing else runs
+    ("6.1", "triton", "mla", "none"),
+])
+def test_the_draft_guard_builds_a_draft_backend_that_runs_or_says_none_runs(cap, name, kind, want):
+    res = resolve(cap)
+    swap = attention.draft_replacement(res, name, "decode", ModelTraits(kind=kind), DRAFT_MAP)
+    if want is None:
+        assert swap is None
+    elif want == "none":
+        assert swap.backend is None
+        assert f"no draft backend SGLang can build runs {kind.upper()} decode on {cap}" in swap.reason
+        assert "torch_native (no draft backend of it)" in swap.reason
+    else:
+        assert swap.backend == want and want in DRAFT_MAP
+        assert attention.check_backend(res, want, kind, "decode").valid is True
+
+
+@given(capabilities, st.sampled_from(["mha", "mla"]), st.sampled_from(["flashinfer", "triton", "fa3", "fa4"]))
+def test_the_draft_guard_never_builds_what_cannot_run_or_what_the_factory_lacks(device, kind, name):
+    res = resolve(device)
+    swap = attention.draft_replacement(res, name, "decode", ModelTraits(kind=kind), DRAFT_MAP)
+    if swap is not None and swap.backend is not None:
+        assert swap.backend in DRAFT_MAP
+        assert attention.check_backend(res, swap.backend, kind, "decode").valid is True
+    if swap is not None and swap.backend is None:  # only where no buildable draft backend runs at all
+        assert not any(attention.check_backend(res, b, kind, "decode").valid for b in DRAFT_MAP
+                       if attention.check_backend(res, b, kind, "decode").valid is not None)

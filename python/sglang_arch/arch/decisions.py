@@ -56,7 +56,7 @@ class Decisions:
     def named(self) -> Tuple[Tuple[str, str, str, Tuple[Tuple[str, str], ...]], ...]:
         """(label, value, reason, dropped) of every backend decision, as ``explain`` prints them."""
         def pair(d: Any) -> str:
-            return f"{d.prefill} / {d.decode}"
+            return "-" if d.prefill is None and d.decode is None else f"{d.prefill} / {d.decode}"
         return (
             ("attention MHA", pair(self.mha), self.mha.reason, self.mha.dropped),
             ("attention MLA", pair(self.mla), self.mla.reason, self.mla.dropped),

@@ -81,6 +81,10 @@ class MachineContext:
                             traits: attention.ModelTraits) -> Optional[attention.Replacement]:
         return attention.replacement(self._res(), name, phases, traits)
 
+    def draft_replacement(self, name: str, phase: str, traits: attention.ModelTraits,
+                          buildable: Tuple[str, ...]) -> Optional[attention.Replacement]:
+        return attention.draft_replacement(self._res(), name, phase, traits, buildable)
+
     def deterministic_backend(self, capable: Tuple[str, ...], kind: str,
                               deepseek: bool) -> deterministic.DeterministicDecision:
         return deterministic.default_backend(self._res(), capable, kind, deepseek, self.cuda)

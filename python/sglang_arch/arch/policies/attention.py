@@ -10,7 +10,7 @@ for this device, model kind and phase.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 from .. import catalog
 from ..registry import Resolution
@@ -59,7 +59,7 @@ class AttentionDecision:
 class Replacement:
     """What the build guard builds instead of a backend that cannot run here."""
 
-    backend: str  # the registry's runnable choice
+    backend: Optional[str]  # the registry's runnable choice (None: none runs; only the draft guard)
     reason: str  # why the chosen one cannot run, and what replaces it
 
 
@@ -124,6 +124,37 @@ def replacement(res: Resolution, name: str, phases: Tuple[str, ...], traits: Mod
             return Replacement(chosen, f"{check.reason}; the registry's {traits.kind.upper()} default "
                                        f"{chosen} runs here ({default.reason})")
     return None
+
+
+def draft_replacement(res: Resolution, name: str, phase: str, traits: ModelTraits,
+                      buildable: Sequence[str]) -> Optional[Replacement]:
+    """The build guard for a speculative draft backend SGLang's draft factory builds.
+
+    None when ``name`` runs here (or is not in the catalog).  Else the first backend the
+    registry prefers for the model (its default, the tier's preferences, then the portable
+    ones) that the factory can build (``buildable``: its backend map) and that has a
+    kernel here; ``Replacement.backend`` None when no such backend runs on the device.
+    """
+    check = check_backend(res, name, traits.kind, phase, traits.cuda)
+    if check.valid is not False:
+        return None
+    default = default_backend(res, traits)
+    prefs = res.profile.attention_mla if traits.kind == "mla" else res.profile.attention_mha
+    order = [default.prefill if phase == "prefill" else default.decode, *prefs, "flashinfer", "triton"]
+    tried = []
+    for candidate in dict.fromkeys(order):
+        if candidate not in buildable:
+            tried.append(f"{candidate} (no draft backend of it)")
+            continue
+        blocked = _model_blocks(candidate, traits)
+        verdict = check_backend(res, candidate, traits.kind, phase, traits.cuda)
+        if blocked or not verdict.valid:
+            tried.append(f"{candidate} ({blocked or 'cannot run here'})")
+            continue
+        return Replacement(candidate, f"{check.reason}; the registry's draft backend {candidate} runs here"
+                                      + (f" (skipped {', '.join(tried)})" if tried else ""))
+    return Replacement(None, f"{check.reason}; no draft backend SGLang can build runs {traits.kind.upper()} "
+                             f"{phase} on {res.requested} (tried {', '.join(tried)})")
 
 
 def _model_blocks(name: str, traits: ModelTraits) -> Optional[str]:

@@ -18,7 +18,9 @@ sm_100f/sm_103a/sm_107a, FlashInfer's sparse MLA is generated for SM12x only.  A
 whose backend has no build for the device moves both phases to ``tilelang``, which compiles its kernels
 for the device it runs on (docs/differences.md D10, D11): on a GPU the table does not
 list, and on the known tiers where upstream's major-based rule names kernels that were
-never built for them (trtllm on SM11x and SM12x).  The KV-cache default needs no such
+never built for them (trtllm on SM11x and SM12x).  Below SM80 TileLang does not compile
+either: no DSA kernel has a build there, and the decision has no backend (both phases
+None) with that reason; the glue refuses the DSA model with it.  The KV-cache default needs no such
 care: it is a data layout, and its rule gives the same answer from the tier as from the
 device on every capability.
 """
@@ -45,8 +47,8 @@ class KvCacheDecision:
 
 @dataclass(frozen=True)
 class DsaDecision:
-    prefill: str
-    decode: str
+    prefill: Optional[str]  # None (both phases): no DSA kernel has a build for this device
+    decode: Optional[str]
     reason: str
     glm_sm12: bool = False  # upstream's GLM-5 arm (its own log line, no constraint check)
     dropped: Tuple[Tuple[str, str], ...] = ()  # (phase backend, why not)
@@ -77,9 +79,18 @@ def split_backends(res: Resolution, kv_cache_dtype: str, model_arch: str = "",
     # Both phases move together: SGLang validates the pair (_check_dsa_backend_constraints),
     # and TileLang for both is a pair it accepts wherever TileLang runs.
     lost = "; ".join(f"{phase} {backend}: {reason}" for phase, backend, reason in dropped)
+    lost_pairs = tuple((f"{phase} {backend}", reason) for phase, backend, reason in dropped)
+    portable = catalog.choice_runs(DECISION, PORTABLE, res.identities, cuda)
+    if not portable.runs:
+        # Nothing compiles for this device either (TileLang needs SM80): no DSA kernel has a
+        # build here, and the decision says so instead of naming one that cannot load.
+        return DsaDecision(None, None,
+                           f"{why}, but on {res.requested} {lost}; {PORTABLE}: {portable.reason}: "
+                           f"no DSA kernel has a build for {res.requested}",
+                           dropped=lost_pairs + ((PORTABLE, portable.reason),))
     return DsaDecision(PORTABLE, PORTABLE,
                        f"{why}, but on {res.requested} {lost}; {PORTABLE} for both phases compiles for the device",
-                       dropped=tuple((f"{phase} {backend}", reason) for phase, backend, reason in dropped))
+                       dropped=lost_pairs)
 
 
 def _upstream_rule(res: Resolution, fp8: bool, model_arch: str) -> Tuple[str, str, str, bool]:

@@ -162,7 +162,7 @@ def all_targets() -> List[Target]:
                 "_forces_eagle_topk_one")),
         Target("attention backend", f"{_OVERRIDES}._attention_backend_default",
                answer(attention.attention_backend_default), ("view",),
-               ("use_mla_backend", "model_config_of", "logger"),
+               ("use_mla_backend", "model_config_of", "logger", "_deterministic_is_deepseek_model"),
                covers=_DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES),
         Target("attention backend", f"{_OVERRIDES}._deterministic_attention_backend",
                answer(attention.deterministic_backend), ("view",),

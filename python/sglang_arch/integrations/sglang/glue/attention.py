@@ -152,7 +152,7 @@ def attention_backend_default(view: Any) -> Optional[dict]:
             continue
         if traits is None:
             traits = _traits_of(view, use_mla, overrides.model_config_of(view), ctx)
-        swap = ctx.backend_replacement(name, phases, traits)
+        swap = _replacement(ctx, view, name, phases, traits)
         if swap is None:
             continue
         declared[field] = swap.backend
@@ -174,6 +174,35 @@ def attention_backend_default(view: Any) -> Optional[dict]:
     elif declared.get("attention_backend", view.attention_backend) is None:
         declared["attention_backend"] = ctx.attention_default(traits).prefill
     return declared
+
+
+def _replacement(ctx: Any, server_args: Any, name: str, phases: tuple, traits: ModelTraits) -> Optional[Any]:
+    """What replaces ``name`` where it cannot run here: the registry's default for the
+    model, or under ``--enable-deterministic-inference`` its deterministic decision
+    (``policies/deterministic.py``); where no deterministic backend runs, the user's flag
+    is refused with the reason."""
+    swap = ctx.backend_replacement(name, phases, traits)
+    if swap is None or not getattr(server_args, "enable_deterministic_inference", False):
+        return swap
+    from sglang.srt.server_args import DETERMINISTIC_ATTENTION_BACKEND_CHOICES
+
+    overrides = sys.modules[_OVERRIDES]
+    decision = ctx.deterministic_backend(
+        tuple(DETERMINISTIC_ATTENTION_BACKEND_CHOICES),
+        traits.kind,
+        bool(overrides._deterministic_is_deepseek_model(server_args)),
+    )
+    cannot = swap.reason.split("; the registry's", 1)[0]
+    if decision.backend is None:
+        raise ArchDecisionError(
+            f"--enable-deterministic-inference: {cannot}; {decision.reason} (checked by {REGISTRY})"
+        )
+    from ....arch.policies.attention import Replacement
+
+    return Replacement(
+        decision.backend,
+        f"{cannot}; the registry's deterministic backend {decision.backend} runs here ({decision.reason})",
+    )
 
 
 def _traits_of(server_args: Any, use_mla: bool, model_config: Any, ctx: Any) -> ModelTraits:
@@ -320,7 +349,7 @@ def built_backends(model_runner: Any) -> Optional[Any]:
     traits = _runner_traits(model_runner, ctx)
     chosen, swaps = {}, []
     for phase, name in (("prefill", prefill), ("decode", decode)):
-        swap = ctx.backend_replacement(name, (phase,), traits) if name else None
+        swap = _replacement(ctx, model_runner.server_args, name, (phase,), traits) if name else None
         chosen[phase] = name if swap is None else swap.backend
         if swap is not None:
             swaps.append((phase, name, swap))
@@ -344,8 +373,10 @@ def guard_draft_backend(
 ) -> None:
     """``DraftBackendFactory._create_backend``: the speculative draft's multi-step and
     draft-extend backends.  Where the backend it is about to build cannot run here, the
-    factory's draft backend becomes the registry's default for the draft model (one
-    warning naming the path); SGLang's body then builds it.
+    factory's draft backend becomes the first the registry prefers for the draft model
+    that the factory can build and that runs here (one warning naming the path); SGLang's
+    body then builds it.  Where none runs, the user's ``--speculative-algorithm`` is
+    refused with the reason.
     """
     ctx = routed_context()
     if ctx is None or not _on_cuda():
@@ -358,9 +389,14 @@ def guard_draft_backend(
     phase = "decode" if backend_name == "decode_attention_backend" else "prefill"
     runner = factory.draft_model_runner
     traits = _runner_traits(runner, ctx)
-    swap = ctx.backend_replacement(name, (phase,), traits) if name else None
-    if swap is None or swap.backend not in backend_map:
+    swap = ctx.draft_replacement(name, phase, traits, tuple(backend_map)) if name else None
+    if swap is None:
         return None
+    if swap.backend is None:  # the user asked for speculative decoding: refuse it, with why
+        raise ArchDecisionError(
+            f"--speculative-algorithm: the speculative draft ({backend_name}) {name}: {swap.reason} "
+            f"(checked by {REGISTRY})"
+        )
     _warn_built(f"the speculative draft ({backend_name})", [(phase, name, swap)])
     factory.draft_attn_backend = swap.backend
     return None
@@ -531,7 +567,8 @@ def dsa_split_backends(view: Any) -> Optional[dict]:
 
     None (SGLang's own pass runs) without an NVIDIA GPU, off CUDA, for other models,
     for models with learnable sinks and with HiSparse: those arms do not depend on the
-    GPU.  The chosen pair still passes SGLang's own constraint check.
+    GPU.  The chosen pair still passes SGLang's own constraint check.  Where no DSA
+    kernel has a build for the GPU (below SM80), the model is refused with the reason.
     """
     ctx = routed_context()
     if ctx is None:
@@ -546,6 +583,12 @@ def dsa_split_backends(view: Any) -> Optional[dict]:
     )
     if view.enable_hisparse and not decision.glm_sm12:
         return None
+    if decision.prefill is None and (view.dsa_prefill_backend is None or view.dsa_decode_backend is None):
+        # Below SM80 nothing runs DSA (TileLang included): refuse the model, with why.
+        raise ArchDecisionError(
+            f"{hf_config.architectures[0]} uses DeepSeek sparse attention, and no DSA kernel has a "
+            f"build for this GPU: {decision.reason} (checked by {REGISTRY})"
+        )
     declared = {}
     if view.dsa_prefill_backend is None:
         declared["dsa_prefill_backend"] = decision.prefill
