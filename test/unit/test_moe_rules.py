@@ -130,3 +130,18 @@ def test_bad_kinds_and_decisions_are_refused():
         moe.moe_runner(_res("12.0"), "int4")
     with pytest.raises(ValueError, match="accepted: fp8_gemm, fp4_gemm"):
         moe.check_gemm(_res("12.0"), "attention", "fa3")
+
+
+def test_a_dense_model_is_never_refused_over_moe_runners():
+    """6.1 has no MoE runner build, but a dense model builds none: only models with experts
+    may be refused (the final-backend matrix found every model refused on 6.1)."""
+    from types import SimpleNamespace
+
+    from sglang_arch.integrations.sglang.glue.moe import has_experts
+
+    assert not has_experts(SimpleNamespace(architectures=["LlamaForCausalLM"], hidden_size=64))
+    assert has_experts(SimpleNamespace(num_experts=8))
+    assert has_experts(SimpleNamespace(n_routed_experts=4))
+    assert has_experts(SimpleNamespace(text_config=SimpleNamespace(num_local_experts=2)))
+    assert not has_experts(SimpleNamespace(num_experts=0))
+    assert not has_experts(SimpleNamespace(num_experts=True))

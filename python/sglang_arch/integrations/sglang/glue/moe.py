@@ -59,6 +59,20 @@ def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
     return None, bool(explicit)
 
 
+# HF config fields that give a model routed experts (Qwen-MoE, Mixtral, DeepSeek, GPT-OSS, ...)
+_EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+
+
+def has_experts(hf_config: Any) -> bool:
+    """Whether the model has MoE experts at all (a dense model never builds a MoE runner)."""
+    for config in (hf_config, getattr(hf_config, "text_config", None)):
+        for field in _EXPERT_FIELDS:
+            value = getattr(config, field, None) if config is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return True
+    return False
+
+
 def _user_value(view: Any, field: str) -> Any:
     """What the user passed for ``field`` (SGLang's raw input), not a pass's declaration."""
     server_args = object.__getattribute__(view, "_server_args") if hasattr(view, "_server_args") else view
@@ -102,9 +116,12 @@ def moe_runner_backend(view: Any) -> Optional[dict]:
         if _user_value(view, "moe_runner_backend") == runner:
             _refuse("--moe-runner-backend", runner, check)
         # a model override chose it from an identity probe: the registry's runner instead
-    arch = (getattr(sys.modules[_OVERRIDES].model_config_of(view).hf_config, "architectures", None) or [""])[0]
+    hf_config = sys.modules[_OVERRIDES].model_config_of(view).hf_config
+    arch = (getattr(hf_config, "architectures", None) or [""])[0]
     decision = ctx.moe_runner(kind, arch, explicit_quantization)
     if decision.choice is None:
+        if not has_experts(hf_config):
+            return None  # a dense model builds no MoE runner: nothing to refuse
         raise ArchDecisionError(f"{kind} MoE experts: {decision.reason}; no MoE runner for them runs here. "
                                 f"(checked by {REGISTRY})")
     if decision.choice == runner or (runner == "auto" and not decision.changed):
