@@ -509,6 +509,15 @@ def runnable_draft(cap: str, kind: str) -> bool:
     return any(runs("draft", choice, cap, kind) for choice in DRAFT_BUILDABLE)
 
 
+def _no_moe_runner_runs(cap: str, error: str) -> bool:
+    """The registry's own MoE decision for the experts' kind named in ``error`` has no runner."""
+    from sglang_arch.arch import resolve
+    from sglang_arch.arch.policies import moe
+
+    kind = error.split("ArchDecisionError: ", 1)[-1].split(" MoE experts:", 1)[0].strip()
+    return kind in moe.QUANT_KINDS and moe.moe_runner(resolve(cap), kind).choice is None
+
+
 def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> List[Column]:
     """Each column of one cell against the registry's rule.
 
@@ -545,6 +554,10 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
         elif name == "draft" and _is_error(plugin[name]) and "--speculative-algorithm" in plugin[name] \
                 and "ArchDecisionError" in plugin[name] and not runnable_draft(cap, kind):
             expected, why = plugin[name], "no draft backend SGLang can build runs here: the user's own flag is refused"
+        elif _is_error(plugin[name]) and "ArchDecisionError" in plugin[name] and "MoE experts:" in plugin[name] \
+                and _no_moe_runner_runs(cap, plugin[name]):
+            # A model with experts where no MoE runner of their kind has a build: refused with why.
+            expected, why = plugin[name], "no MoE runner for the model's experts has a build here: refused with why"
         elif name == "fusion":
             qualifies = cell_values(matrix[FUSION_QUALIFIER]["upstream"], model, mode)["fusion"] is not None \
                 if FUSION_QUALIFIER in matrix else True

@@ -193,12 +193,13 @@ MAX_LOOPS_PER_MIB = 400
 @settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(pieces=st.lists(st.sampled_from(sorted(PIECES)), min_size=1, max_size=3, unique=True))
 def test_per_file_time_is_linear_in_its_size(pieces):
-    """4x a pathological file takes at most about 4x the time (quadratic would be 16x), and
+    """4x a pathological file takes at most about 4x the time (quadratic would be 16x; the
+    bound is 8x, since a loaded 2-core machine was seen at 9x on one sample of 2), and
     a MiB at most MAX_LOOPS_PER_MIB plain loops (a 30 KB file of spaces took 20-40 s in the
     prefilter; one of 4 MiB would have taken days)."""
     size = 24 * 1024
     small, large = _file(pieces, size), _file(pieces, 4 * size)
-    t_small, t_large = _seconds(small), _seconds(large)
-    assert t_large <= 6 * t_small + 0.1, (pieces, t_small, t_large)
+    t_small, t_large = _seconds(small, repeat=3), _seconds(large, repeat=3)
+    assert t_large <= 8 * t_small + 0.2, (pieces, t_small, t_large)
     per_mib = t_large / (len(large) / 2 ** 20)
     assert per_mib <= MAX_LOOPS_PER_MIB * _machine_seconds(), (pieces, per_mib)

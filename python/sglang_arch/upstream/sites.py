@@ -28,6 +28,7 @@ from .replace import (
     ReplaceOperands,
     ReplaceSpan,
 )
+from ..integrations.sglang.targets import ATTENTION_GUARD_COVERS
 from .rewriter import FunctionSite, ModulePlan
 
 # The SGLang releases these sites were written against (and tested with).
@@ -47,34 +48,7 @@ if arch_backend is not None:
 # in ``_attention_backend_default``, the build guard in ``resolve_attention_backend_strs``
 # and ``DraftBackendFactory._create_backend``): the plugin's targets list the same entries
 # (``integrations/sglang/targets.py``, which says why each is there and what is left out).
-_MO = "sglang.srt.arg_groups.model_overrides"
-_ATTENTION_GUARD_COVERS = (
-    f"{_MO}.beam._beam_overrides:get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120",
-    f"{_MO}.deepseek_v2._deepseek_family_overrides:if get_platform().is_sm100:",
-    f"{_MO}.exaone._exaone_overrides:if get_platform().is_cuda and get_platform().is_sm100:",
-    f"{_MO}.exaone._exaone_overrides:elif get_platform().is_cuda and get_platform().device_sm >= 80:",
-    f"{_MO}.falcon_h1._falcon_h1_jet_overrides:if get_platform().is_sm100 and cfg.attention_backend is None:",
-    f'{_MO}.gemma4._gemma4_overrides:else ("trtllm_mha" if get_platform().is_sm100 else "triton")',
-    f"{_MO}.gpt_oss._gpt_oss_overrides:if get_platform().is_sm100:",
-    f"{_MO}.gpt_oss._gpt_oss_overrides:elif get_platform().is_sm90:",
-    f"{_MO}.granitemoehybrid._granite_moe_hybrid_overrides:if has_mamba and get_platform().is_sm100 and "
-    "cfg.attention_backend is None:",
-    f"{_MO}.inkling._inkling_overrides:if get_platform().is_sm90 or get_platform().is_sm100:",
-    f"{_MO}.lfm2._lfm2_overrides:if get_platform().is_sm100 and cfg.attention_backend is None:",
-    f'{_MO}.minicpm._minicpm_sala_overrides:"minicpm_flashattn": ("fa4" if get_platform().is_blackwell else "fa3")',
-    f"{_MO}.minicpmv._minicpm_v4_6_overrides:if get_platform().is_sm100 and cfg.attention_backend is None:",
-    f"{_MO}.minimax_m3._minimax_m3_overrides:elif get_platform().is_sm90:",
-    f"{_MO}.nemotron_h._nemotron_h_overrides:elif get_platform().is_sm100:",
-    f"{_MO}.olmo2._olmo2_overrides:if get_platform().is_cuda and get_platform().is_sm100:",
-    f"{_MO}.olmo2._olmo2_overrides:elif get_platform().is_cuda and get_platform().device_sm >= 80:",
-    f"{_MO}.qwen3_5._qwen3_5_hybrid_overrides:if not get_platform().is_sm100 or cfg.attention_backend is not None:",
-    "sglang.srt.arg_groups.overrides._step3p_overrides:if get_platform().is_blackwell:",
-    "sglang.srt.arg_groups.overrides._step3p_overrides:elif get_platform().is_sm90:",
-    f"{_MO}.nemotron_h._nemotron_h_overrides:if get_platform().is_blackwell and is_attention_backend_not_set(cfg):",
-    f"{_MO}.nemotron_h._nemotron_h_overrides:if get_platform().is_sm100 and cfg.speculative_eagle_topk in (",
-    "sglang.srt.arg_groups.speculative_hook._resolve_dflash_draft_attention_backend:"
-    "if not current_platform.is_out_of_tree() and get_platform().is_sm100:",
-)
+_ATTENTION_GUARD_COVERS = ATTENTION_GUARD_COVERS
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,9 @@ _DRAFT_RUNNER_SITES = (
     "sglang.srt.arg_groups.speculative_hook._resolve_dflash_draft_attention_backend:"
     "if not current_platform.is_out_of_tree() and get_platform().is_sm100:",
 )
+# Every site the attention guards take, in one tuple: the series' step 4 covers the same
+# (``upstream/sites.py`` imports it), so the plugin and the patched tree are counted alike.
+ATTENTION_GUARD_COVERS = _DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES + _DRAFT_RUNNER_SITES
 
 
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
