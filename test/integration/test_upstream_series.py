@@ -46,6 +46,7 @@ SUBJECTS = [
     "[arch] Torch symm mem and custom all-reduce v2: read the registry, delete the capability tables",
     "[arch] FlashInfer all-reduce fusion: read the registry, delete the SM90/SM100 checks",
     "[arch] Attention: the default backend from the registry, explicit backends checked",
+    "[arch] MoE runner, FP8 / FP4 GEMM backends and DeepGEMM from the registry",
 ]
 PATCHED_SUITE = Path(__file__).resolve().parent / "patched_suite.py"
 TARGET_FILES = sorted({plan.path for step in STEPS for plan in step.modules})
@@ -219,7 +220,11 @@ def test_the_report_names_every_site_and_each_step_size(clone):
         rows = [r for r in rows if not r[2].startswith(("python/sglang/srt/arch/", "test/"))]
         site_numstat.append((sum(int(r[0]) for r in rows), sum(int(r[1]) for r in rows)))
     assert sites == site_numstat and len(sites) == len(STEPS) - 1
-    assert all(removed > added for added, removed in sites), sites
+    # Steps 2-4 replace SGLang's capability branches.  Step 5 (MoE / GEMM) adds a guard at the
+    # top of four functions whose ROCm / NPU / MUSA / environment arms stay SGLang's, and deletes
+    # nothing yet (docs/upstreaming.md, step 5): it is held to its own size, not to the rule.
+    replacing = [size for step, size in zip(STEPS[1:], sites) if step.key != "moe"]
+    assert all(removed > added for added, removed in replacing), sites
     # The series' tests are counted apart: "tests +N -0" with the lines each step's commit adds there.
     tests = [int(m) for m in re.findall(r"tests \+(\d+) -0\)", out)]
     assert tests == [int(_git(clone.root, "show", "--numstat", "--format=", log[n - 1], "--", path).split()[0])
@@ -347,7 +352,7 @@ def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_pa
     assert run.returncode == 1, run.stdout + run.stderr
     line = next(line for line in run.stdout.splitlines() if line.strip().startswith("_resolve_backend "))
     assert "left untouched: parameters are (backend, is_multi_node, world_size)" in line
-    assert "[3/4] fusion: FlashInfer all-reduce fusion backend, auto-enable and runtime gate: skipped, nothing written" in run.stdout
+    assert "[3/5] fusion: FlashInfer all-reduce fusion backend, auto-enable and runtime gate: skipped, nothing written" in run.stdout
     assert fusion.read_bytes() == before
     assert not (package / "srt/arch/glue/fusion.py").exists()
     overrides = (package / "srt/arg_groups/overrides.py").read_text()
@@ -365,7 +370,7 @@ def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_pa
     assert replaced.endswith("return arch_attention.deterministic_backend_here(view)"), replaced
     assert "is_sm100" in deterministic.search(overrides_before).group(0) and "is_sm100" not in replaced
     assert overrides == deterministic.sub(lambda _: replaced, overrides_before)
-    for step in ("[2/4]", "[4/4]"):
+    for step in ("[2/5]", "[4/5]"):
         assert re.search(rf"^{re.escape(step)} .*commit|^{re.escape(step)} .*file\(s\)", run.stdout, re.M), step
 
 
