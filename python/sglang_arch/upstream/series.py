@@ -26,7 +26,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..arch.validate import shown_path
-from ..files import MAX_SOURCE_FILES, SourceError, Transaction, Write, folder_lock, read_source
+from ..files import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, SourceError, Transaction, Write, folder_lock, read_source
 from . import glue, replace, texts
 from .imports import imports, module_name
 from .rewriter import (
@@ -369,13 +369,38 @@ def _importer_of(overlay: "_Overlay", rel: str, local: Dict[str, Optional[str]])
             raise ValueError(f"{shown_path(overlay.package)}: more than {MAX_SOURCE_FILES} Python files; accepted: "
                              f"at most {MAX_SOURCE_FILES}")
     paths |= {key for key in list(overlay.planned) + list(local) if ":" not in key and key.endswith(".py")}
+    needle = target.rpartition(".")[2].encode()
     for other in sorted(paths - {rel}):
+        if other not in local and other not in overlay.planned and not _may_name(overlay.package / other, needle):
+            continue
         text = local[other] if other in local else overlay.read(other)
         if text and word.search(text):
             how = imports(text, other, target, overlay.package.name)
             if how:
                 return f"{other} ({how})"
     return None
+
+
+def _may_name(path: Path, needle: bytes) -> bool:
+    """A cheap first look (one read of the bytes, no decoding): False only for a regular file
+    of at most MAX_SOURCE_BYTES whose bytes do not contain ``needle``; anything else (a link,
+    a folder, a large or odd file) goes to the checked read, which names what is wrong."""
+    import stat
+
+    try:  # never follows a link, never waits on a FIFO swapped in after the walk
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return True
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
+            return True
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return needle in fh.read(MAX_SOURCE_BYTES + 1)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 class _Overlay:
