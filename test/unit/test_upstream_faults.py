@@ -410,3 +410,16 @@ def test_check_names_every_file_it_would_add_change_or_remove(clone, plan_given,
         shown = shown.relative_to(tree.src).as_posix()
         assert any(line.strip().startswith(verb) and f" {shown}" in line and ", +" in line for line in lines), shown
     assert "would remove  python/sglang/srt/distributed/device_communicators/all_reduce_utils.py" in out
+
+
+def test_a_run_with_nothing_to_write_leaves_the_users_staged_work_staged(clone, monkeypatch, capsys):
+    """Adversarial pass (this session): an --into-git run with nothing to write (a routed
+    tree) ran `git reset --` with no path, unstaging everything the user had staged."""
+    monkeypatch.setattr(series, "plan_series", lambda tree, registry_source=None: [
+        series.StepResult(step, changes=[], owned=[]) for step in STEPS])
+    (clone / "notes.txt").write_text("mine, staged\n")
+    git(clone, "add", "notes.txt")
+    before = state(clone)
+    code, out, err = upstream(capsys, clone, "--into-git")
+    assert code in (0, 1) and "Traceback" not in err, (code, out, err)
+    assert state(clone) == before

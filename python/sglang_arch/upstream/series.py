@@ -596,9 +596,11 @@ class _Git:
         return self._run("git rev-parse", "rev-parse", "--short", "HEAD")
 
     def finish(self, paths: Sequence[str]) -> None:
-        """The user's index takes the committed files (and only those)."""
-        self._run("updating the index (git reset -- <the files written>)", "reset", "-q", "--", *paths,
-                  private=False)
+        """The user's index takes the committed files (and only those).  No files: nothing
+        to update (``git reset --`` with no path would reset the user's whole index)."""
+        if paths:
+            self._run("updating the index (git reset -- <the files written>)", "reset", "-q", "--", *paths,
+                      private=False)
         self._drop_index()
 
     def _drop_index(self) -> None:
