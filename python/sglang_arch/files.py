@@ -54,7 +54,10 @@ def python_tree(text: str) -> Tuple[Optional[ast.Module], Optional[str]]:
     """CPython's reading of ``text``: (its syntax tree, None); (None, why) when it is nested
     deeper than CPython's parser takes, which libcst's native parser must not see (it can
     overflow its stack there); (None, None) for any other syntax error, which may be syntax
-    newer than this Python's: libcst, whose grammar is newer, decides those."""
+    newer than this Python's: libcst, whose grammar is newer, decides those.  A leading
+    UTF-8 byte-order mark is read as CPython reads the file's bytes: not part of the code."""
+    if text.startswith("\ufeff"):
+        text = text[1:]  # on line 1 only: every line number stays
     try:
         return ast.parse(text), None
     except SyntaxError as exc:

@@ -569,3 +569,14 @@ def test_cached_flag_chains_are_linear():
     (t1, f1), (t2, f2) = seconds(chain(500)), seconds(chain(2000))
     assert len(f1) == 501 and len(f2) == 2001
     assert t2 <= 6 * t1 + 0.05, (t1, t2)
+
+
+def test_a_file_with_a_utf8_bom_is_scanned_as_cpython_reads_it(tree):
+    """Adversarial pass (this session): a valid file starting with a UTF-8 byte-order mark was
+    listed as 'not scanned' (U+FEFF) and its sites dropped; CPython runs such files."""
+    (tree / "srt" / "layers" / "bom.py").write_bytes(
+        b"\xef\xbb\xbfimport torch\n"
+        b"def f():\n    return 'fa3' if torch.cuda.get_device_capability()[0] == 9 else 'triton'\n")
+    rep = audit(str(tree))
+    assert not [u for u in rep.unparsed if u.file == "srt/layers/bom.py"]
+    assert by_line(rep, "srt/layers/bom.py")
