@@ -44,9 +44,12 @@ def test_the_entry_point_stays_out_where_sglangs_loader_would(value):
     try:
         if _early.allowed_by_sglang():
             return  # registering needs SGLang: the integration tests cover that side
-        with mock.patch.object(plugin.logger, "info") as info, mock.patch.object(plugin, "_ensure_visible_logging"):
+        # a fresh plugin state: another test of this worker may have registered it
+        with mock.patch.object(plugin.logger, "info") as info, mock.patch.object(plugin, "_ensure_visible_logging"), \
+                mock.patch.dict(plugin._state, {"registered": False, "routed": []}):
             plugin.register()
-        assert not plugin._state["registered"]
+            registered = plugin._state["registered"]
+        assert not registered
         info.assert_called_once_with("sglang-arch: not in SGLANG_PLUGINS, SGLang decides on its own")
     finally:
         if saved is None:
