@@ -75,30 +75,56 @@ def toolkit_version(explicit: Optional[str]) -> Tuple[Tuple[int, int], str]:
     raise ValueError(f"no CUDA toolkit found: {nvcc_said}; {torch_said}; pass --cuda X.Y")
 
 
+# The most of ``nvcc --version``'s output that is read (a real one prints about 300 bytes).
+NVCC_OUTPUT_BYTES = 64 * 1024
+
+
 def _nvcc_release(nvcc: str) -> Tuple[Optional[Tuple[int, int]], str]:
     """``nvcc --version``'s release, or why there is none.  The wait is bounded by
-    NVCC_TIMEOUT_S for nvcc and everything it started (its own session, killed whole)."""
+    NVCC_TIMEOUT_S for nvcc and everything it started (its own session, killed whole), and
+    the output read by NVCC_OUTPUT_BYTES: a reader thread takes at most that much, so neither
+    endless output nor a detached child holding the pipe can hold gencode past the bound."""
     import signal
+    import threading
 
     try:
         proc = subprocess.Popen([nvcc, "--version"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+                                stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError as exc:
         return None, f"{nvcc} --version could not start ({exc.strerror or exc})"
+    chunks = []
+
+    def read() -> None:
+        taken = 0
+        while taken < NVCC_OUTPUT_BYTES:
+            chunk = proc.stdout.read1(min(4096, NVCC_OUTPUT_BYTES - taken))
+            if not chunk:
+                return
+            chunks.append(chunk)
+            taken += len(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)  # daemon: a pipe held open elsewhere never blocks exit
+    reader.start()
     try:
-        out, _ = proc.communicate(timeout=NVCC_TIMEOUT_S)
+        proc.wait(timeout=NVCC_TIMEOUT_S)
+        timed_out = False
     except subprocess.TimeoutExpired:
+        timed_out = True
+    if timed_out or reader.is_alive():  # nvcc, or something it left behind, is still at work
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             proc.kill()
-        proc.communicate()
+        proc.wait()
+    reader.join(timeout=1)
+    if timed_out:
         return None, f"{nvcc} --version did not answer within {NVCC_TIMEOUT_S:g} s (timed out)"
     if proc.returncode != 0:
         return None, f"{nvcc} --version exited with status {proc.returncode}"
+    out = b"".join(chunks).decode("utf-8", "replace")
     m = re.search(r"release ([0-9]+)\.([0-9]+)", out)
     if not m:
-        return None, f"{nvcc} --version printed no 'release X.Y'"
+        return None, f"{nvcc} --version printed no 'release X.Y' (in its first {NVCC_OUTPUT_BYTES // 1024} KiB)"
     try:
         return parse_version(f"{m.group(1)}.{m.group(2)}"), nvcc
     except ValueError as exc:

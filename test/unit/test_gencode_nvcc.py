@@ -76,3 +76,24 @@ def test_any_nvcc_answer_is_named_precisely(tmp_path_factory, no_cuda_torch, cod
             assert "printed no 'release X.Y'" in message or "invalid version" in message
     else:
         assert code == 0 and source == str(nvcc) and f"release {version[0]}.{version[1]}" in text
+
+
+@pytest.mark.parametrize("body, said", [
+    # endless output: read up to NVCC_OUTPUT_BYTES, then killed at the bound (it hung, then MemoryError)
+    ("yes 'no version here'", "did not answer within 0.5 s (timed out)"),
+    # a detached child (its own session) keeps the pipe open after nvcc answered: the answer counts
+    ('echo "Cuda compilation tools, release 12.8, V12.8.93"; setsid sleep 30 & exit 0', None),
+])
+def test_endless_output_or_a_detached_child_never_holds_gencode(tmp_path, no_cuda_torch, body, said):
+    """This session's adversarial pass: both held gencode past its bound (rc 124 at 30 s)."""
+    nvcc = _fake_nvcc(tmp_path / "bin", body)
+    no_cuda_torch.setenv("PATH", f"{nvcc.parent}{os.pathsep}{os.environ['PATH']}")
+    no_cuda_torch.setattr(commands, "NVCC_TIMEOUT_S", 0.5)
+    start = time.monotonic()
+    if said is None:
+        assert commands.toolkit_version(None) == ((12, 8), str(nvcc))
+    else:
+        with pytest.raises(ValueError) as e:
+            commands.toolkit_version(None)
+        assert said in str(e.value)
+    assert time.monotonic() - start < 5
