@@ -352,3 +352,19 @@ def test_any_corruption_is_exit_0_or_one_line_and_exit_2(capsys, data):
             assert sorted(os.listdir(tmp)) == ["in.json"] + (["o.toml"] if written else []) + ["r.json"]
             if written:
                 build_registry(load_override_file(out), override_source=out)  # it loads back
+
+
+def test_an_empty_output_path_is_refused(tmp_path, capsys):
+    """This session's adversarial pass: --out "" and --results "" exited 0, wrote nothing, said nothing."""
+    src = write(tmp_path / "r.json", valid_results())
+    for flag in ("--out", "--results"):
+        one_line_2(capsys, "--from-results", src, flag, "", expect=(f"{flag}: an empty path",))
+
+
+def test_an_output_may_not_overwrite_the_from_results_input(tmp_path, capsys):
+    """This session's adversarial pass: --out naming the --from-results file replaced the measurements."""
+    src = write(tmp_path / "r.json", valid_results())
+    before = (tmp_path / "r.json").read_bytes()
+    for flag in ("--out", "--results"):
+        one_line_2(capsys, "--from-results", src, flag, src, expect=("is the --from-results input",))
+    assert (tmp_path / "r.json").read_bytes() == before

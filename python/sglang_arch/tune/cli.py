@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import json
 from typing import Any, Dict, List
 
@@ -64,7 +65,15 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
 
     # Outputs checked (and probed) before anything is read or measured: a folder that does not
     # exist, a read-only one, a FIFO, a device, both naming one file.
-    check_outputs([(flag, target) for flag, target in (("--out", args.out), ("--results", args.results)) if target])
+    outputs = [(flag, target) for flag, target in (("--out", args.out), ("--results", args.results))
+               if target is not None]
+    for flag, target in outputs:
+        if not target.strip():
+            raise ValueError(f"{flag}: an empty path; accepted: a file path (the folder must exist)")
+        if args.from_results and os.path.realpath(target) == os.path.realpath(args.from_results):
+            raise ValueError(f"{flag} {target} is the --from-results input; accepted: another file "
+                             f"(the measurements would be overwritten)")
+    check_outputs(outputs)
     if args.from_results:
         saved = load_results(args.from_results)
         run = saved["run"]
