@@ -137,8 +137,7 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
     if not built:
         reasons = "; ".join(why for _, why in dropped)
         return FusionDecision(False, None, f"{res.match} match of tier {tier}: {reasons}", dropped)
-    if len(built) < len(backends):
-        backends = built
+    backends = list(built)  # the tier's order, less what has no build for the device
     need = res.profile.allreduce_fusion_min_cuda
     if cuda is not None and need is not None and cuda < need:
         return FusionDecision(False, None, f"fusion on tier {tier} needs torch CUDA >= {need[0]}.{need[1]} "
