@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sglang_arch.audit import audit, classify, gates, report
+from unit.timing import grows_at_most
 from sglang_arch.audit.scan import scan_source
 
 _SPEC = importlib.util.find_spec("sglang")
@@ -165,16 +166,6 @@ def _file(pieces, size):
     return HEADER + unit * max(1, size // len(unit))
 
 
-def _seconds(text, repeat=2):
-    """Best of ``repeat`` runs of what the audit does with one file."""
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        scan_source("srt/layers/x.py", text)
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def _machine_seconds():
     """Seconds a plain Python loop of 10^6 additions takes here (the machine's speed)."""
     started = time.perf_counter()
@@ -199,7 +190,8 @@ def test_per_file_time_is_linear_in_its_size(pieces):
     prefilter; one of 4 MiB would have taken days)."""
     size = 24 * 1024
     small, large = _file(pieces, size), _file(pieces, 4 * size)
-    t_small, t_large = _seconds(small, repeat=3), _seconds(large, repeat=3)
-    assert t_large <= 8 * t_small + 0.2, (pieces, t_small, t_large)
-    per_mib = t_large / (len(large) / 2 ** 20)
+    ok, seen = grows_at_most(lambda: scan_source("srt/layers/x.py", small),
+                             lambda: scan_source("srt/layers/x.py", large), factor=8, slack=0.2)
+    assert ok, (pieces, seen)
+    per_mib = min(t_large for _, t_large in seen) / (len(large) / 2 ** 20)
     assert per_mib <= MAX_LOOPS_PER_MIB * _machine_seconds(), (pieces, per_mib)
