@@ -44,15 +44,20 @@ def test_check_backend_reasons():
     v = check_backend(resolve("8.0"), "fa4")
     assert v.valid is False
     assert v.reason == ("fa4 cannot run MHA prefill on 8.0 (tier 8.0, exact): fa4_cute has no build for 8.0 "
-                        "(builds: jit:10.0, jit:10.3, jit:10.7, jit:11.0, jit:12.0, jit:12.1)")
+                        "(builds: jit:9.0, jit:10.0, jit:10.3, jit:10.7, jit:11.0, jit:12.0, jit:12.1)")
+    # one choice, two kernels: FA4 over a paged cache runs on Hopper, its absorbed-MLA path (qv) does not
+    assert check_backend(resolve("9.0"), "fa4", "mha", "decode").valid
+    v = check_backend(resolve("9.0"), "fa4", "mla", "decode")
+    assert v.valid is False and v.reason.endswith("fa4_cute_mla has no build for 9.0 (builds: jit:10.0, jit:10.3, "
+                                                  "jit:10.7, jit:11.0)")
 
 
 def test_check_backend_alternatives_use_the_given_cuda():
     # fa3 on Hopper needs CUDA 12.3: with 12.3 it is an alternative, with 12.2 it is not
-    assert check_backend(resolve("9.0"), "fa4", "mha", "prefill", (12, 3)).alternatives == (
-        "fa3", "trtllm_mha", "flashinfer", "triton", "torch_native")
-    assert check_backend(resolve("9.0"), "fa4", "mha", "prefill", (12, 2)).alternatives == (
-        "trtllm_mha", "flashinfer", "triton", "torch_native")
+    assert check_backend(resolve("9.0"), "fa4", "mla", "decode", (12, 3)).alternatives == (
+        "fa3", "flashmla", "flashinfer", "triton", "torch_native")
+    assert check_backend(resolve("9.0"), "fa4", "mla", "decode", (12, 2)).alternatives == (
+        "flashmla", "flashinfer", "triton", "torch_native")
 
 
 def test_decode_only_backend_cannot_prefill():
@@ -93,8 +98,8 @@ def test_default_backend_reasons(cap, traits, prefill, reason):
 
 
 def test_a_blocked_preference_moves_on_to_the_next():
-    d = default_backend(with_prefs("9.0", mha=["trtllm_mha", "fa4", "fa3"]), ModelTraits(speculative_topk_pending=True))
+    d = default_backend(with_prefs("8.0", mha=["trtllm_mha", "fa4", "fa3"]), ModelTraits(speculative_topk_pending=True))
     assert (d.prefill, d.decode) == ("fa3", "fa3")
-    assert d.reason == ("tier 9.0 prefers fa3; skipped trtllm_mha (speculative top-k not decided), "
-                        "fa4 (cannot run: fa4_cute has no build for 9.0 (builds: jit:10.0, jit:10.3, jit:10.7, "
-                        "jit:11.0, jit:12.0, jit:12.1))")
+    assert d.reason == ("tier 8.0 prefers fa3; skipped trtllm_mha (speculative top-k not decided), "
+                        "fa4 (cannot run: fa4_cute has no build for 8.0 (builds: jit:9.0, jit:10.0, jit:10.3, "
+                        "jit:10.7, jit:11.0, jit:12.0, jit:12.1))")

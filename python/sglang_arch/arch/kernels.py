@@ -24,6 +24,7 @@ _FI = "flashinfer-python 0.7.2"
 _CUTE_ARCHS = ("nvidia-cutlass-dsl 4.8.0: cutlass/base_dsl/enums.py Arch (the targets CuTe DSL compiles for: "
                "8.0 8.6 8.7 8.9 9.0 10.0 10.3 10.7 11.0 12.0 12.1)")
 _CUOBJDUMP = "cuobjdump 13.5 --list-elf/--list-ptx on the installed wheel (2026-12-01)"
+_FA4_ARCHS = "flash-attn-4 4.0.0b36 cute/interface.py: arch // 10 in [8, 9, 10, 11, 12]"
 _CUTE = "cutlass-dsl"  # declared_in: jit:X.Y targets are among the targets CuTe DSL compiles for
 
 KERNELS: Dict[str, Dict[str, Any]] = {
@@ -44,11 +45,29 @@ KERNELS: Dict[str, Dict[str, Any]] = {
                     "sglang 0.5.23 is_hopper_with_cuda_12_3: FA3 on Hopper needs CUDA 12.3"],
     },
     "fa4_cute": {
-        "summary": "FlashAttention 4 (flash-attn-4 CuTe DSL), compiled for the device on first use",
-        "targets": ["jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "summary": "FlashAttention 4 (flash-attn-4 CuTe DSL) over SGLang's paged KV cache, compiled for the device "
+                   "on first use",
+        "targets": ["jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
         "declared_in": _CUTE,
-        "sources": [_CUTE_ARCHS, "flash-attn-4 4.0.0b36 cute/interface.py: arch // 10 in [8, 9, 10, 11, 12]",
-                    "sglang 0.5.23: fa4 on SM100 and SM12x"],
+        "sources": [_CUTE_ARCHS, _FA4_ARCHS,
+                    "flash-attn-4 4.0.0b36 cute/interface.py: 'paged KV not supported on SM 8.0' (SGLang's fa4 "
+                    "backend, FlashAttentionBackend(fa_impl_ver=4), reads a page table): no 8.x"],
+    },
+    "fa4_cute_mla": {
+        "summary": "FlashAttention 4 (CuTe DSL) for absorbed MLA: the qv argument",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, "flash-attn-4 4.0.0b36 cute/interface.py: 'only support Blackwell arch with qv' "
+                    "(arch // 10 in [10, 11])",
+                    "sglang 0.5.23 attention_hook.py: fa4 with absorbed MLA requires SM100/SM110"],
+    },
+    "fa4_cute_varlen": {
+        "summary": "FlashAttention 4 (CuTe DSL) over packed variable-length sequences, no KV cache (vision encoders)",
+        "targets": ["jit:8.0", "jit:8.6", "jit:8.7", "jit:8.9", "jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7",
+                    "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, _FA4_ARCHS,
+                    "sglang 0.5.23 layers/attention/vision.py VisionFlash4Attention: cu_seqlens, no page table"],
     },
     "trtllm_gen_fmha": {
         "summary": "TensorRT-LLM-gen FMHA cubins (FlashInfer artifacts): MHA, MLA and sparse MLA",
@@ -304,7 +323,7 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     # --attention-backend / --prefill-attention-backend / --decode-attention-backend
     "attention": {
         "fa3": [{"kernel": "fa3_sm90"}, {"kernel": "fa3_sm8x", "kinds": _MHA}],
-        "fa4": [{"kernel": "fa4_cute"}],
+        "fa4": [{"kernel": "fa4_cute", "kinds": _MHA}, {"kernel": "fa4_cute_mla", "kinds": _MLA}],
         "trtllm_mha": [{"kernel": "trtllm_gen_fmha", "kinds": _MHA}, {"kernel": "xqa", "kinds": _MHA}],
         "trtllm_mla": [{"kernel": "trtllm_gen_fmha", "kinds": _MLA}],
         "cutedsl_mla": [{"kernel": "cutedsl_mla_decode", "kinds": _MLA, "phases": ["decode"]}],
@@ -318,7 +337,7 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     # (kernels/ops/attention/flash_attention_v3.py), fa4 flash_attn.cute, triton_attn Triton, sdpa torch
     "vision": {
         "fa3": [{"kernel": "fa3_sm90"}, {"kernel": "fa3_sm8x"}],
-        "fa4": [{"kernel": "fa4_cute"}],
+        "fa4": [{"kernel": "fa4_cute_varlen"}],
         "triton_attn": [{"kernel": "triton"}],
         "sdpa": [{"kernel": "torch"}],
     },
