@@ -97,3 +97,27 @@ class _Scheduling:
 
 def pytest_report_header(config):
     return f"sglang-arch tests; SGLANG_ARCH_* cleared per test (was: {[n for n in _ARCH_ENV if n in os.environ]})"
+
+
+# The series' rewrite of one source by one plan is a pure function (libcst trees are
+# immutable; a failure is raised, never cached): the files that run the whole series on
+# copies of SGLang's own sources, test after test, parse each (source, plan) once per
+# worker instead of once per run (10-20 s of libcst per run on a 2-core machine).
+_REWRITES: dict = {}
+
+
+@pytest.fixture()
+def memo_rewrites(monkeypatch):
+    import copy
+
+    from sglang_arch.upstream import series
+
+    rewrite = series.rewrite_source
+
+    def memo(source, plan, where=None):
+        key = (source, plan)
+        if key not in _REWRITES:
+            _REWRITES[key] = rewrite(source, plan, where=where)
+        return copy.deepcopy(_REWRITES[key])
+
+    monkeypatch.setattr(series, "rewrite_source", memo)

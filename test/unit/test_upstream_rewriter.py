@@ -36,6 +36,8 @@ from sglang_arch.upstream.rewriter import (  # noqa: E402
 )
 from sglang_arch.upstream.sites import STEPS, glue_files  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("memo_rewrites")  # test/conftest.py: one parse per (source, plan)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 FUSION = ModulePlan("srt/layers/fusion.py", "fusion", (
