@@ -10,6 +10,8 @@ import os
 import types
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sglang_arch.arch import validate as v
 
 
@@ -70,10 +72,14 @@ def test_parse_int_refuses_booleans():
         assert str(e.value) == f"count: expected an integer >= 0 and <= 5, got {value}"
 
 
-def test_parse_int_accepts_integral_floats():
-    assert v.parse_int(4.0, "count", 0, 5) == 4
-    with pytest.raises(ValueError):
-        v.parse_int(4.5, "count", 0, 5)
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_parse_int_refuses_every_float(value):
+    # 1e3 and 2.0 in an override file are floats (JSON and TOML keep them apart from
+    # integers): a field that holds an integer takes its digits only (issue 21, item 5).
+    with pytest.raises(ValueError) as e:
+        v.parse_int(value, "count", 0, 10 ** 9)
+    assert str(e.value).startswith("count: expected an integer >= 0 and <= 1000000000, got ")
+    assert "floating-point" in str(e.value)
 
 
 def test_env_bool_reads_the_mapping_given(monkeypatch):

@@ -7,6 +7,7 @@ override fails with the file, the entry and the field named.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -186,18 +187,24 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
         smem[kib_field] = None if f(kib_field) is None else _int(f(kib_field), f"{ctx}: field '{kib_field}'",
                                                                  1, SMEM_MAX_KIB)
 
+    min_cuda = _version(f("min_cuda"), f"{ctx}: field 'min_cuda'")
+    max_cuda = _version(f("max_cuda"), f"{ctx}: field 'max_cuda'")
+    if min_cuda is not None and max_cuda is not None and min_cuda > max_cuda:
+        raise TableError(f"{ctx}: field 'min_cuda' {format_version(min_cuda)} is above field 'max_cuda' "
+                         f"{format_version(max_cuda)}; accepted: min_cuda <= max_cuda")
+
     return ArchProfile(
         capability=cap,
-        name=_str(f("name"), f"{ctx}: field 'name'"),
+        name=_str(f("name"), f"{ctx}: field 'name'", NAME_REFUSED_CATEGORIES),
         examples=_strs(f("examples", []), f"{ctx}: field 'examples'"),
         smem_per_sm_kib=smem["smem_per_sm_kib"],
         smem_per_block_kib=smem["smem_per_block_kib"],
         features=dict(features),
         topology=topology,
-        min_cuda=_version(f("min_cuda"), f"{ctx}: field 'min_cuda'"),
+        min_cuda=min_cuda,
         min_cuda_arch_specific=_version(f("min_cuda_arch_specific"), f"{ctx}: field 'min_cuda_arch_specific'"),
         min_cuda_family=_version(f("min_cuda_family"), f"{ctx}: field 'min_cuda_family'"),
-        max_cuda=_version(f("max_cuda"), f"{ctx}: field 'max_cuda'"),
+        max_cuda=max_cuda,
         torch_symm_mem=symm_bytes,
         symm_mem_multimem_world_sizes=_ints(f("symm_mem_multimem_world_sizes", []),
                                             f"{ctx}: field 'symm_mem_multimem_world_sizes'", 2, MAX_GPUS_PER_NODE),
@@ -275,9 +282,26 @@ def _ints(values: Any, ctx: str, minimum: int, maximum: int) -> Tuple[int, ...]:
     return tuple(seen)
 
 
-def _str(value: Any, ctx: str) -> str:
+# A lone surrogate (a JSON "\ud800" escape) is refused in every string field: UTF-8 cannot
+# hold it, so printing or writing it fails.  A name, printed as it is on one line of every
+# report, also refuses control characters (Cc: U+0000-U+001F, U+007F-U+009F), format
+# characters (Cf: U+200B, U+202E, ...) and the line and paragraph separators (Zl, Zp).
+SURROGATE_CATEGORIES = ("Cs",)
+NAME_REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def _str(value: Any, ctx: str, refused: Tuple[str, ...] = SURROGATE_CATEGORIES) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT:
         raise TableError(f"{ctx}: expected a string of 1-{MAX_TEXT} characters, got {shown(value)}")
+    for i, ch in enumerate(value):
+        category = unicodedata.category(ch)
+        if category in refused:
+            what = "a lone surrogate" if category == "Cs" else f"a {category} character"
+            accepted = ("text UTF-8 can hold (no lone surrogate)" if refused == SURROGATE_CATEGORIES else
+                        f"no character of Unicode categories {', '.join(refused)} (control, format, "
+                        f"separator characters, lone surrogates)")
+            raise TableError(f"{ctx}: {what} U+{ord(ch):04X} at position {i} of {shown(value)}; "
+                             f"accepted: a string of 1-{MAX_TEXT} characters, {accepted}")
     return value
 
 
