@@ -276,7 +276,7 @@ def test_tune_without_torch_is_one_line(monkeypatch, capsys):
     ('{"run": {"backend": "gloo", "device": "d", "started": "s", "iters": 1, "world_sizes": [10000000000], '
      '"capability": null, "measurements": []}}', "run.world_sizes"),
     ('{"run": {"backend": "nccl", "device": "d", "started": "s", "iters": 1, "world_sizes": [2], '
-     '"capability": "banana", "measurements": []}}', "invalid compute capability"),
+     '"capability": "banana", "measurements": []}}', "field 'run.capability': expected"),
 ])
 def test_tune_from_malformed_results_is_one_line(tmp_path, capsys, doc, message):
     path = tmp_path / "results.json"
