@@ -53,8 +53,11 @@ NVCC_TIMEOUT_S = 10
 def toolkit_version(explicit: Optional[str]) -> Tuple[Tuple[int, int], str]:
     """The CUDA toolkit to build for: the argument, nvcc's version, or torch's.  Where none
     answers, the error says what each source did (nvcc not found, timed out, failed)."""
-    if explicit:
-        return parse_version(explicit), "--cuda"
+    if explicit is not None:  # an empty --cuda is refused, not read as "detect"
+        try:
+            return parse_version(explicit), "--cuda"
+        except ValueError as exc:
+            raise ValueError(f"argument --cuda: {exc}") from None
     nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else None)
     if nvcc and os.path.exists(nvcc):
         version, nvcc_said = _nvcc_release(nvcc)

@@ -318,13 +318,18 @@ def _version(value: Any, ctx: str) -> Optional[Tuple[int, int]]:
         raise TableError(f"{ctx}: {exc}") from None
 
 
-_VERSION_RE = re.compile(r"([0-9]{1,2})(?:\.([0-9]{1,2}))?(?:\.[0-9]{1,4})?")
-_VERSION_ACCEPTED = (f"'M.m' such as '12.8' or '13.0' (ASCII digits, major 1-{CUDA_MAX_MAJOR}, "
-                     f"minor 0-{CUDA_MAX_MINOR})")
+# The CUDA version grammar, as torch.version.cuda ('12.8') and nvcc ('release 12.8',
+# 'V12.8.93') print it: 'M', 'M.m' or 'M.m.p', each part ASCII digits without a leading
+# zero ('12.08' is not 12.8: a version is not a decimal fraction), surrounding blanks
+# ignored, at most 20 characters in all.
+_VERSION_RE = re.compile(r"(0|[1-9][0-9]?)(?:\.(0|[1-9][0-9]?)(?:\.(?:0|[1-9][0-9]{0,3}))?)?")
+_VERSION_ACCEPTED = (f"'M.m' such as '12.8' or '13.0', or 'M' or 'M.m.p' (ASCII digits without a leading zero; "
+                     f"major 1-{CUDA_MAX_MAJOR}, minor 0-{CUDA_MAX_MINOR}, patch 0-9999, dropped)")
 
 
 def parse_version(value: Any) -> Tuple[int, int]:
-    """'12.8' -> (12, 8); also accepts '13', (13, 0) and '12.8.1' (patch dropped)."""
+    """'12.8' -> (12, 8); also accepts '13', (13, 0) and '12.8.1' (patch dropped).
+    '12.08' is refused: no part has a leading zero."""
     major = minor = None
     if isinstance(value, (tuple, list)) and len(value) in (2, 3) and all(
             isinstance(v, int) and not isinstance(v, bool) for v in value):

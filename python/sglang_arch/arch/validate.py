@@ -101,7 +101,11 @@ def check_machine(world_size: int, nnodes: int) -> None:
     if world_size < nnodes:
         raise ValueError(f"world size {world_size} is smaller than the node count {nnodes}; "
                          f"accepted: at least one GPU per node")
-    per_node = -(-world_size // nnodes)
+    if world_size % nnodes:
+        raise ValueError(f"world size {world_size} is not divisible by the node count {nnodes}; "
+                         f"accepted: the same number of GPUs on every node (world size a multiple of "
+                         f"--nnodes)")
+    per_node = world_size // nnodes
     if per_node > MAX_GPUS_PER_NODE:
         raise ValueError(f"world size {world_size} on {nnodes} node(s) is {per_node} GPUs per node; "
                          f"accepted: at most {MAX_GPUS_PER_NODE} GPUs per node (NVL72)")
