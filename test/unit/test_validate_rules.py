@@ -189,7 +189,11 @@ def test_other_read_errors_are_raised(tmp_path, monkeypatch):
 @pytest.mark.parametrize("world_size, nnodes, message", [
     (8, 0, "node count: expected an integer >= 1 and <= 1024, got 0"),
     (0, 1, "world size: expected an integer >= 1 and <= 73728, got 0"),
-    (145, 2, "world size 145 on 2 node(s) is 73 GPUs per node; accepted: at most 72 GPUs per node (NVL72)"),
+    (146, 2, "world size 146 on 2 node(s) is 73 GPUs per node; accepted: at most 72 GPUs per node (NVL72)"),
+    (145, 2, "world size 145 is not divisible by the node count 2; accepted: the same number of GPUs on every "
+             "node (world size a multiple of --nnodes)"),
+    (8, 3, "world size 8 is not divisible by the node count 3; accepted: the same number of GPUs on every "
+           "node (world size a multiple of --nnodes)"),
 ])
 def test_check_machine_messages(world_size, nnodes, message):
     with pytest.raises(ValueError) as e:
