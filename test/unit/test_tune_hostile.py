@@ -486,3 +486,17 @@ def test_a_key_given_twice_in_a_results_file_is_refused(tmp_path, capsys, where)
                expect=(f"--from-results {src}: not a results file (key ", "is given twice in one object",
                        "accepted: each key once"))
     assert not (tmp_path / "o.json").exists()
+
+
+def test_an_unknown_capability_is_refused_before_anything_is_measured(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "11.5")
+    monkeypatch.setenv("SGLANG_ARCH_GPU_COUNT", "2")
+
+    def measure(*_a, **_k):
+        raise AssertionError("measured although the override could not be written")
+
+    monkeypatch.setattr(tc, "measure", measure)
+    out = tmp_path / "o.json"
+    one_line_2(capsys, "--out", str(out), "--world-sizes", "2",
+               expect=("tune collectives: --out: capability 11.5 is not a known tier (it resolves as family of 11.0)",))
+    assert not out.exists()

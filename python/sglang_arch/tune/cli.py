@@ -79,6 +79,12 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
         saved = load_results(args.from_results)
         run = saved["run"]
         return _report(args, run, run["world_sizes"], topology_name=args.topology or saved.get("topology"))
+    if args.out and args.backend == "nccl":  # a capability with no tier is refused before minutes of measuring
+        from ..arch import detect, node_resolution
+
+        node = detect()
+        if node.gpus:
+            _check_capability("tune collectives", node_resolution(node.capabilities))
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -336,6 +342,10 @@ def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned) -
                          f"{tune_mode} timing ({len(ms)} measurement(s), {errored} with errors only); "
                          f"accepted: a run where two_shot was timed at least once (the override would only "
                          f"repeat the table)")
+    _check_capability(where, res)
+
+
+def _check_capability(where: str, res) -> None:
     if res.match == "portable" or (res.match != "override" and res.resolved != res.requested):
         raise ValueError(f"{where}: --out: capability {res.requested} is not a known tier (it resolves as "
                          f"{res.match} of {res.resolved}); an override for {res.resolved} would change every "
