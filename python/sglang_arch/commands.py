@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from typing import Optional, Tuple
 
 from .arch import default_registry, detect, parse_capability
@@ -53,13 +54,18 @@ NVCC_TIMEOUT_S = 10
 def toolkit_version(explicit: Optional[str]) -> Tuple[Tuple[int, int], str]:
     """The CUDA toolkit to build for: the argument, nvcc's version, or torch's.  Where none
     answers, the error says what each source did (nvcc not found, timed out, failed)."""
-    if explicit:
-        return parse_version(explicit), "--cuda"
+    if explicit is not None:  # an empty --cuda is refused, not read as "detect"
+        try:
+            return parse_version(explicit), "--cuda"
+        except ValueError as exc:
+            raise ValueError(f"argument --cuda: {exc}") from None
     nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else None)
+    nvcc_failed = False  # an nvcc that is there but gave no release (timed out, failed): said if torch is used
     if nvcc and os.path.exists(nvcc):
         version, nvcc_said = _nvcc_release(nvcc)
         if version is not None:
             return version, nvcc
+        nvcc_failed = True
     elif nvcc:
         nvcc_said = f"{nvcc} does not exist (CUDA_HOME)"
     else:
@@ -68,7 +74,11 @@ def toolkit_version(explicit: Optional[str]) -> Tuple[Tuple[int, int], str]:
         import torch
 
         if torch.version.cuda:
-            return parse_version(torch.version.cuda), "torch.version.cuda"
+            version = parse_version(torch.version.cuda)
+            if nvcc_failed:  # never a silent fallback: the build may target another toolkit than nvcc's
+                print(f"sglang-arch: warning: {nvcc_said}; using torch's CUDA {format_version(version)} "
+                      f"(torch.version.cuda) instead; pass --cuda X.Y to choose", file=sys.stderr)
+            return version, "torch.version.cuda"
         torch_said = "torch has no CUDA"
     except ImportError:
         torch_said = "torch is not installed"

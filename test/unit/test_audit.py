@@ -465,7 +465,11 @@ def test_a_file_that_is_not_bounded_source_is_named(tree, capsys, make, problem,
     if path.exists():
         path.unlink()
     make(str(path))
-    code, err, _ = _audit_cli(tree, capsys)
+    code, err, out = _audit_cli(tree, capsys)
+    if where.startswith("srt/") and os.path.islink(path):
+        # a link out of the tree is not followed: listed as not scanned (issue 21 item 8)
+        assert code == 0 and not err and f"{where}: not scanned: a symlink to '/dev/zero', outside the tree" in out
+        return
     assert code == 2 and len(err.splitlines()) == 1 and str(path) in err and problem in err, err
 
 
@@ -572,3 +576,55 @@ def test_a_file_with_a_utf8_bom_is_scanned_as_cpython_reads_it(tree):
     rep = audit(str(tree))
     assert not [u for u in rep.unparsed if u.file == "srt/layers/bom.py"]
     assert by_line(rep, "srt/layers/bom.py")
+
+
+# --- issue 21 item 8: .py symlinks inside the tree ---------------------------------------
+
+LINKED = "from sglang.srt.utils import is_sm90_supported\ndef f():\n    return 3 if is_sm90_supported() else 4\n"
+
+
+def _not_scanned(rep):
+    return {u.file: u.problem for u in rep.unparsed}
+
+
+def test_a_dangling_py_symlink_is_listed_and_the_audit_goes_on(tree, capsys):
+    # It stopped the audit: "srt/layers/gone.py: cannot be read (No such file or directory)".
+    (tree / "srt" / "layers" / "gone.py").symlink_to("nowhere.py")
+    (tree / "srt" / "layers" / "loop_a.py").symlink_to("loop_b.py")
+    (tree / "srt" / "layers" / "loop_b.py").symlink_to("loop_a.py")
+    rep = audit(str(tree))
+    problems = _not_scanned(rep)
+    assert problems["srt/layers/gone.py"] == ("a dangling symlink (to 'nowhere.py', which resolves to no file: "
+                                              "missing, or a loop of links)")
+    assert problems["srt/layers/loop_a.py"].startswith("a dangling symlink (to 'loop_b.py'")
+    assert by_line(rep, ATTN)  # every other file is still audited
+    code, err, out = _audit_cli(tree, capsys)
+    assert code == 0 and not err and "srt/layers/gone.py: not scanned: a dangling symlink" in out
+
+
+@pytest.mark.parametrize("target", ["outside", "outside_via_link"])
+def test_a_py_symlink_leaving_the_tree_is_not_followed(tree, tmp_path, capsys, target):
+    # It was read as part of the tree: a file outside SRC was audited (and counted).
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.py").write_text(LINKED)
+    link = tree / "srt" / "layers" / "out.py"
+    if target == "outside":
+        link.symlink_to(outside / "secret.py")
+    else:  # an in-tree link to a link that leaves
+        (tree / "srt" / "layers" / "hop.py").symlink_to(outside / "secret.py")
+        link.symlink_to("hop.py")
+    rep = audit(str(tree))
+    assert _not_scanned(rep)["srt/layers/out.py"] == (f"a symlink to {str(outside / 'secret.py')!r}, outside the "
+                                                      f"tree: not followed")
+    assert not [s for s in rep.sites if s.file == "srt/layers/out.py"]
+    code, err, out = _audit_cli(tree, capsys)
+    assert code == 0 and "srt/layers/out.py: not scanned: a symlink to" in out
+
+
+def test_a_py_symlink_inside_the_tree_is_still_read(tree):
+    (tree / "srt" / "layers" / "real.py").write_text(LINKED)
+    (tree / "srt" / "layers" / "alias.py").symlink_to("real.py")
+    rep = audit(str(tree))
+    assert "srt/layers/alias.py" not in _not_scanned(rep)
+    assert {s.file for s in rep.sites} >= {"srt/layers/real.py", "srt/layers/alias.py"}

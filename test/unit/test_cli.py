@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sglang_arch.cli import main, matrix_rows, render_matrix_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,3 +135,36 @@ def test_module_entry_point_and_help():
         assert command in out.stdout
     out = subprocess.run([sys.executable, "-m", "sglang_arch", "explain", "--help"], capture_output=True, text=True, env=env)
     assert "--world-size" in out.stdout and "pcie-p2p" in out.stdout
+
+
+# --- issue 21: the CUDA version grammar and the node split -------------------------------
+
+@pytest.mark.parametrize("cuda", ["12.08", "012.8", "12.8.01", "12.00", "00.0", "12.", "1.2.3.4", ""])
+@pytest.mark.parametrize("command", [["explain", "12.0"], ["gencode", "--capability", "9.0"]])
+def test_a_cuda_version_outside_the_grammar_is_refused(capsys, command, cuda):
+    # '12.08' used to be read as 12.8: a version with a leading zero is not what anyone prints.
+    code, out, err = run(capsys, *command, "--cuda", cuda)
+    assert code == 2 and out == ""
+    assert f"argument --cuda: invalid version {cuda!r}; accepted: 'M.m' such as '12.8' or '13.0', or 'M' or " \
+           f"'M.m.p' (ASCII digits without a leading zero;" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("cuda,shown", [("12.4", "12.4"), ("12", "12.0"), ("12.4.1", "12.4"), (" 12.0 ", "12.0")])
+def test_a_cuda_version_of_the_grammar_is_used(capsys, cuda, shown):
+    code, out, err = run(capsys, "gencode", "--capability", "12.0", "--cuda", cuda)
+    assert code == 2 and f"sm_120 needs CUDA >= 12.8; toolkit is {shown}" in err
+    assert run(capsys, "gencode", "--capability", "12.0", "--cuda", "12.10")[0] == 0
+
+
+@given(nnodes=st.integers(2, 16), world=st.integers(2, 72))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_world_size_not_divisible_by_the_node_count_is_refused(capsys, nnodes, world):
+    # --world-size 8 --nnodes 3 used to be accepted (3, 3 and 2 GPUs: no such deployment).
+    code, out, err = run(capsys, "explain", "12.0", "--world-size", str(world), "--nnodes", str(nnodes))
+    if world >= nnodes and world % nnodes:
+        assert code == 2 and out == ""
+        assert err.strip() == (f"sglang-arch: error: world size {world} is not divisible by the node count {nnodes}; "
+                               f"accepted: the same number of GPUs on every node (world size a multiple of --nnodes)")
+    elif world >= nnodes:
+        assert code == 0, err

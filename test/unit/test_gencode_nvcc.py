@@ -97,3 +97,48 @@ def test_endless_output_or_a_detached_child_never_holds_gencode(tmp_path, no_cud
             commands.toolkit_version(None)
         assert said in str(e.value)
     assert time.monotonic() - start < 5
+
+
+@pytest.fixture
+def cuda_torch(monkeypatch):
+    fake = types.ModuleType("torch")
+    fake.version = types.SimpleNamespace(cuda="12.8")
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("body, said", [
+    ("sleep 30 & wait", "--version did not answer within 0.5 s (timed out)"),
+    ("yes 'no version here'", "--version did not answer within 0.5 s (timed out)"),
+    ("exit 3", "--version exited with status 3"),
+])
+def test_a_fallback_to_torch_after_nvcc_failed_is_said_in_one_line(tmp_path, cuda_torch, capsys, body, said):
+    # Issue 21 item 11: a timed-out nvcc fell back to torch's CUDA without a word.
+    nvcc = _fake_nvcc(tmp_path / "bin", body)
+    cuda_torch.setenv("PATH", f"{nvcc.parent}{os.pathsep}{os.environ['PATH']}")
+    cuda_torch.setattr(commands, "NVCC_TIMEOUT_S", 0.5)
+    start = time.monotonic()
+    assert commands.toolkit_version(None) == ((12, 8), "torch.version.cuda")
+    assert time.monotonic() - start < 5  # the bounded reader and wait are kept
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (f"sglang-arch: warning: {nvcc} {said}; using torch's CUDA 12.8 (torch.version.cuda) instead; "
+                   f"pass --cuda X.Y to choose\n")
+
+
+def test_gencode_says_so_and_still_prints_only_the_value(tmp_path, cuda_torch, capsys):
+    from sglang_arch.cli import main
+    nvcc = _fake_nvcc(tmp_path / "bin", "sleep 30 & wait")
+    cuda_torch.setenv("PATH", f"{nvcc.parent}{os.pathsep}{os.environ['PATH']}")
+    cuda_torch.setattr(commands, "NVCC_TIMEOUT_S", 0.5)
+    assert main(["gencode", "--capability", "9.0", "--format", "torch"]) == 0
+    out, err = capsys.readouterr()
+    assert len(err.splitlines()) == 1 and f"{nvcc} --version did not answer within 0.5 s (timed out)" in err
+    assert "9.0" in out and "warning" not in out
+
+
+def test_no_nvcc_falls_back_to_torch_without_a_warning(tmp_path, cuda_torch, capsys):
+    cuda_torch.setenv("PATH", str(tmp_path))
+    assert commands.toolkit_version(None) == ((12, 8), "torch.version.cuda")
+    assert capsys.readouterr().err == ""

@@ -12,6 +12,8 @@ import time
 import types
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sglang_arch.arch import TableError, build_registry, parse_capability, runtime
 from sglang_arch.arch.registry import env_flag, load_override_file
 from sglang_arch.arch.validate import (
@@ -274,7 +276,7 @@ def test_tune_without_torch_is_one_line(monkeypatch, capsys):
     ('{"run": {"backend": "gloo", "device": "d", "started": "s", "iters": 1, "world_sizes": [10000000000], '
      '"capability": null, "measurements": []}}', "run.world_sizes"),
     ('{"run": {"backend": "nccl", "device": "d", "started": "s", "iters": 1, "world_sizes": [2], '
-     '"capability": "banana", "measurements": []}}', "invalid compute capability"),
+     '"capability": "banana", "measurements": []}}', "field 'run.capability': expected"),
 ])
 def test_tune_from_malformed_results_is_one_line(tmp_path, capsys, doc, message):
     path = tmp_path / "results.json"
@@ -511,3 +513,90 @@ def test_mnnvl_needs_nvlink(topology, nnodes, enabled):
     assert d.enabled is enabled
     if not enabled:
         assert d.reason == f"mnnvl fusion needs NVLink between the GPUs; {topology} has none"
+
+
+# --- issue 21: strings, integers and versions of an override file --------------------
+
+STRING_FIELDS = ["name", "examples", "attention_mha", "attention_mla", "lead", "sources"]
+
+
+def _entry(field, text):
+    return {"12.0": {field: text if field == "name" else [text]}}
+
+
+@pytest.mark.parametrize("field", STRING_FIELDS)
+@given(prefix=st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Zl", "Zp")), max_size=5),
+       surrogate=st.integers(0xD800, 0xDFFF))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_lone_surrogate_in_any_string_is_named_with_file_and_field(tmp_path, monkeypatch, capsys, field,
+                                                                     prefix, surrogate):
+    # A JSON "\ud800" escape is a lone surrogate: it used to pass the schema and fail when
+    # printed ("'utf-8' codec can't encode character"), without the file or the field.
+    path = tmp_path / "arch.json"
+    text = prefix + chr(surrogate) + "x"
+    path.write_text(json.dumps(_entry(field, text)))  # ensure_ascii: written as the escape
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    runtime.reset()
+    err = one_line_2(capsys, "explain", "12.0",
+                     expect=f"SGLANG_ARCH_CONFIG='{path}': entry 12.0: field '{field}': a lone surrogate "
+                            f"U+{surrogate:04X} at position {len(prefix)} of ")
+    assert "accepted: a string of 1-1000 characters" in err
+
+
+@given(prefix=st.text(alphabet="abc XYZ-()", max_size=8),
+       bad=st.characters(whitelist_categories=("Cc", "Cf", "Zl", "Zp")))
+@settings(max_examples=40, deadline=None)
+def test_a_control_format_or_separator_character_in_a_name_is_refused(prefix, bad):
+    with pytest.raises(TableError) as e:
+        build_registry({"12.0": {"name": prefix + bad + "z"}}, override_source="o.json")
+    import unicodedata
+    assert str(e.value).startswith(f"o.json: entry 12.0: field 'name': a {unicodedata.category(bad)} character "
+                                   f"U+{ord(bad):04X} at position {len(prefix)} of "), str(e.value)
+    assert "accepted: a string of 1-1000 characters, no character of Unicode categories Cc, Cf, Cs, Zl, Zp" \
+        in str(e.value)
+
+
+def test_a_printable_name_with_any_script_is_kept():
+    name = "Blackwell (RTX) — ラボ 😀 é"
+    assert build_registry({"12.0": {"name": name}}).resolve("12.0").profile.name == name
+
+
+INT_FIELDS = [
+    ({"smem_per_sm_kib": "X"}, "smem_per_sm_kib"),
+    ({"smem_per_block_kib": "X"}, "smem_per_block_kib"),
+    ({"torch_symm_mem": {"8": "X"}}, "torch_symm_mem.8"),
+    ({"symm_mem_multimem_world_sizes": ["X"]}, "symm_mem_multimem_world_sizes"),
+    ({"custom_ar_v2_world_sizes": ["X"]}, "custom_ar_v2_world_sizes"),
+]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+@pytest.mark.parametrize("entry,field", INT_FIELDS)
+@pytest.mark.parametrize("number", ["1e3", "2.0", "8e0", "1E1"])
+def test_a_float_where_an_integer_is_required_is_refused(tmp_path, entry, field, number, suffix):
+    # 1e3 and 2.0 are floats in JSON and TOML; they used to be read as the integers 1000 and 2.
+    path = tmp_path / f"arch{suffix}"
+    text = json.dumps({"12.0": entry})
+    if suffix == ".toml":
+        key, value = next(iter(entry.items()))
+        value = (f'{{ "8" = X }}' if isinstance(value, dict) else "[X]" if isinstance(value, list) else "X")
+        text = f'[architectures."12.0"]\n{key} = {value}\n'
+    path.write_text(text.replace('"X"', number).replace("X", number))
+    with pytest.raises(TableError) as e:
+        build_registry(load_override_file(str(path)), override_source=str(path))
+    assert str(e.value).startswith(f"{path}: entry 12.0: field '{field}"), str(e.value)
+    assert f"got {float(number)!r}" in str(e.value)
+
+
+@pytest.mark.parametrize("low,high", [("13.0", "12.8"), ("12.9", "12.8"), ("12.8.1", "12")])
+def test_min_cuda_above_max_cuda_is_refused_naming_both(low, high):
+    with pytest.raises(TableError) as e:
+        build_registry({"12.0": {"min_cuda": low, "max_cuda": high}}, override_source="o.json")
+    lo, hi = low.split("."), (high.split(".") + ["0"])
+    assert str(e.value) == (f"o.json: entry 12.0: field 'min_cuda' {lo[0]}.{lo[1]} is above field 'max_cuda' "
+                            f"{hi[0]}.{hi[1]}; accepted: min_cuda <= max_cuda")
+
+
+def test_min_cuda_equal_to_max_cuda_is_accepted():
+    profile = build_registry({"12.0": {"min_cuda": "13.0", "max_cuda": "13.0"}}).resolve("12.0").profile
+    assert profile.min_cuda == profile.max_cuda == (13, 0)

@@ -7,6 +7,8 @@ The shipped table is built once at import, so these build entries of their own.
 """
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.profile import (
     TableError,
@@ -20,7 +22,8 @@ W = "over.toml"
 CAP = Capability(9, 0)
 CTX = "over.toml: entry 9.0"
 MIB = 1024 * 1024
-VERSION_ACCEPTED = "'M.m' such as '12.8' or '13.0' (ASCII digits, major 1-99, minor 0-99)"
+VERSION_ACCEPTED = ("'M.m' such as '12.8' or '13.0', or 'M' or 'M.m.p' (ASCII digits without a leading zero; "
+                    "major 1-99, minor 0-99, patch 0-9999, dropped)")
 
 
 def build(**fields):
@@ -211,6 +214,7 @@ def test_string_and_list_lengths():
     ("12.8", (12, 8)), ("13", (13, 0)), ("12.8.1", (12, 8)), (" 12.4 ", (12, 4)),
     ((12, 8), (12, 8)), ([12, 8, 1], (12, 8)), ((1, 0), (1, 0)), ((99, 99), (99, 99)), ("12.0", (12, 0)),
     (" " * 16 + "12.8", (12, 8)),  # 20 characters: the longest accepted
+    ("12.10", (12, 10)), ("12.8.0", (12, 8)), ("12.8.9999", (12, 8)), ("10", (10, 0)), ("1.0", (1, 0)),
 ])
 def test_parse_version_accepts(value, expected):
     assert parse_version(value) == expected
@@ -219,8 +223,24 @@ def test_parse_version_accepts(value, expected):
 @pytest.mark.parametrize("value", [
     "twelve", "", (12,), (12, 8, 1, 0), (True, 0), (12.5, 8), ("12", "8"), 12, None, (0, 5), (100, 0), (12, 100),
     " " * 17 + "12.8",  # 21 characters
+    "12.08", "012.8", "12.8.01", "12.00", "00.0", "1.2.3.4", "12.", ".8", "12.8.", "12.8.10000",  # issue 21
 ])
 def test_parse_version_refuses(value):
     with pytest.raises(ValueError) as e:
         parse_version(value)
     assert str(e.value) == f"invalid version {value!r}; accepted: {VERSION_ACCEPTED}"
+
+
+@given(major=st.integers(1, 99), minor=st.integers(0, 99), patch=st.one_of(st.none(), st.integers(0, 9999)),
+       zeros=st.tuples(st.booleans(), st.booleans(), st.booleans()))
+def test_parse_version_grammar(major, minor, patch, zeros):
+    # 'M.m[.p]' without a leading zero in any part (issue 21: '12.08' was read as 12.8).
+    parts = [str(major), str(minor)] + ([] if patch is None else [str(patch)])
+    padded = ["0" + p if z else p for p, z in zip(parts, zeros)]
+    text = ".".join(padded)
+    if padded == parts:
+        assert parse_version(text) == (major, minor)
+    else:
+        with pytest.raises(ValueError) as e:
+            parse_version(text)
+        assert str(e.value) == f"invalid version {text!r}; accepted: {VERSION_ACCEPTED}"

@@ -368,3 +368,135 @@ def test_an_output_may_not_overwrite_the_from_results_input(tmp_path, capsys):
     for flag in ("--out", "--results"):
         one_line_2(capsys, "--from-results", src, flag, src, expect=("is the --from-results input",))
     assert (tmp_path / "r.json").read_bytes() == before
+
+
+# --- issue 21: capability, empty runs, sizes and duplicates of a results file ----------
+
+@pytest.mark.parametrize("cap", ["banana", "12.x", "sm_", "１２.０", "12.10", ""])
+def test_a_bad_capability_is_named_with_the_file_and_field(tmp_path, capsys, cap):
+    # It used to be parse_capability's bare message, without the file or the field.
+    doc = valid_results()
+    doc["run"]["capability"] = cap
+    src = write(tmp_path / "bad.json", doc)
+    out = tmp_path / "o.json"
+    err = one_line_2(capsys, "--from-results", src, "--out", str(out),
+                     expect=(f"--from-results {src}: field 'run.capability': expected ", "got "))
+    assert "'12.0'" in err  # the accepted spellings
+    assert not out.exists()
+
+
+def _all_errored(doc):
+    for m in doc["run"]["measurements"]:
+        m.update(times_us={}, graph_times_us={}, stats={}, errors={"nccl": "failed", "two_shot": "failed"})
+
+
+@pytest.mark.parametrize("mutate,counts", [
+    (_set(("run", "measurements"), []), "(0 measurement(s), 0 with errors only)"),
+    (_all_errored, "(6 measurement(s), 6 with errors only)"),
+])
+def test_an_override_from_nothing_measured_is_refused(tmp_path, capsys, mutate, counts):
+    # It used to write the tier's own table sizes as if they had been measured.
+    doc = valid_results()
+    mutate(doc)
+    src = write(tmp_path / "r.json", doc)
+    out = tmp_path / "o.json"
+    one_line_2(capsys, "--from-results", src, "--out", str(out),
+               expect=(f"--from-results {src}: --out: nothing measured to write", counts))
+    assert not out.exists()
+    code, stdout, err = tune(capsys, "--from-results", src)  # the report alone is still given
+    assert code == 0 and err == ""
+
+
+def test_an_override_from_graph_timing_that_was_not_run_is_refused(tmp_path, capsys):
+    doc = valid_results()
+    for m in doc["run"]["measurements"]:
+        m["times_us"], m["stats"] = {}, {"graph": m["stats"]["graph"]}
+    src = write(tmp_path / "r.json", doc)
+    one_line_2(capsys, "--from-results", src, "--tune-mode", "eager", "--out", str(tmp_path / "o.json"),
+               expect=("nothing measured to write", "in eager timing"))
+
+
+@pytest.mark.parametrize("cap,match,tier", [("11.5", "family", "11.0"), ("13.0", "generation", "12.1"),
+                                            ("9.9", "family", "9.0"), ("5.0", "portable", "5.0")])
+def test_an_override_for_an_unknown_capability_is_refused(tmp_path, capsys, cap, match, tier):
+    # It used to write the fallback tier's key (11.5 measured, "11.0" written: every 11.0 GPU changed).
+    doc = valid_results()
+    doc["run"]["capability"] = cap
+    src = write(tmp_path / "r.json", doc)
+    out = tmp_path / "o.json"
+    one_line_2(capsys, "--from-results", src, "--out", str(out),
+               expect=(f"--from-results {src}: --out: capability {cap} is not a known tier "
+                       f"(it resolves as {match} of {tier})", "accepted: a run on a known capability"))
+    assert not out.exists()
+    assert tune(capsys, "--from-results", src)[0] == 0  # the report alone is still given
+
+
+@pytest.mark.parametrize("cap", ["8.0", "9.0", "10.0", "12.0", "sm_90"])
+def test_an_override_for_a_known_capability_is_written_under_its_key(tmp_path, capsys, cap):
+    doc = valid_results()
+    doc["run"]["capability"] = cap
+    src = write(tmp_path / "r.json", doc)
+    out = tmp_path / "o.json"
+    assert tune(capsys, "--from-results", src, "--out", str(out))[0] == 0
+    from sglang_arch.arch import parse_capability
+    assert list(load_override_file(str(out))) == [str(parse_capability(cap))]
+
+
+@given(size=st.integers(4, (1 << 30) - 4).filter(lambda n: n % 4))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_size_that_is_not_a_multiple_of_4_is_refused(tmp_path_factory, capsys, size):
+    # A bf16 all-reduce moves whole elements; --sizes refuses such a size, the file did not.
+    tmp = tmp_path_factory.mktemp("s")
+    doc = valid_results()
+    doc["run"]["measurements"][3]["size"] = size
+    src = write(tmp / "r.json", doc)
+    one_line_2(capsys, "--from-results", src, "--out", str(tmp / "o.json"),
+               expect=(f"--from-results {src}: field 'run.measurements[3].size': expected a multiple of 4 bytes",
+                       f"got {size}"))
+    assert not (tmp / "o.json").exists()
+
+
+@given(i=st.integers(0, 5), j=st.integers(0, 5))
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_two_measurements_of_one_cell_are_refused(tmp_path_factory, capsys, i, j):
+    tmp = tmp_path_factory.mktemp("d")
+    doc = valid_results()
+    ms = doc["run"]["measurements"]
+    twin = copy.deepcopy(ms[j])
+    twin.update(world_size=ms[i]["world_size"], size=ms[i]["size"])
+    ms.append(twin)
+    src = write(tmp / "r.json", doc)
+    one_line_2(capsys, "--from-results", src, "--out", str(tmp / "o.json"),
+               expect=(f"field 'run.measurements[6]': expected one measurement per world size and size "
+                       f"(run.measurements[{i}] has the same)",))
+
+
+@pytest.mark.parametrize("where", ["top", "run", "cell", "times"])
+def test_a_key_given_twice_in_a_results_file_is_refused(tmp_path, capsys, where):
+    # json.loads kept the last of two equal keys: the analysis read one of two values silently.
+    text = json.dumps(valid_results())
+    twice = {"top": ('{"run": ', '{"topology": "pcie", "run": '),
+             "run": ('"iters": 20', '"iters": 1, "iters": 20'),
+             "cell": ('"size": 4096', '"size": 8, "size": 4096'),
+             "times": ('"two_shot": 5.0', '"two_shot": 500.0, "two_shot": 5.0')}[where]
+    assert twice[0] in text
+    src = tmp_path / "r.json"
+    src.write_text(text.replace(twice[0], twice[1], 1))
+    one_line_2(capsys, "--from-results", str(src), "--out", str(tmp_path / "o.json"),
+               expect=(f"--from-results {src}: not a results file (key ", "is given twice in one object",
+                       "accepted: each key once"))
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_an_unknown_capability_is_refused_before_anything_is_measured(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "11.5")
+    monkeypatch.setenv("SGLANG_ARCH_GPU_COUNT", "2")
+
+    def measure(*_a, **_k):
+        raise AssertionError("measured although the override could not be written")
+
+    monkeypatch.setattr(tc, "measure", measure)
+    out = tmp_path / "o.json"
+    one_line_2(capsys, "--out", str(out), "--world-sizes", "2",
+               expect=("tune collectives: --out: capability 11.5 is not a known tier (it resolves as family of 11.0)",))
+    assert not out.exists()

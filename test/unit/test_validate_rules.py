@@ -10,6 +10,8 @@ import os
 import types
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sglang_arch.arch import validate as v
 
 
@@ -70,10 +72,14 @@ def test_parse_int_refuses_booleans():
         assert str(e.value) == f"count: expected an integer >= 0 and <= 5, got {value}"
 
 
-def test_parse_int_accepts_integral_floats():
-    assert v.parse_int(4.0, "count", 0, 5) == 4
-    with pytest.raises(ValueError):
-        v.parse_int(4.5, "count", 0, 5)
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_parse_int_refuses_every_float(value):
+    # 1e3 and 2.0 in an override file are floats (JSON and TOML keep them apart from
+    # integers): a field that holds an integer takes its digits only (issue 21, item 5).
+    with pytest.raises(ValueError) as e:
+        v.parse_int(value, "count", 0, 10 ** 9)
+    assert str(e.value).startswith("count: expected an integer >= 0 and <= 1000000000, got ")
+    assert "floating-point" in str(e.value)
 
 
 def test_env_bool_reads_the_mapping_given(monkeypatch):
@@ -183,7 +189,11 @@ def test_other_read_errors_are_raised(tmp_path, monkeypatch):
 @pytest.mark.parametrize("world_size, nnodes, message", [
     (8, 0, "node count: expected an integer >= 1 and <= 1024, got 0"),
     (0, 1, "world size: expected an integer >= 1 and <= 73728, got 0"),
-    (145, 2, "world size 145 on 2 node(s) is 73 GPUs per node; accepted: at most 72 GPUs per node (NVL72)"),
+    (146, 2, "world size 146 on 2 node(s) is 73 GPUs per node; accepted: at most 72 GPUs per node (NVL72)"),
+    (145, 2, "world size 145 is not divisible by the node count 2; accepted: the same number of GPUs on every "
+             "node (world size a multiple of --nnodes)"),
+    (8, 3, "world size 8 is not divisible by the node count 3; accepted: the same number of GPUs on every "
+           "node (world size a multiple of --nnodes)"),
 ])
 def test_check_machine_messages(world_size, nnodes, message):
     with pytest.raises(ValueError) as e:

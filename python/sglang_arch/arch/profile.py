@@ -7,6 +7,7 @@ override fails with the file, the entry and the field named.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -186,18 +187,24 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
         smem[kib_field] = None if f(kib_field) is None else _int(f(kib_field), f"{ctx}: field '{kib_field}'",
                                                                  1, SMEM_MAX_KIB)
 
+    min_cuda = _version(f("min_cuda"), f"{ctx}: field 'min_cuda'")
+    max_cuda = _version(f("max_cuda"), f"{ctx}: field 'max_cuda'")
+    if min_cuda is not None and max_cuda is not None and min_cuda > max_cuda:
+        raise TableError(f"{ctx}: field 'min_cuda' {format_version(min_cuda)} is above field 'max_cuda' "
+                         f"{format_version(max_cuda)}; accepted: min_cuda <= max_cuda")
+
     return ArchProfile(
         capability=cap,
-        name=_str(f("name"), f"{ctx}: field 'name'"),
+        name=_str(f("name"), f"{ctx}: field 'name'", NAME_REFUSED_CATEGORIES),
         examples=_strs(f("examples", []), f"{ctx}: field 'examples'"),
         smem_per_sm_kib=smem["smem_per_sm_kib"],
         smem_per_block_kib=smem["smem_per_block_kib"],
         features=dict(features),
         topology=topology,
-        min_cuda=_version(f("min_cuda"), f"{ctx}: field 'min_cuda'"),
+        min_cuda=min_cuda,
         min_cuda_arch_specific=_version(f("min_cuda_arch_specific"), f"{ctx}: field 'min_cuda_arch_specific'"),
         min_cuda_family=_version(f("min_cuda_family"), f"{ctx}: field 'min_cuda_family'"),
-        max_cuda=_version(f("max_cuda"), f"{ctx}: field 'max_cuda'"),
+        max_cuda=max_cuda,
         torch_symm_mem=symm_bytes,
         symm_mem_multimem_world_sizes=_ints(f("symm_mem_multimem_world_sizes", []),
                                             f"{ctx}: field 'symm_mem_multimem_world_sizes'", 2, MAX_GPUS_PER_NODE),
@@ -275,9 +282,26 @@ def _ints(values: Any, ctx: str, minimum: int, maximum: int) -> Tuple[int, ...]:
     return tuple(seen)
 
 
-def _str(value: Any, ctx: str) -> str:
+# A lone surrogate (a JSON "\ud800" escape) is refused in every string field: UTF-8 cannot
+# hold it, so printing or writing it fails.  A name, printed as it is on one line of every
+# report, also refuses control characters (Cc: U+0000-U+001F, U+007F-U+009F), format
+# characters (Cf: U+200B, U+202E, ...) and the line and paragraph separators (Zl, Zp).
+SURROGATE_CATEGORIES = ("Cs",)
+NAME_REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def _str(value: Any, ctx: str, refused: Tuple[str, ...] = SURROGATE_CATEGORIES) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT:
         raise TableError(f"{ctx}: expected a string of 1-{MAX_TEXT} characters, got {shown(value)}")
+    for i, ch in enumerate(value):
+        category = unicodedata.category(ch)
+        if category in refused:
+            what = "a lone surrogate" if category == "Cs" else f"a {category} character"
+            accepted = ("text UTF-8 can hold (no lone surrogate)" if refused == SURROGATE_CATEGORIES else
+                        f"no character of Unicode categories {', '.join(refused)} (control, format, "
+                        f"separator characters, lone surrogates)")
+            raise TableError(f"{ctx}: {what} U+{ord(ch):04X} at position {i} of {shown(value)}; "
+                             f"accepted: a string of 1-{MAX_TEXT} characters, {accepted}")
     return value
 
 
@@ -294,13 +318,18 @@ def _version(value: Any, ctx: str) -> Optional[Tuple[int, int]]:
         raise TableError(f"{ctx}: {exc}") from None
 
 
-_VERSION_RE = re.compile(r"([0-9]{1,2})(?:\.([0-9]{1,2}))?(?:\.[0-9]{1,4})?")
-_VERSION_ACCEPTED = (f"'M.m' such as '12.8' or '13.0' (ASCII digits, major 1-{CUDA_MAX_MAJOR}, "
-                     f"minor 0-{CUDA_MAX_MINOR})")
+# The CUDA version grammar, as torch.version.cuda ('12.8') and nvcc ('release 12.8',
+# 'V12.8.93') print it: 'M', 'M.m' or 'M.m.p', each part ASCII digits without a leading
+# zero ('12.08' is not 12.8: a version is not a decimal fraction), surrounding blanks
+# ignored, at most 20 characters in all.
+_VERSION_RE = re.compile(r"(0|[1-9][0-9]?)(?:\.(0|[1-9][0-9]?)(?:\.(?:0|[1-9][0-9]{0,3}))?)?")
+_VERSION_ACCEPTED = (f"'M.m' such as '12.8' or '13.0', or 'M' or 'M.m.p' (ASCII digits without a leading zero; "
+                     f"major 1-{CUDA_MAX_MAJOR}, minor 0-{CUDA_MAX_MINOR}, patch 0-9999, dropped)")
 
 
 def parse_version(value: Any) -> Tuple[int, int]:
-    """'12.8' -> (12, 8); also accepts '13', (13, 0) and '12.8.1' (patch dropped)."""
+    """'12.8' -> (12, 8); also accepts '13', (13, 0) and '12.8.1' (patch dropped).
+    '12.08' is refused: no part has a leading zero."""
     major = minor = None
     if isinstance(value, (tuple, list)) and len(value) in (2, 3) and all(
             isinstance(v, int) and not isinstance(v, bool) for v in value):

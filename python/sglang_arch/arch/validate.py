@@ -9,7 +9,6 @@ reader that never blocks and never reads past its cap.  Standard library only.
 from __future__ import annotations
 
 import errno
-import math
 import os
 import re
 import stat
@@ -62,8 +61,9 @@ def shown_path(path: Any) -> str:
 
 
 def parse_int(value: Any, what: str, minimum: int, maximum: int) -> int:
-    """An integer in ``[minimum, maximum]``: an int, an integral finite float, or ASCII
-    digits (at most 9).  Anything else is a ValueError naming ``what`` and the range."""
+    """An integer in ``[minimum, maximum]``: an int or ASCII digits (at most 9).  Anything
+    else is a ValueError naming ``what`` and the range; a float too, integral or not (``1e3``
+    or ``2.0`` in an override file is a float: JSON and TOML keep integers apart)."""
     accepted = f"expected an integer >= {minimum} and <= {maximum}"
     number: Optional[int] = None
     if isinstance(value, bool):
@@ -71,8 +71,8 @@ def parse_int(value: Any, what: str, minimum: int, maximum: int) -> int:
     elif isinstance(value, int):
         number = value
     elif isinstance(value, float):
-        if math.isfinite(value) and value.is_integer():
-            number = int(value)
+        raise ValueError(f"{what}: {accepted}, got {shown(value)} (a floating-point number, as 1e3 or 2.0 "
+                         f"are read; write the integer's digits)")
     elif isinstance(value, str):
         text = value.strip()
         if _ASCII_INT.fullmatch(text):
@@ -101,7 +101,11 @@ def check_machine(world_size: int, nnodes: int) -> None:
     if world_size < nnodes:
         raise ValueError(f"world size {world_size} is smaller than the node count {nnodes}; "
                          f"accepted: at least one GPU per node")
-    per_node = -(-world_size // nnodes)
+    if world_size % nnodes:
+        raise ValueError(f"world size {world_size} is not divisible by the node count {nnodes}; "
+                         f"accepted: the same number of GPUs on every node (world size a multiple of "
+                         f"--nnodes)")
+    per_node = world_size // nnodes
     if per_node > MAX_GPUS_PER_NODE:
         raise ValueError(f"world size {world_size} on {nnodes} node(s) is {per_node} GPUs per node; "
                          f"accepted: at most {MAX_GPUS_PER_NODE} GPUs per node (NVL72)")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional, Sequence, Set, Tuple
 
 from ..files import SourceError, python_tree, read_source
-from .scan import package_module
+from .scan import link_problem, package_module
 
 COMMON = "sglang.srt.utils.common"
 # Modules that re-export the probe helpers of ``COMMON`` (``from ...common import *``).
@@ -173,6 +173,9 @@ def platform_facts(root: str) -> Tuple[Dict[str, str], Optional[str]]:
     if not os.path.lexists(path):
         return dict(FACT_HELPERS), None
     rel = "srt/runtime_context.py"
+    why_not = link_problem(root, path)  # a link out of the tree (or dangling) is not followed
+    if why_not is not None:
+        return dict(FACT_HELPERS), f"{rel}: {why_not}; platform facts taken as sglang-arch's FACT_HELPERS"
     try:
         tree, why = python_tree(read_source(path, errors="replace"))
     except SourceError as exc:

@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
-from ..arch.validate import shown_path
+from ..arch.validate import shown, shown_path
 from ..files import MAX_SOURCE_FILES, SourceError, python_tree, read_source
 
 SCANNED = ("srt", "kernels")
@@ -182,11 +182,36 @@ def package_module(file: str) -> str:
     return ".".join(["sglang"] + parts)
 
 
-def iter_files(root: str) -> Iterator[str]:
+def link_problem(root: str, path: str) -> Optional[str]:
+    """Why the ``.py`` symlink ``path`` is not read, or None (not a link, or a link to a
+    regular file inside ``root``): a dangling link (or a loop), one whose target is outside
+    the tree (not followed: the audit reads only the tree it was given), or one to something
+    that is not a regular file."""
+    if not os.path.islink(path):
+        return None
+    try:
+        target = os.readlink(path)
+    except OSError as exc:  # pragma: no cover - gone between the walk and here
+        return f"a symlink that cannot be read ({exc.strerror or exc})"
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        return f"a dangling symlink (to {shown(target)}, which resolves to no file: missing, or a loop of links)"
+    top = os.path.realpath(root)
+    if os.path.commonpath([top, real]) != top:
+        return f"a symlink to {shown(real, 200)}, outside the tree: not followed"
+    if not os.path.isfile(real):
+        return f"a symlink to {shown(target)}, which is not a regular file"
+    return None
+
+
+def iter_files(root: str, skipped: Optional[Dict[str, str]] = None) -> Iterator[str]:
     """Every .py file under root/srt and root/kernels, relative to root, sorted (at most
     ``MAX_SOURCE_FILES``; a symlinked srt/ or kernels/ is refused, symlinked folders below
-    them are not followed)."""
+    them are not followed).  A ``.py`` symlink that is dangling, leaves the tree or names
+    no regular file is not read: it goes into ``skipped`` (file -> why) instead, and counts
+    toward ``MAX_SOURCE_FILES`` as a file read does."""
     out = []
+    left_out: Dict[str, str] = {}
     for top in SCANNED:
         base = os.path.join(root, top)
         if os.path.islink(base):
@@ -198,10 +223,16 @@ def iter_files(root: str) -> Iterator[str]:
                     continue
                 rel = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
                 if not rel.startswith(SKIP_PREFIXES):
-                    out.append(rel)
-                    if len(out) > MAX_SOURCE_FILES:
+                    why = link_problem(root, os.path.join(dirpath, name))
+                    if why is None:
+                        out.append(rel)
+                    else:
+                        left_out[rel] = why
+                    if len(out) + len(left_out) > MAX_SOURCE_FILES:
                         raise SourceError(f"{shown_path(root)}: more than {MAX_SOURCE_FILES} Python files under "
                                           f"{', '.join(SCANNED)}; accepted: at most {MAX_SOURCE_FILES}")
+    if skipped is not None:
+        skipped.update(left_out)
     return iter(sorted(out))
 
 
@@ -888,7 +919,8 @@ def scan_tree(root: str, prefilter: bool = True) -> Tuple[List[FileScan], int]:
     are not visited: a line matches ``STRONG`` or names a module-level value computed from
     such a line anywhere in the tree (a cached flag)."""
     texts: Dict[str, str] = {}
-    files = list(iter_files(root))
+    skipped: Dict[str, str] = {}
+    files = list(iter_files(root, skipped))
     for file in files:
         texts[file] = read_source(os.path.join(root, file), errors="replace")
     scans: Dict[str, FileScan] = {}
@@ -907,6 +939,8 @@ def scan_tree(root: str, prefilter: bool = True) -> Tuple[List[FileScan], int]:
                 scans[file] = scan_file(root, file, texts[file], keep)
     _close_flags(scans)
     _add_flag_uses(scans)
+    for file, why in skipped.items():  # listed as not scanned, never counted as 0 sites
+        scans[file] = FileScan(file, package_module(file), {}, {}, {}, {}, [], [], problem=why)
     return [scans[f] for f in sorted(scans)], len(files)
 
 

@@ -8,6 +8,7 @@ import json
 from typing import Any, Dict, List
 
 from .. import args as cli_args
+from ..arch.capability import parse_capability
 from ..arch.topology import TOPOLOGIES
 from ..arch.validate import (
     MAX_FILE_BYTES,
@@ -78,6 +79,12 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
         saved = load_results(args.from_results)
         run = saved["run"]
         return _report(args, run, run["world_sizes"], topology_name=args.topology or saved.get("topology"))
+    if args.out and args.backend == "nccl":  # a capability with no tier is refused before minutes of measuring
+        from ..arch import detect, node_resolution
+
+        node = detect()
+        if node.gpus:
+            _check_capability("tune collectives", node_resolution(node.capabilities))
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -123,7 +130,7 @@ def load_results(path: str) -> Dict[str, Any]:
     except ValueError as exc:
         raise ValueError(f"{where}: cannot read: {exc}; accepted: a regular file of at most {MAX_FILE_BYTES} bytes") from None
     try:
-        saved = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        saved = json.loads(data.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise ValueError(f"{where}: not a results file (nested too deeply)") from None
     except ValueError as exc:  # also UnicodeDecodeError
@@ -159,19 +166,30 @@ def load_results(path: str) -> Dict[str, Any]:
     cap = run.get("capability")
     need(cap is None or isinstance(cap, str), "run.capability", cap, "a capability string or null")
     need(run["backend"] == "gloo" or isinstance(cap, str), "run.capability", cap, "a capability for an nccl run")
+    if isinstance(cap, str):
+        try:
+            parse_capability(cap)
+        except ValueError as exc:
+            need(False, "run.capability", cap, str(exc).split("; accepted: ", 1)[-1])
     topo = saved.get("topology")
     need(topo is None or (isinstance(topo, str) and topo.strip().lower() in TOPOLOGIES), "topology", topo,
          f"one of {', '.join(TOPOLOGIES)}, or null")
     ms = run.get("measurements")
     need(isinstance(ms, list) and len(ms) <= MAX_MEASUREMENTS, "run.measurements", ms,
          f"a list of at most {MAX_MEASUREMENTS} objects")
+    cells: Dict[Any, int] = {}  # (world size, size) -> index of its measurement
     for i, m in enumerate(ms):
         field = f"run.measurements[{i}]"
         need(isinstance(m, dict), field, m, "an object")
         need(_is_int(m.get("world_size"), 2, MAX_GPUS_PER_NODE) and m["world_size"] in ws, f"{field}.world_size",
              m.get("world_size"), f"an integer 2-{MAX_GPUS_PER_NODE} listed in run.world_sizes")
-        need(_is_int(m.get("size"), 4, cli_args.MAX_MESSAGE_BYTES), f"{field}.size", m.get("size"),
-             f"an integer 4-{cli_args.MAX_MESSAGE_BYTES}")
+        need(_is_int(m.get("size"), 4, cli_args.MAX_MESSAGE_BYTES) and m["size"] % 4 == 0, f"{field}.size",
+             m.get("size"), f"a multiple of 4 bytes from 4 to {cli_args.MAX_MESSAGE_BYTES} (as --sizes)")
+        cell = (m["world_size"], m["size"])
+        if cell in cells:
+            need(False, f"{field}", {"world_size": cell[0], "size": cell[1]},
+                 f"one measurement per world size and size (run.measurements[{cells[cell]}] has the same)")
+        cells[cell] = i
         times = {}
         for key, mode in (("times_us", "eager"), ("graph_times_us", "graph")):
             value = m.get(key, {}) if key == "graph_times_us" else m.get(key)
@@ -242,6 +260,17 @@ def _first_non_utf8_key(key: str) -> bool:
     return False
 
 
+def _unique_keys(pairs):
+    # json.loads keeps the last of two equal keys: a file that says two things is refused.
+    obj: Dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"key {shown(key)} is given twice in one object (json would keep the last); "
+                             f"accepted: each key once")
+        obj[key] = value
+    return obj
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -284,6 +313,7 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
                       within_10_percent=all(r["ok"] for r in rows),
                       within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
+            _check_writable(args, run, res, tune_mode, tuned)
             source = (f"sglang-arch tune collectives, {run['started']}, {max(world_sizes)}x {run['device']}, "
                       f"topology {topology.name}, multicast off, {tune_mode} timing")
             entry = tc.override_entry(str(res.resolved), dict(res.profile.torch_symm_mem), tuned, source)
@@ -295,6 +325,38 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
     write_files(outputs)
     print(shown_report)
     return 0
+
+
+def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned) -> None:
+    """Refuse an override the measurements cannot support: nothing timed (no measurement,
+    or every one errored), or a capability the table does not list.  For the latter an
+    entry under the device's own key is what the schema allows (``inherits`` the tier it
+    falls back to), but such an entry is an exact tier: it would give the device the
+    fallback tier's arch-specific and family features, which a fallback drops; so it is
+    refused, and the way to a tier for it named."""
+    where = f"--from-results {args.from_results}" if args.from_results else "tune collectives"
+    if not tuned:
+        ms = run["measurements"]
+        errored = sum(1 for m in ms if m["errors"] and not tc_times(m))
+        raise ValueError(f"{where}: --out: nothing measured to write: no world size has a two_shot time in "
+                         f"{tune_mode} timing ({len(ms)} measurement(s), {errored} with errors only); "
+                         f"accepted: a run where two_shot was timed at least once (the override would only "
+                         f"repeat the table)")
+    _check_capability(where, res)
+
+
+def _check_capability(where: str, res) -> None:
+    if res.match == "portable" or (res.match != "override" and res.resolved != res.requested):
+        raise ValueError(f"{where}: --out: capability {res.requested} is not a known tier (it resolves as "
+                         f"{res.match} of {res.resolved}); an override for {res.resolved} would change every "
+                         f"GPU of that tier, and one for {res.requested} would be a new tier with the features "
+                         f"of {res.resolved}; accepted: a run on a known capability; for {res.requested}, add a tier "
+                         f"(name, features, and torch_symm_mem from the sizes this reports without --out) to an "
+                         f"override file yourself")
+
+
+def tc_times(m) -> bool:
+    return bool(m.get("times_us") or m.get("graph_times_us"))
 
 
 def render(report) -> str:

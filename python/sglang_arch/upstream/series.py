@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -308,6 +309,7 @@ def _plan_registry(step: Step, tree: Tree, files: Dict[str, str], overlay: "_Ove
 def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResult:
     result = StepResult(step)
     local: Dict[str, str] = {}
+    overlay.watch(_removable_words([step]))  # already watched when plan_series named them first
     for plan in step.modules:
         source = local[plan.path] if plan.path in local else overlay.read(plan.path)
         if source is None and all(isinstance(s, replace.Delete) for s in plan.sites):
@@ -356,23 +358,17 @@ def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResul
 def _importer_of(overlay: "_Overlay", rel: str, local: Dict[str, Optional[str]]) -> Optional[str]:
     """A module of the package (as planned so far) that still imports the module ``rel``
     (``imports.py``: import statements and attribute uses, not words), with how; else None.
-    Only files that name the module's last part at all are parsed."""
+    Only files that name the module's last part at all are parsed: for the files on disk
+    that is the overlay's index (``_Overlay.files_naming``), made in one pass over the
+    package for every module the series may remove, not one walk per removed module."""
     import re
 
     target = module_name(rel, overlay.package.name)
-    word = re.compile(r"(?<![\w])%s(?![\w])" % re.escape(target.rpartition(".")[2]))
-    paths = set()
-    for dirpath, dirnames, filenames in os.walk(overlay.package, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        paths.update(Path(dirpath, f).relative_to(overlay.package).as_posix() for f in filenames if f.endswith(".py"))
-        if len(paths) > MAX_SOURCE_FILES:
-            raise ValueError(f"{shown_path(overlay.package)}: more than {MAX_SOURCE_FILES} Python files; accepted: "
-                             f"at most {MAX_SOURCE_FILES}")
-    paths |= {key for key in list(overlay.planned) + list(local) if ":" not in key and key.endswith(".py")}
-    needle = target.rpartition(".")[2].encode()
-    for other in sorted(paths - {rel}):
-        if other not in local and other not in overlay.planned and not _may_name(overlay.package / other, needle):
-            continue
+    last = target.rpartition(".")[2]
+    word = re.compile(r"(?<![\w])%s(?![\w])" % re.escape(last))
+    naming = overlay.files_naming(last)
+    changed = {key for key in list(overlay.planned) + list(local) if ":" not in key and key.endswith(".py")}
+    for other in sorted((naming | changed) - {rel}):
         text = local[other] if other in local else overlay.read(other)
         if text and word.search(text):
             how = imports(text, other, target, overlay.package.name)
@@ -381,24 +377,48 @@ def _importer_of(overlay: "_Overlay", rel: str, local: Dict[str, Optional[str]])
     return None
 
 
-def _may_name(path: Path, needle: bytes) -> bool:
-    """A cheap first look (one read of the bytes, no decoding): False only for a regular file
-    of at most MAX_SOURCE_BYTES whose bytes do not contain ``needle``; anything else (a link,
-    a folder, a large or odd file) goes to the checked read, which names what is wrong."""
+def _removable_words(steps: Iterable[Step]) -> List[str]:
+    """The last part of every module a step may remove (a plan that deletes names)."""
+    return [module_name(plan.path).rpartition(".")[2] for step in steps for plan in step.modules
+            if any(isinstance(s, replace.Delete) for s in plan.sites)]
+
+
+# Up to this many words a file's bytes are searched for each (a fast scan: 6 words over
+# SGLang 0.5.23's 68 MB of Python take about 0.5 s); beyond it the file is split into its
+# ASCII words once and those looked up, in time that does not grow with the words asked.
+SCAN_WORDS_EACH = 8
+_ASCII_WORD = re.compile(rb"[A-Za-z0-9_]+")
+
+
+def names_in(data: bytes, words: Sequence[str]) -> List[str]:
+    """The ``words`` that ``data`` may name as a whole word: every word that a search
+    bounded by non-word characters (``(?<!\\w)word(?!\\w)`` on the decoded text) finds
+    is among them (a superset: the caller searches the text itself after)."""
+    if len(words) <= SCAN_WORDS_EACH:
+        return [w for w in words if w.encode() in data]
+    found = [w for w in words if not _ASCII_WORD.fullmatch(w.encode()) and w.encode() in data]
+    tokens = set(_ASCII_WORD.findall(data))
+    return found + [w for w in words if _ASCII_WORD.fullmatch(w.encode()) and w.encode() in tokens]
+
+
+def _raw_source(path: Path) -> Optional[bytes]:
+    """A cheap first look (one read of the bytes, no decoding): the bytes of a regular file
+    of at most MAX_SOURCE_BYTES; None for anything else (a link, a folder, a large or odd
+    file), which goes to the checked read, which names what is wrong."""
     import stat
 
     try:  # never follows a link, never waits on a FIFO swapped in after the walk
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
-        return True
+        return None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
-            return True
+            return None
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            return needle in fh.read(MAX_SOURCE_BYTES + 1)
+            return fh.read(MAX_SOURCE_BYTES + 1)
     except OSError:
-        return True
+        return None
     finally:
         os.close(fd)
 
@@ -410,6 +430,51 @@ class _Overlay:
         self.package = package
         self.tree = tree
         self.planned: Dict[str, Optional[str]] = {}
+        self._disk: Optional[List[str]] = None  # the package's .py files on disk (one walk)
+        self._naming: Dict[str, set] = {}  # word -> files on disk whose bytes contain it
+        self._odd: set = set()  # files the cheap read could not judge: always looked at
+        self._pending: set = set()  # words to index at the first ask (watch)
+
+    def disk_files(self) -> List[str]:
+        """The package's ``.py`` files on disk, relative, walked once (at most MAX_SOURCE_FILES)."""
+        if self._disk is None:
+            paths: List[str] = []
+            for dirpath, dirnames, filenames in os.walk(self.package, followlinks=False):
+                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+                paths += [Path(dirpath, f).relative_to(self.package).as_posix() for f in filenames
+                          if f.endswith(".py")]
+                if len(paths) > MAX_SOURCE_FILES:
+                    raise ValueError(f"{shown_path(self.package)}: more than {MAX_SOURCE_FILES} Python files; "
+                                     f"accepted: at most {MAX_SOURCE_FILES}")
+            self._disk = sorted(paths)
+        return self._disk
+
+    def watch(self, words: Iterable[str]) -> None:
+        """Words ``files_naming`` may be asked for: the first ask indexes them all in one read
+        of each file (the series names every module it may remove before it starts)."""
+        self._pending.update(words)
+
+    def _index(self) -> None:
+        new = sorted(self._pending - set(self._naming))
+        if not new:
+            return
+        for w in new:
+            self._naming[w] = set()
+        for rel in self.disk_files():
+            data = _raw_source(self.package / rel)
+            if data is None:
+                self._odd.add(rel)
+                continue
+            for w in names_in(data, new):
+                self._naming[w].add(rel)
+
+    def files_naming(self, word: str) -> set:
+        """Files on disk that may name ``word``: those whose bytes hold it, and every file the
+        cheap read could not judge."""
+        self._pending.add(word)
+        if word not in self._naming:
+            self._index()
+        return self._naming[word] | self._odd
 
     def read(self, rel: str, base: str = "package") -> Optional[str]:
         key = rel if base == "package" else f"{base}:{rel}"
@@ -456,6 +521,7 @@ def plan_series(tree: Tree, registry_source: Optional[Path] = None) -> List[Step
     _confine_arch_dir(tree)
     files = registry_files(registry_source)
     overlay = _Overlay(tree.package, tree)
+    overlay.watch(_removable_words(STEPS))  # at most one pass over the package, for every step
     results: List[StepResult] = []
     registry_ok = True
     for step in STEPS:
