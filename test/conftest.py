@@ -45,8 +45,8 @@ def pytest_configure(config):
 # to one worker, in order: a fixture its tests share (module or session scope) is computed
 # once.  These files' tests are each independent (checked below) and slow: they spread over
 # the workers test by test.
-SPREAD = {"test/integration/test_plugin.py", "test/integration/test_tune_harness.py", "test/unit/test_cli.py",
-          "test/unit/test_fuzz.py", "test/unit/test_test_environment.py", "test/unit/test_upstream_rewriter.py"}
+SPREAD = {"test/integration/test_plugin.py", "test/integration/test_tune_harness.py", "test/tools/test_cli.py",
+          "test/tools/test_fuzz.py", "test/tools/test_test_environment.py", "test/tools/test_upstream_rewriter.py"}
 
 
 def _shares_a_fixture(item) -> bool:

@@ -2,7 +2,7 @@
 
 Nothing here touches ``os.environ``: the multicast-off variables are set per GPU test by
 the ``multicast_off`` fixture (test/gpu/conftest.py), so they never reach the unit or
-integration tests of the same run (test/unit/test_test_environment.py checks that).
+integration tests of the same run (test/tools/test_test_environment.py checks that).
 """
 
 import importlib

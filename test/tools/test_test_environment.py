@@ -27,7 +27,7 @@ def test_collecting_the_gpu_tests_leaks_nothing_into_a_unit_test():
     env["SGLANG_ARCH_TEST_LEAK_CHECK"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "python"), os.environ.get("PYTHONPATH")) if p)
     out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test/gpu",
-                          "test/unit/test_test_environment.py", "-k", "shell_left_them", "-p", "no:randomly"],
+                          "test/tools/test_test_environment.py", "-k", "shell_left_them", "-p", "no:randomly"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "1 passed" in out.stdout
