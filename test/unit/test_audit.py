@@ -410,7 +410,8 @@ def test_concern_is_what_the_site_decides(decides_tree, file, line, concern, kin
 
 def test_gemm_pattern_does_not_match_gemma():
     assert classify.tokens("gemma3_rope") == " gemma 3 rope "
-    assert classify._concern_in("gemma3_rope") is None
+    assert classify._concern_in("gemma3_rope", named_other=False) is None  # no gemm in gemma
+    assert classify._concern_in("gemma3_rope") == "other"  # a rope names what is none of the concerns
     assert classify._concern_in("deep_gemm_wrapper") == "gemm"
     assert classify._concern_in("FlashInferAttnBackend prefill_backend") == "attention"
 
