@@ -635,7 +635,7 @@ def dsa_kpool_tail_backend(self: Any, topk_indices: Any, dsa_impl: str) -> Optio
     than ``flashmla_sparse``.  The device is the one SGLang's rule reads (its own
     ``get_device_capability()``, no platform override).
     """
-    if topk_indices is None or self.dsa_index_kpool <= 1 or dsa_impl != "flashmla_sparse":
+    if dsa_impl != "flashmla_sparse" or topk_indices is None or self.dsa_index_kpool <= 1:
         return None
     ctx = device_context()
     if ctx is None:
