@@ -80,6 +80,47 @@ def test_decisions_are_filed_by_what_they_decide(installed, file, scope, concern
     assert any(kind == "decision" and c.startswith(concern) for _, kind, c in found), found
 
 
+# Issue 19's DSA / DeepSeek-V4 / Kimi-K3 / MiniMax internals that decide no attention
+# backend, an all-reduce size or a fusion: (file, line, function) -> (kind, concern) by what
+# the line decides, read in SGLang 0.5.23 (each reason is the rule or gate entry that files it).
+INTERNALS = [
+    ("kernels/ops/attention/minimax_sparse/decode/topk_sparse.py", 459, "flash_decode_with_gqa_share_sparse",
+     "decision", "other"),  # the pinned launch config vs the autotuned one of one Triton kernel
+    ("kernels/ops/attention/prefill_attention.py", 180, "context_attention_fwd", "decision", "other"),  # BLOCK
+    ("srt/layers/attention/deepseek_v4_backend.py", 1538, "DeepseekV4AttnBackend.init_forward_metadata_indexer",
+     "gate", "attention/dsa"),  # metadata matching the SM120 FP4 indexer kernel's split_kv
+    ("srt/layers/attention/deepseek_v4_backend.py", 2927, "DeepseekV4AttnBackend._use_sparse_prefill",
+     "gate", "attention/dsa"),  # FlashMLA sparse prefill: no SM120 build
+    ("srt/layers/attention/deepseek_v4_backend.py", 4305, "DeepseekV4AttnBackend._forward_attention",
+     "gate", "attention/dsa"),  # decode_attention_sm100.swapab_attention
+    ("srt/layers/attention/dsv4/metadata.py", 241, "PagedIndexerMetadata.__post_init__", "gate", "attention/dsa"),
+    ("srt/layers/attention/qwen_sparse_attn_backend.py", 72, "_resolve_trtllm_sparse_decode", "gate",
+     "attention/dsa"),  # corrupts long-context decode on SM121
+    ("srt/layers/attention/qwen_sparse_attn_backend.py", 1788, "QwenSparseAttnBackend._forward_trtllm_sparse",
+     "gate", "quantization"),  # the KV dtype the kernel that runs takes
+    ("srt/mem_cache/memory_pool.py", 5839, "get_minimax_sparse_index_dtype", "decision", "quantization"),
+    ("srt/models/deepseek_v4.py", 1447, "MQALayer.__init__", "decision", "other"),  # multi-stream bs limit
+    ("srt/models/deepseek_v4.py", 3285, "DeepseekV4DecoderLayerBase.refresh_mhc_norm_weight_cache", "decision",
+     "other"),
+    ("srt/models/deepseek_v4.py", 3293, "DeepseekV4DecoderLayerBase.refresh_mhc_norm_weight_cache", "decision",
+     "other"),
+    ("srt/models/deepseek_v4_dspark.py", 140, "DSparkAttention.__init__", "decision", "other"),
+    ("srt/models/deepseek_v4_mhc.py", 624, "can_fuse_post", "decision", "other"),
+    ("srt/models/deepseek_v4_mhc.py", 714, "_post_fusion", "decision", "other"),
+    ("srt/models/gemma4_diffusion.py", 177, "DiffusionGemmaAttention.forward", "decision", "other"),  # rope fusion
+    ("srt/models/gemma4_diffusion.py", 215, "DiffusionGemmaAttention.forward", "decision", "other"),
+    ("srt/models/kimi_k3.py", 1523, "KimiK3DeltaAttention.__init__", "decision", "other"),  # side-stream bs limit
+    ("srt/models/kimi_k3.py", 2292, "KimiK3MLAAttention.__init__", "decision", "other"),
+    ("srt/models/minimax_m3.py", 1677, "_uses_push_plane_fusion", "gate", "fusion"),  # cluster launch: SM90+
+]
+
+
+@pytest.mark.parametrize("file, line, scope, kind, concern", INTERNALS)
+def test_attention_internals_are_filed_by_what_they_decide(installed, file, line, scope, kind, concern):
+    site = {(s.file, s.line): s for s in installed.sites}[(file, line)]
+    assert (site.scope, site.kind, site.concern) == (scope, kind, concern), site
+
+
 def test_the_scanner_sees_jit_arch_device_names_and_nested_keys(installed):
     reads = {(s.file, s.line): s for s in installed.sites}
     jit = [s for s in installed.sites if "get_jit_cuda_arch" in s.code]

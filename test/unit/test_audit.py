@@ -410,7 +410,8 @@ def test_concern_is_what_the_site_decides(decides_tree, file, line, concern, kin
 
 def test_gemm_pattern_does_not_match_gemma():
     assert classify.tokens("gemma3_rope") == " gemma 3 rope "
-    assert classify._concern_in("gemma3_rope") is None
+    assert classify._concern_in("gemma3_rope", named_other=False) is None  # no gemm in gemma
+    assert classify._concern_in("gemma3_rope") == "other"  # a rope names what is none of the concerns
     assert classify._concern_in("deep_gemm_wrapper") == "gemm"
     assert classify._concern_in("FlashInferAttnBackend prefill_backend") == "attention"
 
@@ -442,6 +443,98 @@ def test_concern_never_from_the_folder(tmp_path, file, concern):
     files = {**FILES, file: "from sglang.srt.utils import is_sm90_supported\ndef f():\n"
                             "    return 3 if is_sm90_supported() else 4\n"}
     assert by_line(audit(str(write_tree(tmp_path, files))), file)[3].concern == concern
+
+
+# What a site inside an attention kernel, backend or layer decides when it is not the
+# attention backend (issue 19's DSA / DeepSeek-V4 / Kimi-K3 / MiniMax internals, in small):
+# each case failed on the previous rules, which filed it under attention/* by the words
+# around it (the launcher's, the class's, a parallel size's name).
+NOT_THE_BACKEND = {
+    # a Triton launcher's tile size (prefill_attention.py context_attention_fwd)
+    "kernels/ops/attention/context_attention.py": """\
+        import torch
+        CUDA_CAPABILITY = torch.cuda.get_device_capability()
+        def context_attention_fwd(q, k, grid_n):
+            if CUDA_CAPABILITY[0] > 8:
+                BLOCK = 128
+            else:
+                BLOCK = 64
+            _fwd_kernel[(q.shape[0], grid_n)](q, k, BLOCK=BLOCK)
+        def select_attention_kernel(q):
+            if CUDA_CAPABILITY[0] > 8:
+                return "fa3"
+            return HANDLERS[q](q)
+        """,
+    # multi-stream overlap limits, an mHC weight cache, a rope fusion, mHC's post fusion
+    "srt/models/toy_v4.py": """\
+        from sglang.srt.runtime_context import get_platform
+        from sglang.srt.utils import is_sm100_supported
+        class ToyMLAAttention:
+            def __init__(self, alt):
+                self._multi_stream_bs_limit = 128 if get_platform().is_blackwell else 64
+                self._gate_bs_limit = (128 if get_platform().is_blackwell else 64) if alt is not None else 0
+            def refresh_mhc_norm_weight_cache(self):
+                if get_platform().is_sm90:
+                    self._hc_attn_parts = split(self.hc_attn_fn)
+            def forward(self, q, k):
+                fuse_rope = q.is_cuda and is_sm100_supported()
+                if fuse_rope:
+                    toy_qkv_norm_rope(q, k)
+                return self.attn(q, k)
+        def can_fuse_post(cfg):
+            return get_platform().is_blackwell and cfg.mult == 4 and get_parallel().attn_dp_size == 1
+        def _uses_toy_push_plane_fusion(parallel):
+            return get_platform().device_sm >= 90 and parallel.attn_tp_size == parallel.tp_size
+        def get_toy_sparse_index_dtype(kv_cache_dtype, model_dtype):
+            if get_platform().is_sm90 and kv_cache_dtype == torch.float8_e4m3fn:
+                return kv_cache_dtype
+            return model_dtype
+        """,
+    # a branch that loads its kernel from a module built for one architecture
+    "srt/layers/attention/toy_v4_backend.py": """\
+        from sglang.srt.runtime_context import get_platform
+        class ToyV4AttnBackend:
+            def forward(self, q):
+                if get_platform().is_sm100:
+                    from sglang.kernels.ops.attention.dsv4.decode_attention_sm100 import swapab_attention
+                    return swapab_attention(q)
+                return self.fallback(q)
+        """,
+}
+
+
+@pytest.mark.parametrize("file, line, concern, kind", [
+    ("kernels/ops/attention/context_attention.py", 4, "other", "decision"),  # BLOCK of a Triton launch
+    ("kernels/ops/attention/context_attention.py", 10, "attention/mha", "decision"),  # no launch: a backend pick
+    ("srt/models/toy_v4.py", 5, "other", "decision"),  # multi-stream batch-size limit
+    ("srt/models/toy_v4.py", 6, "other", "decision"),  # the name bound says it, not the MLA class
+    ("srt/models/toy_v4.py", 8, "other", "decision"),  # mHC norm-weight cache
+    ("srt/models/toy_v4.py", 12, "other", "decision"),  # rope fusion
+    ("srt/models/toy_v4.py", 16, "other", "decision"),  # mHC post fusion; attn_dp_size is a parallel size
+    ("srt/models/toy_v4.py", 18, "fusion", "decision"),  # the push-plane all-reduce fusion
+    ("srt/models/toy_v4.py", 20, "quantization", "decision"),  # a dtype, read from the KV-cache dtype
+    ("srt/layers/attention/toy_v4_backend.py", 4, "attention/other", "gate"),  # kernel from an sm100 module
+])
+def test_a_site_is_filed_by_what_it_decides_not_the_attention_around_it(tmp_path, file, line, concern, kind):
+    site = by_line(audit(str(write_tree(tmp_path, {**FILES, **NOT_THE_BACKEND}))), file)[line]
+    assert (site.concern, site.kind) == (concern, kind), site
+    if kind == "gate":
+        assert "arch-named kernel" in site.kind_reason
+
+
+def test_a_triton_launch_is_a_call_over_a_grid():
+    import ast
+    launch = [ast.parse(src).body[0].value for src in ("k[grid](x)", "self._k[(b, h)](x)", "k[lambda m: (1,)](x)",
+                                                        "k[triton.cdiv(n, 64),](x)")]
+    other = [ast.parse(src).body[0].value for src in ("handlers[key](x)", "k[grid]()", "fns[0](x)")]
+    assert all(scan_mod._is_triton_launch(c) for c in launch)
+    assert not any(scan_mod._is_triton_launch(c) for c in other)
+
+
+def test_attention_dp_and_tp_sizes_are_not_attention():
+    assert classify._concern_in("attn_dp_size attn_tp_size is_dp_attention_enabled") is None
+    assert classify._concern_in("attn_backend") == "attention"
+    assert classify._concern_in("is_dp_attention_enabled and attention_backend") == "attention"
 
 
 # --- hostile trees: one line naming the file, no hang, nothing outside the tree --------

@@ -155,3 +155,45 @@ def test_dsa_backends_only_where_their_kernels_are_built(major, minor, kv, arch)
 def test_invalid_kv_cache_dtype_is_named():
     with pytest.raises(ValueError, match=r"invalid DSA KV-cache dtype 'fp4'; accepted: bfloat16, fp8_e4m3"):
         dsa.split_backends(resolve("9.0"), "fp4")
+
+
+# --- the K-pool tail backend (sglang 0.5.23 dsa/dsa_backend_kpool.py _resolve_kpool_tail_backend:
+# flashmla_sparse -> trtllm on major >= 10, fa3 on major 9, kept below; any other backend kept)
+
+DSA_IMPLS = ("flashmla_sparse", "flashmla_kv", "fa3", "tilelang", "trtllm", "flashinfer_sparse_mla")
+
+
+def upstream_tail(major, impl):
+    if impl != "flashmla_sparse":
+        return impl
+    return "trtllm" if major >= 10 else "fa3" if major == 9 else impl
+
+
+@pytest.mark.parametrize("cap", sorted(UPSTREAM))
+@pytest.mark.parametrize("impl", DSA_IMPLS)
+def test_kpool_tail_on_known_tiers_is_upstreams_where_its_kernels_exist(cap, impl):
+    res = resolve(cap)
+    want = upstream_tail(res.resolved.major, impl)
+    if want != impl and not built_for(want, cap):  # D11: trtllm-gen has no 11.0 / 12.x build
+        want = "tilelang"
+    assert dsa.kpool_tail_backend(res, impl).backend == want
+
+
+def test_kpool_tail_d11_tiers():
+    got = {cap: dsa.kpool_tail_backend(resolve(cap), "flashmla_sparse") for cap in ("11.0", "12.0", "12.1")}
+    assert {cap: d.backend for cap, d in got.items()} == dict.fromkeys(got, "tilelang")
+    assert all(d.dropped[0][0] == "trtllm" and "no build for" in d.reason for d in got.values())
+
+
+@given(major=st.integers(min_value=0, max_value=30), minor=st.integers(min_value=0, max_value=9),
+       impl=st.sampled_from(DSA_IMPLS))
+def test_kpool_tail_moves_only_to_a_backend_built_for_the_device(major, minor, impl):
+    """The safety rule: where the tail moves the phase, the backend has a build for the
+    device itself (tilelang where upstream's pick has none); else the phase is unchanged."""
+    cap = Capability(major, minor)
+    decision = dsa.kpool_tail_backend(resolve(cap), impl)
+    if decision.backend != impl:
+        assert impl == "flashmla_sparse" and built_for(decision.backend, cap), decision
+        assert decision.backend in ("trtllm", "fa3", "tilelang")  # what SGLang's tail check accepts
+    else:
+        assert impl != "flashmla_sparse" or major < 9 or not built_for("tilelang", cap), decision

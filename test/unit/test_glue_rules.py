@@ -904,3 +904,38 @@ def test_no_deterministic_backend_refuses_the_users_flag(route, monkeypatch):
     msg = str(e.value)
     assert msg.startswith("--enable-deterministic-inference: triton cannot run MHA prefill on 6.1")
     assert "no deterministic attention backend runs MHA on 6.1" in msg and "\n" not in msg
+
+
+# --- DSA K-pool tail: sglang 0.5.23 dsa/dsa_backend_kpool.py _resolve_kpool_tail_backend
+# (flashmla_sparse -> trtllm on major >= 10, fa3 on major 9; other backends, no top-k
+# indices or no K-pool (dsa_index_kpool <= 1): the backend it was given)
+
+@pytest.mark.parametrize("cap, backend", [("9.0", "fa3"), ("10.0", "trtllm"), ("10.3", "trtllm"),
+                                          ("12.0", "tilelang"), ("13.0", "tilelang"), ("9.5", "tilelang")])
+def test_dsa_kpool_tail_backend(route, monkeypatch, cap, backend):
+    monkeypatch.setattr(ga, "_tail", {})
+    route(cap)
+    assert ga.dsa_kpool_tail_backend(SimpleNamespace(dsa_index_kpool=2), object(), "flashmla_sparse") == backend
+
+
+@pytest.mark.parametrize("kpool, indices, impl, cap", [
+    (1, object(), "flashmla_sparse", "10.0"), (2, None, "flashmla_sparse", "10.0"), (2, object(), "fa3", "12.0"),
+    (2, object(), "flashmla_kv", "12.0"), (2, object(), "flashmla_sparse", None)])
+def test_dsa_kpool_tail_backend_leaves_what_the_gpu_does_not_decide_to_sglang(route, monkeypatch, kpool, indices,
+                                                                               impl, cap):
+    monkeypatch.setattr(ga, "_tail", {})
+    route(cap)
+    assert ga.dsa_kpool_tail_backend(SimpleNamespace(dsa_index_kpool=kpool), indices, impl) is None
+
+
+def test_dsa_kpool_tail_backend_is_decided_once_per_machine(route, monkeypatch):
+    monkeypatch.setattr(ga, "_tail", {})
+    from sglang_arch.arch.policies import dsa
+
+    route("10.0")
+    asked = []
+    real = dsa.kpool_tail_backend
+    monkeypatch.setattr(dsa, "kpool_tail_backend", lambda res, impl, cuda=None: asked.append(impl) or real(res, impl))
+    for _ in range(3):
+        assert ga.dsa_kpool_tail_backend(SimpleNamespace(dsa_index_kpool=2), object(), "flashmla_sparse") == "trtllm"
+    assert asked == ["flashmla_sparse"]

@@ -101,6 +101,9 @@ class MachineContext:
     def dsa_backends(self, kv_cache_dtype: str, model_arch: str = "") -> dsa.DsaDecision:
         return dsa.split_backends(self._res(), kv_cache_dtype, model_arch, self.cuda)
 
+    def dsa_kpool_tail_backend(self, dsa_impl: str) -> dsa.TailDecision:
+        return dsa.kpool_tail_backend(self._res(), dsa_impl, self.cuda)
+
     def moe_runner(self, quant: str, model_arch: str = "", explicit_quantization: bool = False) -> moe.Choice:
         return moe.moe_runner(self._res(), quant, self.cuda, model_arch, explicit_quantization)
 

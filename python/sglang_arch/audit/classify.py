@@ -1,10 +1,18 @@
 """What a capability site decides: its concern and its kind, the rules as data in one place.
 
-Concern: from what the site decides, never from its file's folder or name.  The words
-are read in layers (``concern_for``): the site's own line; the function it is in; the
-names it binds and the code its check controls (the branches of its ``if``, the
-statement it is in); the class it is in.  The first layer that names a concern decides
-(the concern named most often in it; ties go to ``CONCERNS`` order).  Words are split
+Concern: from what the site decides, never from its file's folder or name.  A site that
+picks a dtype (its function's or its bound name ends in ``dtype``) decides a precision:
+quantization.  Otherwise the words are read in layers (``concern_for``): the site's own
+line; the function it is in; the names it binds; the code its check controls (the
+branches of its ``if``, the statement it is in); the class it is in.  The first layer
+that names a concern decides (the concern named most often in it; ties go to
+``CONCERNS`` order).  Words that name what is none of the concerns (rope, multi-stream
+overlap and its batch-size limits; mHC in a function's or bound name) count for
+``other`` in the first three layers only.  A site in a function that launches a Triton
+kernel (``kernel[grid](...)``) decides how that kernel launches (a tile size, a
+variant), not which attention backend runs: attention words there file it ``other``.
+``attn_dp_size`` / ``attn_tp_size`` / ``is_dp_attention_enabled`` are parallel sizes,
+not attention.  Words are split
 into lower-case tokens (``FlashInferAttnBackend`` -> ``flash infer attn backend``,
 ``fa3`` -> ``fa 3``, ``gemma`` stays ``gemma``), so a rule matches whole tokens.
 Attention sites get their kind (``mha``, ``mla``, ``dsa``, ``linear``, ``other``) from
@@ -15,7 +23,8 @@ Kind (``kind_for``):
 ``gate``      which compiled kernel can run here, or a requirement check: a site listed
               in ``gates.py`` (file, function, check, SGLang's own words), a kernel's
               capability window, an ``assert``, a check whose only branch raises, a
-              check that picks a kernel named for an architecture (``...Sm90``), a
+              check that picks a kernel named for an architecture (``...Sm90``, or
+              imported from a module so named: ``decode_attention_sm100``), a
               support check (``_is_fa3_supported``, ``*_available``), a JIT build
 ``fact``      the identity itself: the definition of a probe, a value bound to a name
               whose uses are sites of their own (a local, a ``self.`` attribute, a
@@ -40,11 +49,11 @@ KINDS = ("decision", "gate", "fact")
 CONCERN_RULES: Tuple[Tuple[str, str], ...] = (
     ("fusion", r"\b(all ?reduce|ar|comm) fusion\b|\bfuse[sd]? (all ?reduce|ar)\b|\bflash ?infer (ar|all ?reduce)\b"
                r"|\bar (token|norm|rms ?norm|fusion)\b|\ball ?reduce (add )?(rms ?)?norm\b|\blayer boundary\b"
-               r"|\bcutedsl ar\b|\bfused (all ?reduce|ar)\b|\ball ?reduce fusion\b"),
+               r"|\bcutedsl ar\b|\bfused (all ?reduce|ar)\b|\ball ?reduce fusion\b|\bpush plane\b"),
     ("collectives", r"\bsymm mem\b|\bcustom (all ?reduce|ar)\b|\ball ?reduce\b|\bp?y?nccl\b|\bmultimem\b"
                     r"|\ball (gather|to all)\b|\breduce scatter\b|\bsp collective\b|\bcollectives?\b|\bmnnvl\b"
                     r"|\b(one|two) shot\b|\bcommunicator\b|\bnvshmem\b|\bcuda ipc\b"),
-    ("attention", r"\battn\b|\battention\b|\bfa [234]\b|\bflash (attn|attention|mla)\b|\bflashmla\b"
+    ("attention", r"\battn\b(?! (dp|tp|cp|pp) )|(?<!\bdp )\battention\b|\bfa [234]\b|\bflash (attn|attention|mla)\b|\bflashmla\b"
                   r"|\bcutlass mla\b|\btrtllm (mha|mla|gen)\b|\bmla\b|\bnsa\b|\bdsa\b|\bindexer\b|\bmqa\b"
                   r"|\bsparse (attn|mla|attention|prefill|decode)\b|\bkv cache (dtype|quant)?\b|\bgdn\b|\bkda\b"
                   r"|\bmamba\b|\blinear attn\b|\b(prefill|decode|draft) backend\b|\bsdpa\b"
@@ -54,7 +63,14 @@ CONCERN_RULES: Tuple[Tuple[str, str], ...] = (
                      r"|\bw (4|8) a (4|8|16)\b|\bawq\b|\bgptq\b|\bmarlin\b|\bue 8 m 0\b|\bmodelopt\b|\bscales?\b"),
     ("gemm", r"\bgemm\b|\bgemv\b|\bcublas\w*|\bmatmul\b|\bbmm\b|\bscaled mm\b|\bcutlass mm\b"),
     ("speculative", r"\bspeculative\b|\beagle\b|\bdraft\b|\bmtp\b|\bspec (decode|decoding|infer)\b"),
+    # what is none of the concerns above, named (so its words outvote an attention class
+    # or file around it): rope, multi-stream overlap and its batch-size limits, and
+    # hyper-connections (mHC, ``MHC`` below: read only in a function's or a bound name)
+    ("other", r"\brope\b|\brotary\b|\bmulti stream\b|\balt stream\b|\bbs limit\b|\bstream overlap\b"),
 )
+# mHC names what a function or a bound name is about; on a line it is often only the
+# module a helper comes from (``mhc.fused_mhc_tp_ok(...)`` beside a fused all-reduce).
+MHC = re.compile(r"\bm?hc\b|\bhyper connections?\b")
 _RULES = tuple((concern, re.compile(rx)) for concern, rx in CONCERN_RULES)
 
 # Attention kind from a backend name, the site's words or the file (first match wins).
@@ -74,6 +90,11 @@ ARCH_KERNEL = re.compile(r"\bsm (8|9|10|11|12)\d( ?[af])?\b|\bsm (80|86|89|90|10
 # A function whose name says it checks whether something can run here.
 SUPPORT_CHECK = re.compile(r"(^|_)(supported|supports?|available|compatible|can_use|can_run|requires?)(_|$)|"
                            r"^_?(is|can|check|has)_.*(supported|available|compatible|ok)$")
+
+# What a site decides when it picks a dtype: the precision a value is stored or computed
+# in (``get_..._index_dtype``, ``packed_dtype = ...``) is quantization, whatever attention
+# words surround it (the KV-cache dtype it reads is an input, not what it picks).
+DTYPE_DECIDED = re.compile(r"(^|_)dtype$")
 
 # A function that builds (JIT-compiles) a kernel for the device.
 JIT_BUILD = re.compile(r"(^|_)jit(_|$)|compile")
@@ -96,11 +117,16 @@ def attention_kind(text: str) -> str:
     return "other"
 
 
-def _concern_in(text: str) -> Optional[str]:
+def _concern_in(text: str, named_other: bool = True, mhc: bool = False) -> Optional[str]:
+    """The concern ``text`` names most often; without ``named_other``, the ``other`` rule
+    is not read (the code a check controls may use a rope or stream helper beside what it
+    decides); with ``mhc``, mHC's names count for ``other``."""
     toks = tokens(text)
     best, score = None, 0
     for concern, rx in _RULES:
-        n = len(rx.findall(toks))
+        if concern == "other" and not named_other:
+            continue
+        n = len(rx.findall(toks)) + (len(MHC.findall(toks)) if concern == "other" and mhc else 0)
         if n > score:
             best, score = concern, n
     return best
@@ -112,13 +138,18 @@ def concern_for(site: RawSite, kind: str = "decision") -> str:
     function = scope[-1] if site.function else ""
     if kind == "fact" and _defines_identity(site):
         return "platform"
-    layers = (site.code, function, " ".join(site.context.binds) + " " + site.context.words,
+    if site.context.role in ("test", "return", "bind") and any(
+            DTYPE_DECIDED.search(n) for n in (function,) + site.context.binds):
+        return "quantization"
+    layers = (site.code, function, " ".join(site.context.binds), site.context.words,
               " ".join(scope[:-1] if site.function else scope))
-    for layer in layers:
-        concern = _concern_in(layer)
+    for i, layer in enumerate(layers):
+        concern = _concern_in(layer, named_other=i < 3, mhc=i in (1, 2))
         if concern is not None:
             if concern != "attention":
                 return concern
+            if site.launcher:
+                return "other"
             kind_text = " ".join(layers)
             sub = attention_kind(kind_text)
             return f"attention/{sub if sub != 'other' else attention_kind(site.file.rsplit('/', 1)[-1])}"

@@ -70,6 +70,25 @@ KERNEL_GATES: Sequence[KernelGate] = (
                "FlashMLA ships no SM120 kernels: no metadata to build there"),
     KernelGate(_V4, "_fast_flashmla_sched_shape", "get_platform().is_blackwell",
                "'FlashMLA's head64 sm100 decode scheduling constants'"),
+    KernelGate(_V4, "DeepseekV4AttnBackend.init_forward_metadata_indexer",
+               "self.enable_deepseek_v4_fp4_indexer and get_platform().is_sm120",
+               "the metadata the indexer kernel that runs reads: 'The SM120 FP4 kernel schedules split_kv=128, while "
+               "the generic JIT metadata planner encodes split_kv=256'"),
+    KernelGate(_V4, "DeepseekV4AttnBackend._use_sparse_prefill", "and not get_platform().is_sm120",
+               "sparse prefill runs FlashMLA's flash_mla_sparse_fwd (_forward_prefill_sparse); FlashMLA ships no "
+               "SM120 kernels"),
+    KernelGate(f"{_ATT}/dsv4/metadata.py", "PagedIndexerMetadata.__post_init__",
+               "sm120_row_cap=_SM120_INDEXER_M_CHUNK if _IS_SM120 else None",
+               "'DeepGEMM's paged-MQA metadata kernel cannot schedule more rows than this on SM120 (shared-memory "
+               "cap)'"),
+    KernelGate(f"{_ATT}/qwen_sparse_attn_backend.py", "_resolve_trtllm_sparse_decode",
+               "if not (is_sm100_supported() or is_sm120()):",
+               "FlashInfer's TRT-LLM paged decode is 'numerically validated on SM100 and SM120 ... it silently "
+               "corrupts long-context decode on SM121/GB10': where its compiled kernels compute correctly"),
+    KernelGate(f"{_ATT}/qwen_sparse_attn_backend.py", "QwenSparseAttnBackend._forward_trtllm_sparse",
+               "if k_buffer.dtype == torch.float8_e4m3fn and is_sm100_supported()",
+               "the KV dtype the decode kernel that runs takes: 'TRTLLM-gen takes BF16 q with FP8-E4M3 KV ... "
+               "validated on SM10x only, SM120 keeps the BF16 scratch'"),
     # MHA / MLA
     KernelGate(f"{_ATT}/flashinfer_mla_backend.py", "FlashInferMLAAttnBackend.__init__", "get_platform().is_sm100",
                "FlashInfer's CUTLASS ragged prefill kernels are built for SM100"),
@@ -81,12 +100,20 @@ KERNEL_GATES: Sequence[KernelGate] = (
                "physical HND scales': which compiled kernel runs"),
     KernelGate(f"{_ATT}/trtllm_mha_backend.py", "TRTLLMHAAttnBackend.__init__", "self.uses_trtllm_gen_native_fp4",
                "TRT-LLM GenMHA's native FP4 path (SM100 kernels), not XQA"),
+    KernelGate("srt/layers/quantization/fp4_kv_cache_quant_method.py", "NVFP4KVCacheMethod.__init__",
+               "get_platform().is_sm100", "the NVFP4 KV cache's scale layout the compiled attention kernel reads "
+               "(trtllm_mha_backend.py: 'XQA (SM90/SM120) consumes the legacy linear NVFP4 scale layout ... TRT-LLM "
+               "GenMHA (SM100) consumes physical HND scales')"),
     KernelGate(_FA4, "_flash_attn_fwd", "arch // 10",
                "FA4 (CuTe DSL): the forward kernel class and its compile-time parameters for the device's "
                "architecture (Sm80 / Sm90 / Sm100 kernels)"),
     KernelGate(_FA4, "_validate_head_dims", "compute_capability",
                "FA4's head dims per architecture's kernels"),
     KernelGate(_EXTEND, "_get_block_sizes_for_extend_attention", "CUDA_CAPABILITY", _SMEM),
+    # all-reduce fusion
+    KernelGate("srt/models/minimax_m3.py", "_uses_push_plane_fusion", "get_platform().device_sm >= 90",
+               "the push-plane all-reduce fusion kernel is a cluster launch ('cluster launch: SM90+'): thread block "
+               "clusters exist from SM90 on"),
     KernelGate("kernels/kda_kernels/flux2_token_cat_fp8_triton.py", "try_flux2_token_cat_fp8",
                "get_device_capability(attention.device)[0] < 10", "the FP8 token-cat Triton kernel needs SM100+ "
                "(falls back to torch otherwise); 'attention' is a tensor's name, not a backend"),

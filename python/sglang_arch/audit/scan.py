@@ -159,6 +159,7 @@ class RawSite:
     exprs: List[Expr] = field(default_factory=list)
     cached_flag: bool = False
     context: Context = field(default_factory=Context)
+    launcher: bool = False  # in a function that launches a Triton kernel (``kernel[grid](...)``)
 
 
 @dataclass
@@ -173,6 +174,7 @@ class FileScan:
     lines: List[str] = field(default_factory=list, repr=False)
     problem: Optional[str] = None  # why the file was not scanned (it is listed in the report)
     problem_line: int = 0
+    launchers: Set[str] = field(default_factory=set)  # scopes of the functions that launch a Triton kernel
 
 
 def package_module(file: str) -> str:
@@ -345,6 +347,8 @@ def _words(nodes: Sequence[ast.AST], limit: int = CONTEXT_WORDS, probes: bool = 
             out.append(node.arg)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.append(node.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.append(node.module.rsplit(".", 1)[-1])  # the module a branch loads its kernel from
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) <= 60:
             out.append(node.value)
         todo.extend(reversed(list(ast.iter_child_nodes(node))))
@@ -393,6 +397,7 @@ class _Visitor(ast.NodeVisitor):
         self.stmt_assigned: Tuple[str, ...] = ()
         self.stmt_lines: Set[int] = set()
         self.stmt_loads: Set[str] = set()
+        self.launchers: Set[str] = set()
 
     # -- scopes -----------------------------------------------------------------------
     @property
@@ -750,6 +755,8 @@ class _Visitor(ast.NodeVisitor):
         return list(self.self_attrs.get(self.cls, {}).get(attr, ()))
 
     def visit_Call(self, node: ast.Call) -> None:
+        if self.in_function and _is_triton_launch(node):
+            self.launchers.add(self.scope)
         e = self._call_expr(node)
         if e is not None:
             self._add(node, e)
@@ -799,6 +806,19 @@ class _Visitor(ast.NodeVisitor):
                 elif plausible:  # a name that looks like a capability, compared with one
                     self._add(node, Expr("compare", e.name, e.module))
         self.generic_visit(node)
+
+
+def _is_triton_launch(node: ast.Call) -> bool:
+    """``kernel[grid](...)`` / ``self._kernel[(b, h)](...)``: a Triton kernel launched over a
+    grid (a name, a tuple, a lambda or a call), with arguments; not ``table[key](x)``,
+    a lookup by a key that is not a grid."""
+    func = node.func
+    if not (isinstance(func, ast.Subscript) and isinstance(func.value, (ast.Name, ast.Attribute)) and node.args):
+        return False
+    grid = func.slice
+    if isinstance(grid, ast.Name):
+        return "grid" in grid.id.lower()
+    return isinstance(grid, (ast.Tuple, ast.Lambda, ast.Call))
 
 
 def _assign_targets(node: Optional[ast.AST]) -> List[ast.expr]:
@@ -859,8 +879,10 @@ def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[L
         visitor._block(tree.body)
     except RecursionError:
         return FileScan(file, module, {}, {}, {}, {}, [], lines, problem="nested too deeply to visit")
+    for site in visitor.sites.values():
+        site.launcher = site.scope in visitor.launchers
     return FileScan(file, module, visitor.imports, visitor.sites, visitor.flags, visitor.flag_deps, visitor.loads,
-                    lines)
+                    lines, launchers=visitor.launchers)
 
 
 def scan_source(file: str, text: str) -> FileScan:
@@ -989,7 +1011,8 @@ def _add_flag_uses(scans: Dict[str, FileScan]) -> None:
                 if text.startswith(("from ", "import ")) or text.startswith(("def ", "class ")):
                     continue
                 site = scan.sites[line] = RawSite(scan.file, line, text, scope, function, (), cls,
-                                                  context=_flag_context(scan, line, scope))
+                                                  context=_flag_context(scan, line, scope),
+                                                  launcher=scope in scan.launchers)
             e = Expr("flag", origin[1], origin[0])
             if e not in site.exprs and not site.cached_flag:
                 site.exprs.append(e)

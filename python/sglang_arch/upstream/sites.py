@@ -145,6 +145,12 @@ STEPS: Tuple[Step, ...] = (
                         what="Blackwell rule"),
             Delete((), unused=("is_blackwell", "cpu_has_amx_support"), what="helpers of the deleted rules"),
         )),
+        # DSA's K-pool tail: the phase backend that takes the appended tail tokens.
+        ModulePlan("srt/layers/attention/dsa/dsa_backend_kpool.py", "attention", (
+            FunctionSite("DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend",
+                         ("self", "topk_indices", "dsa_impl"), "dsa_kpool_tail_backend",
+                         ("self", "topk_indices", "dsa_impl")),
+        )),
         ModulePlan("srt/layers/attention/vision.py", "attention", (
             FunctionSite("VisionAttention._determine_attention_backend", ("self", "passed_backend"),
                          "vision_backend", ("self", "passed_backend")),

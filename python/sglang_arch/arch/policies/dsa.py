@@ -105,3 +105,53 @@ def _upstream_rule(res: Resolution, fp8: bool, model_arch: str) -> Tuple[str, st
         return backend, backend, f"{where}: FP8 KV cache -> {backend}", False
     decode = "trtllm" if blackwell else "fa3"
     return "flashmla_sparse", decode, f"{where}: bfloat16 KV cache -> flashmla_sparse / {decode}", False
+
+
+# --- the K-pool tail backend -------------------------------------------------------------
+#
+# With ``--dsa-index-kpool`` > 1 the indexer appends the K-pool's tail tokens to the top-k
+# indices, which FlashMLA's sparse kernel does not take.  SGLang 0.5.23 moves a phase whose
+# backend is ``flashmla_sparse`` to another one from the device's major
+# (``DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend``,
+# ``srt/layers/attention/dsa/dsa_backend_kpool.py``): ``trtllm`` on major >= 10, ``fa3`` on
+# major 9, else it keeps ``flashmla_sparse`` (which ``_check_kpool_tail_backend`` then
+# refuses: only FA3, TileLang and TRT-LLM take the tail).  Any other backend is kept.
+KPOOL_MOVED = "flashmla_sparse"
+
+
+@dataclass(frozen=True)
+class TailDecision:
+    backend: str
+    reason: str
+    dropped: Tuple[Tuple[str, str], ...] = ()  # (backend, why not)
+
+
+def kpool_tail_backend(res: Resolution, dsa_impl: str, cuda: Optional[Tuple[int, int]] = None) -> TailDecision:
+    """The backend a phase running ``dsa_impl`` uses when the K-pool tail is appended.
+
+    Upstream's rule on the tier, kept where the kernel catalog has a build of the backend's
+    kernels for the device; elsewhere ``tilelang``, which takes the tail and compiles for
+    the device (docs/differences.md D10, D11).  Where TileLang does not build either (below
+    SM80) the phase keeps ``dsa_impl``, as upstream does below SM90: the DSA model was
+    refused at argument resolution already, and SGLang's tail check refuses the rest."""
+    tier = res.resolved
+    where = f"tier {tier} ({res.match})"
+    if dsa_impl != KPOOL_MOVED:
+        return TailDecision(dsa_impl, f"{dsa_impl} takes the K-pool tail itself (upstream keeps it)")
+    if tier.major >= 10:
+        backend = "trtllm"
+    elif tier.major == 9:
+        backend = "fa3"
+    else:
+        return TailDecision(dsa_impl, f"{where}: below SM90 upstream keeps {dsa_impl}")
+    why = f"{where}: the K-pool tail moves {dsa_impl} to {backend}"
+    verdict = catalog.choice_runs(DECISION, backend, res.identities, cuda)
+    if verdict is None or verdict.runs:
+        return TailDecision(backend, why)
+    portable = catalog.choice_runs(DECISION, PORTABLE, res.identities, cuda)
+    if portable.runs:
+        return TailDecision(PORTABLE, f"{why}, but on {res.requested} {backend}: {verdict.reason}; {PORTABLE} "
+                                      "takes the tail and compiles for the device", ((backend, verdict.reason),))
+    return TailDecision(dsa_impl, f"{why}, but on {res.requested} {backend}: {verdict.reason}; {PORTABLE}: "
+                                  f"{portable.reason}: {dsa_impl} kept (SGLang's tail check refuses it)",
+                        ((backend, verdict.reason), (PORTABLE, portable.reason)))

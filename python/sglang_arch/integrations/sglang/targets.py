@@ -38,6 +38,7 @@ _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
+_KPOOL = "sglang.srt.layers.attention.dsa.dsa_backend_kpool"
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,8 @@ def all_targets() -> List[Target]:
         Target("DSA attention", f"{_OVERRIDES}._dsa_split_backend_resolution",
                answer(attention.dsa_split_backends), ("view",),
                ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger", "_check_dsa_backend_constraints")),
+        Target("DSA attention", f"{_KPOOL}.DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend",
+               answer(attention.dsa_kpool_tail_backend), ("self", "topk_indices", "dsa_impl")),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger")),
         Target("DeepGEMM", f"{_CONFIGURER}._compute_enable_deep_gemm", answer(moe.deep_gemm_enabled), (),

@@ -13,10 +13,10 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.attention import ModelTraits
-from . import REGISTRY, ArchDecisionError, fail_open, routed_context
+from . import REGISTRY, ArchDecisionError, device_context, fail_open, routed_context
 
 _BASE = "sglang.srt.arg_groups.model_override_base"
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
@@ -620,3 +620,27 @@ def dsa_split_backends(view: Any) -> Optional[dict]:
         REGISTRY,
     )
     return declared
+
+
+# Asked per layer per forward pass: decided once per machine and backend.
+_tail: Dict[Tuple[int, str], str] = {}
+
+
+@fail_open
+def dsa_kpool_tail_backend(self: Any, topk_indices: Any, dsa_impl: str) -> Optional[str]:
+    """The DSA backend a phase runs when the K-pool tail is appended to the top-k indices.
+
+    None (SGLang's own rule) without an NVIDIA GPU and wherever the rule does not depend
+    on the GPU: no top-k indices, no K-pool (``dsa_index_kpool`` <= 1), a backend other
+    than ``flashmla_sparse``.  The device is the one SGLang's rule reads (its own
+    ``get_device_capability()``, no platform override).
+    """
+    if dsa_impl != "flashmla_sparse" or topk_indices is None or self.dsa_index_kpool <= 1:
+        return None
+    ctx = device_context()
+    if ctx is None:
+        return None
+    key = (id(ctx), dsa_impl)
+    if key not in _tail:
+        _tail[key] = ctx.dsa_kpool_tail_backend(dsa_impl).backend
+    return _tail[key]
