@@ -38,6 +38,8 @@ _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
+_ARG_GROUPS = "sglang.srt.arg_groups"
+_LINEAR = "sglang.srt.layers.attention.linear"
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,21 @@ def all_targets() -> List[Target]:
                answer(attention.hybrid_linear_draft_decode), ("self",)),
         Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_prefill_backend",
                answer(attention.hybrid_linear_draft_prefill), ("self",)),
+        # Linear attention (hybrid GDN / KDA models): each phase's kernel default.
+        Target("linear attention", f"{_ARG_GROUPS}.attention_hook.handle_linear_attn_backend",
+               check(attention.linear_decode_default), ("server_args",),
+               ("resolving_view", "declare_resolution", "get_platform", "logger")),
+        Target("linear attention", f"{_ARG_GROUPS}.kimi_k3_hook.apply_kimi_k3_linear_attn_defaults",
+               done(attention.kimi_linear_decode_default), ("server_args",),
+               ("resolving_view", "declare_resolution", "logger")),
+        Target("linear attention", f"{_ARG_GROUPS}.glm5_next_hook.apply_glm5_next_spec_backend_defaults",
+               done(attention.glm5_verify_default), ("server_args",),
+               ("resolving_view", "declare_resolution", "logger")),
+        Target("linear attention", f"{_LINEAR}.gdn_backend.flashinfer_gdn_prefill_default",
+               answer(attention.gdn_prefill_default), ("model_runner",),
+               ("get_exec", "get_schedule", "hybrid_gdn_config", "rank0_log")),
+        Target("linear attention", f"{_LINEAR}.kda_backend.flashinfer_kda_prefill_default",
+               answer(attention.kda_prefill_default), ("model_runner",), ("get_exec", "CudaGraphBackend")),
         Target("vision attention", f"{_VISION}._determine_attention_backend",
                answer(attention.vision_backend), ("self", "passed_backend")),
         Target("DSA attention", f"{_OVERRIDES}._dsa_kv_cache_dtype_default",
