@@ -76,7 +76,8 @@ class Target:
 # runs the pick the guards keep it; elsewhere the registry's default is what is built.
 # One check per entry, so a decision added beside one stays unrouted until judged here.
 # Left out on purpose: backends the catalog has no entry for (minicpm_flash*, dsv4's
-# flashmla_mega), linear-attention, DSA-internal and vision/audio kernels, sizes, MoE, and
+# flashmla_mega), linear-attention kernels (routed by their own targets below, not judged by
+# these guards), DSA-internal and vision/audio kernels, sizes, MoE, and
 # sites that also pick what these guards do not judge (MiniMax-M3's off-Blackwell NVFP4 arm
 # picks the MoE runner too).
 _MO = "sglang.srt.arg_groups.model_overrides"
