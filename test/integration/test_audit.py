@@ -52,6 +52,24 @@ def test_the_plugin_targets_are_routed_sites(installed):
     assert all(os.path.exists(os.path.join(SGLANG, s.file)) for s in installed.sites)
 
 
+# Issue 19: the linear-attention kernel defaults, routed by the plugin's targets and by
+# series step 4 (policies/linear_attention.py).
+LINEAR_ATTENTION_DEFAULTS = [
+    ("srt/arg_groups/attention_hook.py", "handle_linear_attn_backend"),
+    ("srt/arg_groups/glm5_next_hook.py", "apply_glm5_next_spec_backend_defaults"),
+    ("srt/arg_groups/kimi_k3_hook.py", "apply_kimi_k3_linear_attn_defaults"),
+    ("srt/layers/attention/linear/gdn_backend.py", "flashinfer_gdn_prefill_default"),
+    ("srt/layers/attention/linear/kda_backend.py", "flashinfer_kda_prefill_default"),
+]
+
+
+@pytest.mark.parametrize("file, scope", LINEAR_ATTENTION_DEFAULTS)
+def test_the_linear_attention_defaults_are_routed_in_both_columns(installed, file, scope):
+    decisions = [s for s in installed.sites if s.file == file and s.scope == scope and s.kind == "decision"]
+    assert decisions and all((s.plugin, s.patched) == ("routed", "routed") for s in decisions), \
+        [(s.line, s.plugin, s.patched) for s in decisions]
+
+
 # Issue 19's misfilings: sites that pick an attention backend or all-reduce sizes, filed
 # before by their folder under model, other, speculative, quantization or gemm, or counted
 # as kernel gates.  Each (file, function) holds a decision of the three concerns.

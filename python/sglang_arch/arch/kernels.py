@@ -134,6 +134,60 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "sources": ["PTX ISA: multimem.ld_reduce requires sm_90 or higher",
                     "torch CUDASymmetricMemoryOps.cu: multimem kernels guarded by __CUDA_ARCH__ >= 900"],
     },
+    # --- linear attention (hybrid GDN / KDA models; issue 19) ---
+    "flashinfer_gdn_prefill_sm90": {
+        "summary": "FlashInfer GDN chunked prefill, Hopper CuTe DSL kernel (chunk_gated_delta_rule_sm90)",
+        "targets": ["jit:9.0"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, _FI + " gdn_prefill.py chunk_gated_delta_rule: arch major 9 runs "
+                                       "chunk_gated_delta_rule_sm90 (gdn_kernels, CuTe DSL, sm_90a)"],
+    },
+    "flashinfer_gdn_prefill_sm100": {
+        "summary": "FlashInfer GDN chunked prefill, SM100 CuTe DSL kernel (chunk_gated_delta_rule_sm100)",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
+        "min_cuda": "13.0",
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, _FI + " gdn_prefill.py chunk_gated_delta_rule: arch major 10 runs "
+                                       "chunk_gated_delta_rule_sm100, 'Blackwell GDN prefill is only supported "
+                                       "on CUDA 13+'"],
+    },
+    "flashinfer_gdn_prefill_sm120": {
+        "summary": "FlashInfer GDN chunked prefill, SM12x CuTe DSL kernel (chunk_gated_delta_rule_sm120)",
+        "targets": ["jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, _FI + " gdn_prefill.py chunk_gated_delta_rule: arch major 12 runs "
+                                       "chunk_gated_delta_rule_sm120"],
+    },
+    "flashinfer_kda_prefill": {
+        "summary": "FlashInfer KDA chunked prefill (kda_prefill, compiled for sm100a / sm103a)",
+        "targets": ["jit:10.0", "jit:10.3"],
+        "sources": [_FI + " kda_prefill.py: _FLASH_KDA_SUPPORTED_COMPUTE_CAPABILITIES = {(10, 0), (10, 3)}, "
+                          "target Literal['sm100a', 'sm103a']",
+                    "sglang 0.5.23 linear/kernels/kda_flashinfer_prefill.py: refuses capabilities other than "
+                    "(10, 0) and (10, 3)"],
+    },
+    "flashinfer_gdn_decode": {
+        "summary": "FlashInfer GDN decode / MTP verify with a bf16 state (gdn_kernels, CuTe DSL)",
+        "targets": ["jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, _FI + " gdn_kernels/gdn_decode_bf16_state.py: scalar FMA wrappers 'work on all "
+                                       "SM90+ architectures'",
+                    "sglang 0.5.23 linear/kernels/gdn_flashinfer.py: FlashInfer GDN decode on SM90 and SM100"],
+    },
+    "flashinfer_kda_decode": {
+        "summary": "FlashInfer KDA recurrent decode (kda_decode.recurrent_kda, CuTe DSL)",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, "sglang 0.5.23 linear/kernels/kda_flashinfer.py: 'Wraps "
+                                 "flashinfer.kda_decode.recurrent_kda (SM100+)'"],
+    },
+    "kda_verify_cute": {
+        "summary": "SGLang's fused Kimi-K3/DSPARK KDA verify (CuTe DSL), Triton below it elsewhere",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS, "sglang 0.5.23 linear/kda_backend.py: the nv_cutedsl verify contract needs "
+                                 "capability major 10, else the Triton verify kernel runs"],
+    },
     # --- collectives ---
     "sglang_jit_custom_ar": {
         "summary": "SGLang's JIT custom all-reduce v2 (sglang/jit_kernel), nvcc for the device",
@@ -349,6 +403,20 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
         "fa3": [{"kernel": "fa3_sm90"}],
         "flashinfer_sparse_mla": [{"kernel": "flashinfer_sparse_mla_sm12x"}],
         "tilelang": [{"kernel": "tilelang"}],
+    },
+    # --linear-attn-backend / --linear-attn-{prefill,decode,verify}-backend, per kernel
+    # family ("gdn", "kda") and phase ("prefill", "decode", "verify")
+    "linear_attention": {
+        "triton": [{"kernel": "triton"}],
+        "flashinfer": [{"kernel": "flashinfer_gdn_prefill_sm90", "kinds": ["gdn"], "phases": ["prefill"]},
+                       {"kernel": "flashinfer_gdn_prefill_sm100", "kinds": ["gdn"], "phases": ["prefill"]},
+                       {"kernel": "flashinfer_gdn_prefill_sm120", "kinds": ["gdn"], "phases": ["prefill"]},
+                       {"kernel": "flashinfer_kda_prefill", "kinds": ["kda"], "phases": ["prefill"]},
+                       {"kernel": "flashinfer_gdn_decode", "kinds": ["gdn"], "phases": ["decode", "verify"]},
+                       {"kernel": "flashinfer_kda_decode", "kinds": ["kda"], "phases": ["decode", "verify"]}],
+        # the fused CuTe verify where it has a build, the Triton verify kernel elsewhere
+        "nv_cutedsl": [{"kernel": "kda_verify_cute", "phases": ["verify"]},
+                       {"kernel": "triton", "phases": ["verify"]}],
     },
     # torch symmetric-memory all-reduce kernel
     "symm_mem": {

@@ -16,7 +16,7 @@ from typing import Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import attention, collectives, deterministic, dsa, moe, platform, speculative, vision
+from .policies import attention, collectives, deterministic, dsa, linear_attention, moe, platform, speculative, vision
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import TOPOLOGIES, Topology
@@ -94,6 +94,18 @@ class MachineContext:
 
     def hybrid_linear_draft_backend(self, phase: str) -> speculative.DraftDecision:
         return speculative.hybrid_linear_draft_backend(self._res(), phase, self.cuda)
+
+    def linear_decode_default(self) -> linear_attention.LinearDecision:
+        return linear_attention.decode_default(self._res(), self.cuda)
+
+    def linear_kda_decode_default(self) -> linear_attention.LinearDecision:
+        return linear_attention.kda_decode_default(self._res(), self.cuda)
+
+    def linear_verify_default(self) -> linear_attention.LinearDecision:
+        return linear_attention.verify_default(self._res(), self.cuda)
+
+    def linear_prefill_default(self, family: str) -> linear_attention.LinearDecision:
+        return linear_attention.prefill_default(self._res(), family, self.cuda)
 
     def dsa_kv_cache_dtype(self, attention_sinks: bool = False) -> dsa.KvCacheDecision:
         return dsa.kv_cache_dtype_default(self._res(), attention_sinks)

@@ -107,7 +107,7 @@ STEPS: Tuple[Step, ...] = (
         )),
     )),
     Step(4, "attention", "attention: default backend, explicit-backend check, deterministic and DSA defaults, "
-         "draft and vision backends, build guard", "attention", (
+         "draft and vision backends, build guard, linear-attention defaults", "attention", (
         ModulePlan("srt/arg_groups/model_override_base.py", "attention", (
             ReplaceArms("get_default_attn_backend", ("server_args", "use_mla_backend", "model_config"),
                         code=_ATTENTION_DEFAULT, anchor="is_out_of_tree", call="nvidia_default_backend",
@@ -150,6 +150,28 @@ STEPS: Tuple[Step, ...] = (
             FunctionSite("DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend",
                          ("self", "topk_indices", "dsa_impl"), "dsa_kpool_tail_backend",
                          ("self", "topk_indices", "dsa_impl")),
+        )),
+        # Linear attention: each phase's kernel default (policies/linear_attention.py).
+        ModulePlan("srt/arg_groups/attention_hook.py", "attention", (
+            ReplaceOperands("handle_linear_attn_backend", ("server_args",), "linear_decode_flashinfer_here", (),
+                            what="SM100 decode condition"),
+        )),
+        ModulePlan("srt/arg_groups/kimi_k3_hook.py", "attention", (
+            ReplaceBody("apply_kimi_k3_linear_attn_defaults", ("server_args",), "kimi_linear_decode_default_here",
+                        ("server_args",), reads=("is_sm100",), what="SM100 rule"),
+        )),
+        ModulePlan("srt/arg_groups/glm5_next_hook.py", "attention", (
+            ReplaceBody("apply_glm5_next_spec_backend_defaults", ("server_args",), "glm5_verify_default_here",
+                        ("server_args",), reads=("is_sm100",), what="SM100 rule"),
+            Delete((), unused=("get_platform",), what="import of the deleted rule"),
+        )),
+        ModulePlan("srt/layers/attention/linear/gdn_backend.py", "attention", (
+            ReplaceBody("flashinfer_gdn_prefill_default", ("model_runner",), "gdn_prefill_default_here",
+                        ("model_runner",), reads=("get_device_capability",), what="SM90/SM100 rule"),
+        )),
+        ModulePlan("srt/layers/attention/linear/kda_backend.py", "attention", (
+            ReplaceBody("flashinfer_kda_prefill_default", ("model_runner",), "kda_prefill_default_here",
+                        ("model_runner",), reads=("get_device_capability",), what="SM100/SM103 rule"),
         )),
         ModulePlan("srt/layers/attention/vision.py", "attention", (
             FunctionSite("VisionAttention._determine_attention_backend", ("self", "passed_backend"),

@@ -39,6 +39,8 @@ _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_se
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
 _KPOOL = "sglang.srt.layers.attention.dsa.dsa_backend_kpool"
+_ARG_GROUPS = "sglang.srt.arg_groups"
+_LINEAR = "sglang.srt.layers.attention.linear"
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class Target:
 # runs the pick the guards keep it; elsewhere the registry's default is what is built.
 # One check per entry, so a decision added beside one stays unrouted until judged here.
 # Left out on purpose: backends the catalog has no entry for (minicpm_flash*, dsv4's
-# flashmla_mega), linear-attention, DSA-internal and vision/audio kernels, sizes, MoE, and
+# flashmla_mega), linear-attention kernels (routed by their own targets below, not judged by
+# these guards), DSA-internal and vision/audio kernels, sizes, MoE, and
 # sites that also pick what these guards do not judge (MiniMax-M3's off-Blackwell NVFP4 arm
 # picks the MoE runner too).
 _MO = "sglang.srt.arg_groups.model_overrides"
@@ -182,6 +185,21 @@ def all_targets() -> List[Target]:
                answer(attention.hybrid_linear_draft_decode), ("self",)),
         Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_prefill_backend",
                answer(attention.hybrid_linear_draft_prefill), ("self",)),
+        # Linear attention (hybrid GDN / KDA models): each phase's kernel default.
+        Target("linear attention", f"{_ARG_GROUPS}.attention_hook.handle_linear_attn_backend",
+               check(attention.linear_decode_default), ("server_args",),
+               ("resolving_view", "declare_resolution", "get_platform", "logger")),
+        Target("linear attention", f"{_ARG_GROUPS}.kimi_k3_hook.apply_kimi_k3_linear_attn_defaults",
+               done(attention.kimi_linear_decode_default), ("server_args",),
+               ("resolving_view", "declare_resolution", "logger")),
+        Target("linear attention", f"{_ARG_GROUPS}.glm5_next_hook.apply_glm5_next_spec_backend_defaults",
+               done(attention.glm5_verify_default), ("server_args",),
+               ("resolving_view", "declare_resolution", "logger")),
+        Target("linear attention", f"{_LINEAR}.gdn_backend.flashinfer_gdn_prefill_default",
+               answer(attention.gdn_prefill_default), ("model_runner",),
+               ("get_exec", "get_schedule", "hybrid_gdn_config", "rank0_log")),
+        Target("linear attention", f"{_LINEAR}.kda_backend.flashinfer_kda_prefill_default",
+               answer(attention.kda_prefill_default), ("model_runner",), ("get_exec", "CudaGraphBackend")),
         Target("vision attention", f"{_VISION}._determine_attention_backend",
                answer(attention.vision_backend), ("self", "passed_backend")),
         Target("DSA attention", f"{_OVERRIDES}._dsa_kv_cache_dtype_default",

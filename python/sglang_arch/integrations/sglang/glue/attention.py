@@ -644,3 +644,231 @@ def dsa_kpool_tail_backend(self: Any, topk_indices: Any, dsa_impl: str) -> Optio
     if key not in _tail:
         _tail[key] = ctx.dsa_kpool_tail_backend(dsa_impl).backend
     return _tail[key]
+
+
+# --- linear attention (hybrid GDN / KDA models): the kernel backend defaults ---
+
+_ATTENTION_HOOK = "sglang.srt.arg_groups.attention_hook"
+_GLM5_NEXT_HOOK = "sglang.srt.arg_groups.glm5_next_hook"
+_KIMI_K3_HOOK = "sglang.srt.arg_groups.kimi_k3_hook"
+_GDN = "sglang.srt.layers.attention.linear.gdn_backend"
+_KDA = "sglang.srt.layers.attention.linear.kda_backend"
+
+
+def _linear_decode_applies(cfg: Any) -> bool:
+    """The SSM settings of ``handle_linear_attn_backend``'s decode default (not the GPU)."""
+    return (
+        cfg.linear_attn_decode_backend is None
+        and cfg.linear_attn_backend != "helion"
+        and cfg.mamba_ssm_dtype == "bfloat16"
+    )
+
+
+@fail_open
+def linear_decode_default(server_args: Any) -> None:
+    """``handle_linear_attn_backend``: the decode backend of a bf16 SSM state when the
+    user gave none, from the registry (``policies/linear_attention.py``).
+
+    Declared before SGLang's body runs, which then keeps it.  Where SGLang's own rule
+    would pick FlashInfer but no FlashInfer decode kernel has a build for the device,
+    decode is declared as what it would otherwise inherit (the base backend; Triton for
+    the prefill-only FlashKDA).  Nothing (SGLang's body decides) without an NVIDIA GPU
+    and off CUDA.
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    module = sys.modules[_ATTENTION_HOOK]
+    cfg = module.resolving_view(server_args)
+    if not _linear_decode_applies(cfg):
+        return None
+    decision = ctx.linear_decode_default()
+    if decision.backend is not None:
+        backend = decision.backend
+    elif module.get_platform().is_sm100:  # SGLang's rule would pick a kernel with no build here
+        backend = "triton" if cfg.linear_attn_backend == "flashkda" else cfg.linear_attn_backend
+        logger.warning("Linear attention decode: %s; keeping %s (%s).", decision.reason, backend, REGISTRY)
+    else:
+        return None
+    module.declare_resolution(
+        server_args, "_handle_linear_attn_backend", linear_attn_decode_backend=backend
+    )
+    module.logger.info(
+        "Defaulting --linear-attn-decode-backend to %s (%s; %s).", backend, decision.reason, REGISTRY
+    )
+    return None
+
+
+def linear_decode_flashinfer_here() -> bool:
+    """The replace form of ``handle_linear_attn_backend``'s ``is_sm100`` condition: whether
+    the registry defaults decode to FlashInfer on this machine (False without an NVIDIA GPU
+    or when the registry fails: decode keeps the base backend)."""
+    try:
+        ctx = routed_context()
+        return ctx is not None and _on_cuda() and ctx.linear_decode_default().backend == "flashinfer"
+    except Exception as exc:  # the base backend, not a failed start-up
+        logger.warning("Linear attention decode: registry failed (%s); base backend", exc)
+        return False
+
+
+def _declare_default(server_args: Any, module_name: str, source: str, field: str, decision: Any) -> bool:
+    module = sys.modules[module_name]
+    if decision.backend is not None:
+        module.declare_resolution(server_args, source, **{field: decision.backend})
+        module.logger.info(
+            "Defaulting --%s to %s (%s; %s).",
+            field.replace("_", "-"),
+            decision.backend,
+            decision.reason,
+            REGISTRY,
+        )
+    return True
+
+
+@fail_open
+def kimi_linear_decode_default(server_args: Any) -> Optional[bool]:
+    """``apply_kimi_k3_linear_attn_defaults`` (Kimi's KDA models): Triton decode for a bf16
+    SSM state on the machines where the generic rule picks FlashInfer, from the registry.
+    True: done; None (SGLang's function runs) without an NVIDIA GPU and off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    cfg = sys.modules[_KIMI_K3_HOOK].resolving_view(server_args)
+    if cfg.linear_attn_decode_backend is not None or cfg.mamba_ssm_dtype != "bfloat16":
+        return True
+    return _declare_default(
+        server_args,
+        _KIMI_K3_HOOK,
+        "apply_kimi_k3_linear_attn_defaults",
+        "linear_attn_decode_backend",
+        ctx.linear_kda_decode_default(),
+    )
+
+
+def kimi_linear_decode_default_here(server_args: Any) -> None:
+    """The replace form of ``apply_kimi_k3_linear_attn_defaults``: the registry's default
+    (none without an NVIDIA GPU, where SGLang's ``is_sm100`` rule picks none either)."""
+    kimi_linear_decode_default(server_args)
+
+
+@fail_open
+def glm5_verify_default(server_args: Any) -> Optional[bool]:
+    """``apply_glm5_next_spec_backend_defaults``: the speculative verify backend when the
+    user gave none, from the registry.  True: done; None (SGLang's function runs) without
+    an NVIDIA GPU and off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    cfg = sys.modules[_GLM5_NEXT_HOOK].resolving_view(server_args)
+    if cfg.speculative_algorithm is None or cfg.linear_attn_verify_backend is not None:
+        return True
+    return _declare_default(
+        server_args,
+        _GLM5_NEXT_HOOK,
+        "apply_glm5_next_spec_backend_defaults",
+        "linear_attn_verify_backend",
+        ctx.linear_verify_default(),
+    )
+
+
+def glm5_verify_default_here(server_args: Any) -> None:
+    """The replace form of ``apply_glm5_next_spec_backend_defaults`` (as Kimi's)."""
+    glm5_verify_default(server_args)
+
+
+@fail_open
+def gdn_prefill_default(model_runner: Any) -> Optional[str]:
+    """``flashinfer_gdn_prefill_default``: FlashInfer GDN prefill where the registry's
+    tier rule picks it, its kernel has a build for the device, and the model and schedule
+    are in the kernel's validated domain (chunk size, 128-wide heads, the state dtype the
+    registry names); else ``"triton"``, the base backend that SGLang's ``None`` leaves.
+
+    None (SGLang's function runs) without an NVIDIA GPU, off CUDA, and where SGLang
+    defaults nothing whatever the GPU (an explicit prefill backend, a base backend other
+    than Triton, deterministic inference).
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    module = sys.modules[_GDN]
+    execution = module.get_exec()
+    if (
+        execution.mamba.linear_attn_prefill_backend is not None
+        or execution.mamba.linear_attn_backend != "triton"
+        or execution.deterministic.enable_deterministic_inference
+    ):
+        return None
+    decision = ctx.linear_prefill_default("gdn")
+    if decision.backend is None:
+        return "triton"
+    import torch
+
+    schedule = module.get_schedule()
+    chunk = schedule.chunked_prefill_size
+    config = module.hybrid_gdn_config(model_runner.model_config)
+    state = model_runner.req_to_token_pool.mamba_pool.mamba_cache.temporal.dtype
+    if (
+        schedule.enable_dynamic_chunking
+        or chunk is None
+        or not 1 <= chunk <= decision.max_chunk
+        or getattr(config, "linear_key_head_dim", None) != 128
+        or getattr(config, "linear_value_head_dim", None) != 128
+        or state != getattr(torch, decision.state_dtype)
+    ):
+        return "triton"
+    from sglang.srt.layers.attention.linear.kernels.gdn_flashinfer import (
+        is_flashinfer_gdn_prefill_available,
+    )
+
+    if not is_flashinfer_gdn_prefill_available():
+        return "triton"
+    module.rank0_log(f"Defaulting GDN prefill backend to FlashInfer ({decision.reason}; {REGISTRY}).")
+    return decision.backend
+
+
+def gdn_prefill_default_here(model_runner: Any) -> Optional[str]:
+    """The replace form of ``flashinfer_gdn_prefill_default``: ``"flashinfer"`` where the
+    registry defaults to it, else None (the base backend), as SGLang's function answers."""
+    answer = gdn_prefill_default(model_runner)
+    return answer if answer == "flashinfer" else None
+
+
+@fail_open
+def kda_prefill_default(model_runner: Any) -> Optional[str]:
+    """``flashinfer_kda_prefill_default``: FlashInfer KDA prefill where the registry's tier
+    rule picks it and its kernel has a build for the device, for a safe-gate KDA model
+    (a gate lower bound) on the eager Triton base; else ``"triton"`` (SGLang's ``None``).
+
+    None (SGLang's function runs) without an NVIDIA GPU, off CUDA, and where SGLang
+    defaults nothing whatever the GPU.
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    from sglang.srt.configs.bailing_hybrid import BailingHybridConfig
+    from sglang.srt.configs.hybrid_arch import hybrid_kda_config
+
+    module = sys.modules[_KDA]
+    config = hybrid_kda_config(model_runner.model_config)
+    lower_bound = (
+        config.kda_lower_bound
+        if isinstance(config, BailingHybridConfig)
+        else config.linear_attn_config.get("gate_lower_bound")
+    )
+    execution = module.get_exec()
+    if (
+        lower_bound is None
+        or execution.mamba.linear_attn_backend != "triton"
+        or execution.deterministic.enable_deterministic_inference
+        or execution.overlap.enable_two_batch_overlap
+        or execution.graph.cuda_graph_config.prefill.backend == module.CudaGraphBackend.FULL
+    ):
+        return None
+    decision = ctx.linear_prefill_default("kda")
+    return decision.backend or "triton"
+
+
+def kda_prefill_default_here(model_runner: Any) -> Optional[str]:
+    """The replace form of ``flashinfer_kda_prefill_default`` (as GDN's)."""
+    answer = kda_prefill_default(model_runner)
+    return answer if answer == "flashinfer" else None

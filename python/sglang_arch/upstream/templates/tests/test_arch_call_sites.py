@@ -33,6 +33,15 @@ ARCH_ENV = (
 )
 
 
+class _Unset(SimpleNamespace):
+    """Server arguments mid-resolution: a field the test does not set reads as unset."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
 class ArchMachineTestCase(CustomTestCase):
     """Simulates ``GPUS`` x ``CAPABILITY`` on ``TOPOLOGY`` (torch CUDA 13.0)."""
 
@@ -85,6 +94,38 @@ class ArchMachineTestCase(CustomTestCase):
                     return str(exc)
         return None
 
+    def linear_attention_defaults(self):
+        """(verify, decode) as GLM-5-Next's and the generic linear-attention defaults
+        declare them, speculative decoding on, a bf16 SSM state, no backend given."""
+        from sglang.srt.arg_groups.attention_hook import handle_linear_attn_backend
+        from sglang.srt.arg_groups.glm5_next_hook import (
+            apply_glm5_next_spec_backend_defaults,
+        )
+        from sglang.srt.runtime_context import override_platform
+
+        glm5 = SimpleNamespace(
+            speculative_algorithm="EAGLE", linear_attn_verify_backend=None
+        )
+        args = _Unset(
+            linear_attn_decode_backend=None,
+            linear_attn_backend="triton",
+            mamba_ssm_dtype="bfloat16",
+        )
+        with override_platform(is_cuda=True, is_hip=False):
+            apply_glm5_next_spec_backend_defaults(glm5)
+            handle_linear_attn_backend(args)
+
+        def declared(record, field):
+            value = None
+            for _source, fields in getattr(record, "_resolved_overrides", None) or ():
+                value = fields.get(field, value)
+            return value
+
+        return (
+            declared(glm5, "linear_attn_verify_backend"),
+            declared(args, "linear_attn_decode_backend"),
+        )
+
 
 class TestArchCallSitesSM120PCIe(ArchMachineTestCase):
     """8x RTX PRO 6000 (12.0) on PCIe with P2P: the field report (docs/differences.md D1, D3)."""
@@ -124,6 +165,9 @@ class TestArchCallSitesSM100NVSwitch(ArchMachineTestCase):
         self.assertEqual(_resolve_backend("auto", False), "mnnvl")
         self.assertTrue(arch_fusion.fusion_enabled_here(1))
 
+    def test_linear_attention_defaults_are_the_sm100_kernels(self):
+        self.assertEqual(self.linear_attention_defaults(), ("nv_cutedsl", "flashinfer"))
+
 
 class TestArchCallSitesSM89PCIe(ArchMachineTestCase):
     """4x L40S (8.9) on PCIe without P2P: no fusion, no symmetric memory."""
@@ -152,6 +196,9 @@ class TestArchCallSitesSM90(ArchMachineTestCase):
 
     def test_fa3_is_accepted(self):
         self.assertIsNone(self.explicit_backend("fa3"))
+
+    def test_linear_attention_defaults_are_left_to_the_base_backend(self):
+        self.assertEqual(self.linear_attention_defaults(), (None, None))
 
 
 class TestArchCallSitesUnknownGPU(ArchMachineTestCase):
