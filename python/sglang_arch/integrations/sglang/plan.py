@@ -64,6 +64,18 @@ def about_the_model(exc: BaseException) -> bool:
     return False
 
 
+def _probe_keywords(probe: Any) -> Dict[str, Any]:
+    """The keywords of the ``partial`` under a probe, through every wrapper (``lru_cache``,
+    and the plugin's own hook where it is applied: two links, not one); {} if none."""
+    seen = 0
+    while probe is not None and seen < 8:
+        keywords = getattr(probe, "keywords", None)
+        if isinstance(keywords, dict):
+            return keywords
+        probe, seen = getattr(probe, "__wrapped__", None), seen + 1
+    return {}
+
+
 def upstream_platform_facts(cap: Capability, cuda: Tuple[int, int]) -> Dict[str, Any]:
     """What SGLang's own probes would answer for ``cap``: evaluated from the (majors,
     minimum CUDA) each of its ``lru_cache(partial(...))`` probes carries."""
@@ -72,8 +84,7 @@ def upstream_platform_facts(cap: Capability, cuda: Tuple[int, int]) -> Dict[str,
 
     facts: Dict[str, Any] = {}
     for fact, helper in _PLATFORM_PROBES.items():
-        probe = getattr(common, helper, None)
-        keywords = getattr(getattr(probe, "__wrapped__", None), "keywords", None) or {}
+        keywords = _probe_keywords(getattr(common, helper, None))
         if "device_capability_majors" in keywords:
             facts[fact] = cap.major in keywords["device_capability_majors"] and cuda >= tuple(keywords["cuda_version"])
     facts.update(device_capability=cap.as_tuple(), device_sm=cap.sm)
