@@ -110,6 +110,24 @@ KERNEL_GATES: Sequence[KernelGate] = (
     KernelGate(_FA4, "_validate_head_dims", "compute_capability",
                "FA4's head dims per architecture's kernels"),
     KernelGate(_EXTEND, "_get_block_sizes_for_extend_attention", "CUDA_CAPABILITY", _SMEM),
+    # requirements of the kernel that runs, set from the model's hooks
+    KernelGate("srt/models/deepseek_common/attention_backend_handler.py", "handle_attention_fa4",
+               "if not get_platform().is_sm100_or_sm110:",
+               "'FA4 absorbed MLA feeds q_nope through the qv argument, which flash_attn.cute only implements on "
+               "SM100/SM110 (not SM120)' (the catalog's fa4_cute_mla): the forward path the kernel offers"),
+    KernelGate("srt/arg_groups/model_hook.py", "handle_model_specific_adjustments", "if get_platform().is_sm120:",
+               "DeepSeek V4's kernel switches on SM120: 'only recent DeepGEMM builds ship the SM120 kernels', 'the "
+               "default top-k v2 path still requires unsupported resources', the indexer 'runs the TileLang kernel "
+               "(works on stock DeepGEMM)'"),
+    KernelGate("srt/arg_groups/model_hook.py", "handle_model_capability_adjustments",
+               "and (get_platform().is_sm90 or get_platform().is_sm100)",
+               "'Hopper/Blackwell's default FA backend can consume raw K/V tensors for a single embedding prefill': "
+               "a feature of the FA3 (sm_90a) and FA4 kernels, for a backend already chosen"),
+    KernelGate("srt/server_args.py", "m3_fp8_attn_gemm_enabled", "and get_platform().is_sm100",
+               "'SM100 (MSA fp8 variants and trtllm-gen fp8 dense kernels are sm100-only)': the fp8 kernels of the "
+               "trtllm_mha backend already chosen"),
+    KernelGate("srt/arg_groups/model_overrides/minimax_m3.py", "_minimax_m3_overrides", "and get_platform().is_sm100",
+               "logs whether m3_fp8_attn_gemm_enabled's sm100-only fp8 kernels are active (its branches only log)"),
     # all-reduce fusion
     KernelGate("srt/models/minimax_m3.py", "_uses_push_plane_fusion", "get_platform().device_sm >= 90",
                "the push-plane all-reduce fusion kernel is a cluster launch ('cluster launch: SM90+'): thread block "
