@@ -420,8 +420,11 @@ def _fp8_dispatch_name(fn, fp8_utils) -> str:
     if name.startswith("deepgemm_"):
         return "deep_gemm"
     if name.startswith("flashinfer_"):
-        fp8_utils._get_flashinfer_groupwise_backend.cache_clear()
-        return "flashinfer_" + fp8_utils._get_flashinfer_groupwise_backend()
+        helper = getattr(fp8_utils, "_get_flashinfer_groupwise_backend", None)
+        if helper is None:  # defined at import only on a Blackwell GPU: its rule, for the majors that get here
+            return "flashinfer_trtllm"  # (initialize_fp8_gemm_config sends SM110/SM12x elsewhere): trtllm below 12
+        helper.cache_clear()
+        return "flashinfer_" + helper()
     return name.split("_w8a8")[0]  # cutlass_..., triton_..., aiter_..., torch_...
 
 
@@ -791,8 +794,21 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
             # A model with experts where no MoE runner of their kind has a build: refused with why.
             expected, why = plugin[name], "no MoE runner for the model's experts has a build here: refused with why"
         elif name in MOE_GEMM:
-            expected, judged, reason = registry_moe_gemm(name, model, cap)
-            why = f"the registry's decision: {reason}" + ("" if judged else " (left to SGLang)")
+            # The registry's rule (policies/moe.py, glue/moe.py): SGLang's choice on the tier (argument
+            # resolution, a model override, the load-time auto) wherever it runs here; else its own decision.
+            preferred = on_tier.get(name)
+            if preferred is not None and not _is_error(preferred) \
+                    and moe_gemm_runs(name, preferred, cap, model) is not False:
+                expected, why = preferred, f"upstream's choice on tier {tier}, which runs here"
+            elif _is_error(preferred) and not _is_error(plugin[name]) \
+                    and moe_gemm_runs(name, plugin[name], cap, model) is not False:
+                # Upstream refuses these arguments on the tier for another reason (an attention flag):
+                # SGLang's own choice in this process stands where it runs (the glue replaces no other).
+                expected, why = plugin[name], f"SGLang's choice (upstream refuses these arguments on tier {tier}), " \
+                                              f"which runs here"
+            else:
+                expected, judged, reason = registry_moe_gemm(name, model, cap)
+                why = f"the registry's decision: {reason}" + ("" if judged else " (left to SGLang)")
         elif name == "fusion" and "error" in plugin_result["cells"][f"{model.name}|{mode}"]:
             expected, why = None, "the server stops at start-up: no fusion is built"
         elif name == "fusion":
