@@ -15,7 +15,10 @@ builds:
   its kernel and size) and the custom all-reduce v2 table ``_get_all_reduce_configs`` picks
   (machine-wide: the same for every model and mode);
 - fusion: the resolved ``--flashinfer-allreduce-fusion-backend`` and the gate every layer
-  asks before the fused all-reduce + RMSNorm, at a decode batch of 64 tokens.
+  asks before the fused all-reduce + RMSNorm, at a decode batch of 64 tokens;
+- MoE / GEMM (issue 20): the MoE runner a model with experts finally uses (the resolved
+  ``--moe-runner-backend``, and for ``auto`` the quantization method's ``create_moe_runner``),
+  and for FP8 block / NVFP4 weights DeepGEMM and the FP8 / FP4 GEMM backend (``moe_gemm``).
 
 The same child runs twice per capability: with the plugin, and with SGLang alone
 (``SGLANG_ARCH_DISABLE=1``; SGLang's probes are given the simulated device's facts
@@ -683,9 +686,9 @@ def runs(column: str, value: Any, cap: str, kind: str) -> Optional[bool]:
 def cell_values(result: Dict[str, Any], model: Model, mode: str) -> Dict[str, Any]:
     """The judged columns of one child's cell: None where the model or mode has no such column.
 
-    A new column (issue 20: the MoE runner, the GEMM backends) is a value ``cell`` records,
-    a key here, the catalog decision ``runs`` judges it with, and its registry decision in
-    ``registry_decisions``, and its heading in ``COLUMNS`` (``judge_cell`` judges every key).
+    A column is a value ``cell`` records, a key here, the catalog decision that judges it
+    (``runs``; the MoE / GEMM columns: ``moe_gemm_runs``), the registry's decision and its
+    heading in ``COLUMNS`` (``judge_cell`` judges every key).
     """
     cell = result["cells"][f"{model.name}|{mode}"]
     if "error" in cell:
@@ -931,16 +934,26 @@ def render(results: Dict[str, Any]) -> str:
         "fixture (`test/fixtures/models/`) in every mode with SGLang's own code: the attention backends the model "
         "runner reads and the class SGLang's creator builds, the EAGLE draft worker's backend, the vision "
         "backend `VisionAttention` picks, the fusion backend with the gate every layer asks at a decode batch of "
-        f"{DECODE_TOKENS} tokens, and the torch symmetric-memory communicator SGLang builds. The same child with "
-        "`SGLANG_ARCH_DISABLE=1` gives upstream's cell.",
+        f"{DECODE_TOKENS} tokens, and the torch symmetric-memory communicator SGLang builds. For a model with "
+        "experts, the MoE runner SGLang finally uses: the resolved `--moe-runner-backend` (argument resolution, "
+        "the model overrides) and, where that leaves `auto`, the quantization method's own `create_moe_runner` "
+        "(only `MoeRunner`, which builds kernels on a GPU, stood in); for FP8 block weights DeepGEMM "
+        "(`_compute_enable_deep_gemm`) and the FP8 block GEMM (`initialize_fp8_gemm_config`, then "
+        "`_dispatch_auto_backend`); for NVFP4 weights the FP4 GEMM (`initialize_fp4_gemm_config`). The same "
+        "child with `SGLANG_ARCH_DISABLE=1` gives upstream's cell.",
         "",
         "A cell is judged with the kernel catalog (`sglang_arch.arch.catalog`) on the device's own capability "
         "(✗: no build runs there) and against the registry's rule: upstream's choice on the capability's tier "
         "(itself on an exact tier) where it runs on the device, else the registry's runnable choice (its attention "
         "default for the kind and phase; for vision SGLang's off-Hopper default `triton_attn`, then `sdpa`); "
         "the DSA backends and fusion are the registry's own decisions (fusion where upstream auto-enables it for "
-        "the model and mode on SM90). A refusal both sides share is SGLang's and expected.",
+        "the model and mode on SM90). The MoE runner and GEMM columns follow the registry's MoE rule "
+        "(`policies/moe.py`): upstream's choice on the tier where the catalog has a build of it for the device "
+        "(for the experts' quantization), else the registry's decision; below SM89 FP8 weights are SGLang's own "
+        "(not judged, D12-D15). A refusal both sides share is SGLang's and expected.",
         "",
+        "Quantized MoE fixtures run in the default mode only (their rows exist for the MoE runner and GEMM "
+        "columns; the attention columns are judged as for every model). "
         "Machines: 8 GPUs of the tier's typical topology; tiers whose typical machine has one GPU (Jetson, "
         "DGX Spark, Thor) and capabilities resolving to them run one GPU (no all-reduce, no fusion); below every "
         "tier, 8 GPUs on PCIe.",
