@@ -255,7 +255,7 @@ def child(upstream: bool) -> Dict[str, Any]:
         out["allreduce"] = allreduce(cap, gpus, topology, symm_mem_outcome, custom_ar_table)
         for model in MODELS:
             for mode in modes_of(model):
-                out["cells"][f"{model.name}|{mode}"] = cell(model, mode, gpus, add_norm, built_class, cap, upstream)
+                out["cells"][f"{model.name}|{mode}"] = cell(model, mode, gpus, add_norm, built_class, cap)
     out["cpu_s"] = round(time.process_time() - started, 1)
     return out
 
@@ -309,7 +309,7 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:240]
 
 
-def cell(model: Model, mode: str, gpus: int, add_norm, built_class, cap=None, upstream: bool = True) -> Dict[str, Any]:
+def cell(model: Model, mode: str, gpus: int, add_norm, built_class, cap=None) -> Dict[str, Any]:
     from sglang.srt.arg_groups.overrides import attention_backends_of, resolved_view
     from sglang.srt.runtime_context import get_exec
     from sglang.srt.server_args import prepare_server_args, set_global_server_args_for_scheduler
@@ -350,7 +350,7 @@ def cell(model: Model, mode: str, gpus: int, add_norm, built_class, cap=None, up
         except Exception as exc:
             out["vision"] = f"error: {_error(exc)}"
     if cap is not None:
-        out.update(moe_gemm(server_args, view, cap, upstream))
+        out.update(moe_gemm(view, cap))
     backend = get_exec().comm.flashinfer_allreduce_fusion_backend
     out["fusion_requested"] = backend
     if backend is not None:  # "auto" is resolved when the workspace is built
@@ -431,7 +431,7 @@ def _fp8_dispatch_name(fn, fp8_utils) -> str:
     return name.split("_w8a8")[0]  # cutlass_..., triton_..., aiter_..., torch_...
 
 
-def moe_gemm(server_args, view, cap, upstream: bool) -> Dict[str, Any]:
+def moe_gemm(view, cap) -> Dict[str, Any]:
     """The MoE runner, DeepGEMM, FP8 block and NVFP4 GEMM backends SGLang finally uses for
     this cell.
 
@@ -449,7 +449,7 @@ def moe_gemm(server_args, view, cap, upstream: bool) -> Dict[str, Any]:
 
     hf = model_config_of(view).hf_config
     config = getattr(hf, "quantization_config", None) or {}
-    kind, explicit_q = kind_of(view.quantization, config)
+    kind, _ = kind_of(view.quantization, config)
     out: Dict[str, Any] = {}
     if kind is None:
         return out
@@ -561,10 +561,11 @@ def run_matrix(caps: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 VISION_AS_ATTENTION = {"fa3": "fa3", "fa4": "fa4", "triton_attn": "triton", "sdpa": "torch_native"}
 VISION_FALLBACKS = ("triton_attn", "sdpa")  # SGLang's own default off Hopper/Blackwell, then torch's SDPA
 FUSION_QUALIFIER = "9.0"
-# The judged columns of a cell and their headings in docs/final-backends.md, in order.
+# The judged columns of a cell and their headings in docs/final-backends.md, in order (upstream
+# auto-enables fusion on SM90 wherever the model and mode qualify).
 COLUMNS = (("prefill", "prefill"), ("decode", "decode"), ("draft", "draft"), ("vision", "vision"),
            ("fusion", f"fusion @{DECODE_TOKENS}"), ("moe", "MoE runner"), ("deep_gemm", "DeepGEMM"),
-           ("fp8_gemm", "FP8 GEMM"), ("fp4_gemm", "FP4 GEMM"))  # upstream auto-enables fusion on SM90 wherever the model and mode qualify
+           ("fp8_gemm", "FP8 GEMM"), ("fp4_gemm", "FP4 GEMM"))
 
 
 # The MoE / GEMM columns (issue 20) and the kernel catalog's decision that judges each.
