@@ -15,7 +15,10 @@ builds:
   its kernel and size) and the custom all-reduce v2 table ``_get_all_reduce_configs`` picks
   (machine-wide: the same for every model and mode);
 - fusion: the resolved ``--flashinfer-allreduce-fusion-backend`` and the gate every layer
-  asks before the fused all-reduce + RMSNorm, at a decode batch of 64 tokens.
+  asks before the fused all-reduce + RMSNorm, at a decode batch of 64 tokens;
+- MoE / GEMM (issue 20): the MoE runner a model with experts finally uses (the resolved
+  ``--moe-runner-backend``, and for ``auto`` the quantization method's ``create_moe_runner``),
+  and for FP8 block / NVFP4 weights DeepGEMM and the FP8 / FP4 GEMM backend (``moe_gemm``).
 
 The same child runs twice per capability: with the plugin, and with SGLang alone
 (``SGLANG_ARCH_DISABLE=1``; SGLang's probes are given the simulated device's facts
@@ -59,6 +62,8 @@ class Model:
     kind: str  # mha | mla | dsa: which backend family the model runner builds
     source: str  # where SGLang picks its attention backend by capability
     vision: bool = False  # the model has a vision tower built on VisionAttention
+    args: Tuple[str, ...] = ()  # server arguments the fixture is served with (a quantized one: --quantization)
+    modes: Optional[Tuple[str, ...]] = None  # None: every mode of MODES
 
 
 MODELS: Tuple[Model, ...] = (
@@ -81,6 +86,19 @@ MODELS: Tuple[Model, ...] = (
     Model("qwen3-vl-tiny", "mha", "model_overrides/qwen3_vl.py (decode on large Hopper) + layers/attention/vision.py "
                                   "_determine_attention_backend: fa3 on major 9, fa4 on 10, else triton_attn",
           vision=True),
+    # Quantized MoE fixtures (issue 20): the MoE runner and GEMM columns; the default mode only.
+    Model("qwen3-moe-fp8-block", "mha", "fp8.py Fp8MoEMethod.create_moe_runner (auto: DeepGEMM with an all-to-all "
+                                        "backend, else triton); fp8_utils FP8 block GEMM; DeepGEMM's configurer",
+          modes=("default",)),
+    Model("deepseek-v3-fp8", "mla", "overrides.py _deepseek_moe_quant_resolution: flashinfer_trtllm on is_sm100; "
+                                    "FP8 block GEMM; DeepGEMM", modes=("default",)),
+    Model("gpt-oss-mxfp4", "mha", "model_overrides/gpt_oss.py: flashinfer_mxfp4 on is_sm100 / is_sm120, else "
+                                  "triton_kernel", modes=("default",)),
+    Model("qwen3-moe-nvfp4", "mha", "overrides.py MoE runner pass: flashinfer_cutlass on is_sm110 / is_sm120; "
+                                    "modelopt_quant.py create_moe_runner: marlin on SM80-SM9x, else flashinfer_trtllm; "
+                                    "fp4_utils FP4 GEMM", args=("--quantization", "modelopt_fp4"), modes=("default",)),
+    Model("qwen3-moe-mxfp8", "mha", "overrides.py MoE runner pass: flashinfer_trtllm for MXFP8 whatever the GPU",
+          args=("--quantization", "mxfp8"), modes=("default",)),
 )
 
 MODES: Dict[str, Tuple[str, ...]] = {
@@ -93,6 +111,17 @@ MODES: Dict[str, Tuple[str, ...]] = {
 
 EXTRA_CAPABILITIES = ("10.5", "11.5", "12.3", "13.0", "6.1")
 PORTABLE_TOPOLOGY = ("pcie", 8)  # below every tier: a PCIe box of Pascal cards (GTX 1080 class)
+
+
+def modes_of(model: Model) -> Tuple[str, ...]:
+    """The modes a fixture's cells run in."""
+    return model.modes if model.modes is not None else tuple(MODES)
+
+
+def cell_keys(caps: Optional[Sequence[str]] = None) -> List[Tuple[str, str, str]]:
+    """Every (model, capability, mode) of the matrix, in the document's order."""
+    return [(model.name, cap, mode) for cap in (caps or capabilities()) for model in MODELS
+            for mode in modes_of(model)]
 
 
 def capabilities() -> List[str]:
@@ -119,7 +148,7 @@ def machine(cap: str) -> Tuple[int, str]:
 
 
 def _mode_args(model: Model, mode: str) -> List[str]:
-    args = list(MODES[mode])
+    args = list(model.args) + list(MODES[mode])
     if mode == "eagle":
         args += ["--speculative-draft-model-path", str(FIXTURES / model.name)]
     return args
@@ -208,6 +237,10 @@ def child(upstream: bool) -> Dict[str, Any]:
         add_norm._is_sm90_supported = bool(facts.get("is_sm90"))
         add_norm._is_sm100_supported = bool(facts.get("is_sm100"))
     add_norm._is_cuda = True
+    from sglang.srt.layers import quantization
+
+    # SGLang registers the mxfp4 method at import only where is_cuda() holds (this process imported it on a CPU).
+    quantization.QUANTIZATION_METHODS.setdefault("mxfp4", quantization.Mxfp4Config)
     add_norm._is_flashinfer_available = True
     vision.is_cuda = lambda: True
     vision.get_device_capability = lambda device_id=0: cap.as_tuple()
@@ -221,8 +254,8 @@ def child(upstream: bool) -> Dict[str, Any]:
         faked.enter_context(simulated_torch_device(cap))
         out["allreduce"] = allreduce(cap, gpus, topology, symm_mem_outcome, custom_ar_table)
         for model in MODELS:
-            for mode in MODES:
-                out["cells"][f"{model.name}|{mode}"] = cell(model, mode, gpus, add_norm, built_class)
+            for mode in modes_of(model):
+                out["cells"][f"{model.name}|{mode}"] = cell(model, mode, gpus, add_norm, built_class, cap)
     out["cpu_s"] = round(time.process_time() - started, 1)
     return out
 
@@ -276,7 +309,7 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:240]
 
 
-def cell(model: Model, mode: str, gpus: int, add_norm, built_class) -> Dict[str, Any]:
+def cell(model: Model, mode: str, gpus: int, add_norm, built_class, cap=None) -> Dict[str, Any]:
     from sglang.srt.arg_groups.overrides import attention_backends_of, resolved_view
     from sglang.srt.runtime_context import get_exec
     from sglang.srt.server_args import prepare_server_args, set_global_server_args_for_scheduler
@@ -316,6 +349,8 @@ def cell(model: Model, mode: str, gpus: int, add_norm, built_class) -> Dict[str,
             out["vision"] = VisionAttention._determine_attention_backend(None, None)
         except Exception as exc:
             out["vision"] = f"error: {_error(exc)}"
+    if cap is not None:
+        out.update(moe_gemm(view, cap))
     backend = get_exec().comm.flashinfer_allreduce_fusion_backend
     out["fusion_requested"] = backend
     if backend is not None:  # "auto" is resolved when the workspace is built
@@ -330,6 +365,138 @@ def cell(model: Model, mode: str, gpus: int, add_norm, built_class) -> Dict[str,
         out["fusion_gate"] = bool(add_norm.flashinfer_ar_fusion_applies(DECODE_TOKENS))
     except Exception as exc:
         out["fusion_gate"] = f"error: {_error(exc)}"
+    return out
+
+
+class _RunnerStandIn:
+    """Stands in for SGLang's ``MoeRunner`` (which builds the runner's kernels on a GPU):
+    it keeps the backend SGLang's quantization method asked for."""
+
+    def __init__(self, runner_backend, config=None):
+        self.runner_backend = runner_backend
+        self.config = config
+
+
+def load_time_moe_runner(kind: str, cap) -> str:
+    """The runner an ``auto`` left by argument resolution becomes when the experts' layer is
+    built: the quantization method's own ``create_moe_runner`` (SGLang's code), with only
+    ``MoeRunner`` stood in and the device's capability given where the method asks CUDA."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from sglang.srt.layers.moe.utils import get_moe_runner_backend
+
+    if kind == "fp8_block":
+        from sglang.srt.layers.quantization import fp8 as module
+
+        method = object.__new__(module.Fp8MoEMethod)
+        method.is_fp4_expert, method.runner, method._moe_runner_backend = False, None, None
+    elif kind == "nvfp4":
+        from sglang.srt.layers.quantization import modelopt_quant as module
+
+        method = object.__new__(module.ModelOptNvFp4FusedMoEMethod)
+    elif kind == "unquantized":
+        from sglang.srt.layers.quantization import unquant as module
+
+        backend = get_moe_runner_backend()  # the flags FusedMoE.__init__ passes the method
+        method = module.UnquantizedFusedMoEMethod(
+            backend.is_triton_kernels(), backend.is_flashinfer_trtllm() or backend.is_flashinfer_trtllm_routed(),
+            backend.is_deep_gemm() or backend.is_lora())
+    else:  # MXFP4 / MXFP8: argument resolution always names a runner (gpt_oss.py, the MXFP8 default)
+        return "auto (its load-time choice is not callable on this CPU machine)"
+    layer = SimpleNamespace()
+    config = SimpleNamespace(routing_method_type=None, activation="silu", layer=None)
+    with contextlib.ExitStack() as patched:
+        patched.enter_context(mock.patch.object(module, "MoeRunner", _RunnerStandIn))
+        for name, value in (("is_cuda", lambda: True), ("get_device_capability", lambda *a: cap.as_tuple())):
+            if hasattr(module, name):
+                patched.enter_context(mock.patch.object(module, name, value))
+        method.create_moe_runner(layer, config)
+    getter = getattr(method, "get_moe_runner_backend", None)
+    built = getter(layer) if getter is not None else method.runner.runner_backend
+    return built.value
+
+
+def _fp8_dispatch_name(fn, fp8_utils) -> str:
+    """The ``--fp8-gemm-backend`` name of the function ``_dispatch_auto_backend`` returned."""
+    name = fn.__name__
+    if name.startswith("deepgemm_"):
+        return "deep_gemm"
+    if name.startswith("flashinfer_"):
+        helper = getattr(fp8_utils, "_get_flashinfer_groupwise_backend", None)
+        if helper is None:  # defined at import only on a Blackwell GPU: its rule, for the majors that get here
+            return "flashinfer_trtllm"  # (initialize_fp8_gemm_config sends SM110/SM12x elsewhere): trtllm below 12
+        helper.cache_clear()
+        return "flashinfer_" + helper()
+    return name.split("_w8a8")[0]  # cutlass_..., triton_..., aiter_..., torch_...
+
+
+def moe_gemm(view, cap) -> Dict[str, Any]:
+    """The MoE runner, DeepGEMM, FP8 block and NVFP4 GEMM backends SGLang finally uses for
+    this cell.
+
+    MoE runner: the resolved ``--moe-runner-backend`` (argument resolution, the model
+    overrides), and where that is ``auto`` the quantization method's ``create_moe_runner``
+    (``load_time_moe_runner``).  DeepGEMM: the configurer's ``_compute_enable_deep_gemm``.
+    FP8 block GEMM: ``initialize_fp8_gemm_config``, and for ``auto`` ``_dispatch_auto_backend``
+    with that DeepGEMM answer.  NVFP4 GEMM: ``initialize_fp4_gemm_config``.  Only the
+    columns the model's weights use: none for a dense model or an unjudged quantization.
+    """
+    from unittest import mock
+
+    from sglang.srt.arg_groups.model_override_base import model_config_of
+    from sglang_arch.integrations.sglang.glue.moe import has_experts, kind_of
+
+    hf = model_config_of(view).hf_config
+    config = getattr(hf, "quantization_config", None) or {}
+    kind, _ = kind_of(view.quantization, config)
+    out: Dict[str, Any] = {}
+    if kind is None:
+        return out
+    if has_experts(hf):
+        from sglang.srt.layers.moe import utils as moe_utils
+
+        moe_utils.initialize_moe_config()
+        resolved = moe_utils.get_moe_runner_backend()
+        out["moe_resolved"] = resolved.value
+        try:
+            out["moe"] = load_time_moe_runner(kind, cap) if resolved.is_auto() else resolved.value
+        except Exception as exc:
+            out["moe"] = f"error: {_error(exc)}"
+        out["moe_kind"] = kind
+    if kind == "fp8_block":
+        from sglang.srt.layers import deep_gemm_wrapper
+        from sglang.srt.layers.deep_gemm_wrapper import configurer
+        from sglang.srt.layers.quantization import fp8_utils
+
+        with contextlib.ExitStack() as patched:  # what the configurer computes at import on that GPU
+            patched.enter_context(mock.patch.object(configurer, "_is_cuda", True))
+            patched.enter_context(mock.patch.object(configurer, "get_device_sm", lambda: cap.major * 10 + cap.minor))
+            deep = bool(configurer._compute_enable_deep_gemm())
+        out["deep_gemm"] = "on" if deep else "off"
+        with contextlib.ExitStack() as patched:
+            for module in (deep_gemm_wrapper, configurer):  # the flag as the configurer computed it at import
+                patched.enter_context(mock.patch.object(module, "ENABLE_JIT_DEEPGEMM", deep))
+            patched.enter_context(mock.patch.object(fp8_utils, "is_flashinfer_available", lambda: True))
+            patched.enter_context(mock.patch.object(fp8_utils, "get_device_capability", lambda *a: cap.as_tuple()))
+            try:
+                fp8_utils.initialize_fp8_gemm_config()
+                backend = fp8_utils.get_fp8_gemm_runner_backend()
+                out["fp8_gemm"] = (_fp8_dispatch_name(fp8_utils._dispatch_auto_backend(), fp8_utils)
+                                   if backend.is_auto() else backend.value)
+            except Exception as exc:
+                out["fp8_gemm"] = f"error: {_error(exc)}"
+    if kind == "nvfp4":
+        from sglang.srt.layers.quantization import fp4_utils
+
+        with contextlib.ExitStack() as patched:
+            patched.enter_context(mock.patch.object(fp4_utils, "is_cuda", lambda: True))
+            patched.enter_context(mock.patch.object(fp4_utils, "get_device_capability", lambda *a: cap.as_tuple()))
+            try:
+                fp4_utils.initialize_fp4_gemm_config()
+                out["fp4_gemm"] = fp4_utils.get_fp4_gemm_runner_backend().value
+            except Exception as exc:
+                out["fp4_gemm"] = f"error: {_error(exc)}"
     return out
 
 
@@ -394,9 +561,79 @@ def run_matrix(caps: Optional[Sequence[str]] = None) -> Dict[str, Any]:
 VISION_AS_ATTENTION = {"fa3": "fa3", "fa4": "fa4", "triton_attn": "triton", "sdpa": "torch_native"}
 VISION_FALLBACKS = ("triton_attn", "sdpa")  # SGLang's own default off Hopper/Blackwell, then torch's SDPA
 FUSION_QUALIFIER = "9.0"
-# The judged columns of a cell and their headings in docs/final-backends.md, in order.
+# The judged columns of a cell and their headings in docs/final-backends.md, in order (upstream
+# auto-enables fusion on SM90 wherever the model and mode qualify).
 COLUMNS = (("prefill", "prefill"), ("decode", "decode"), ("draft", "draft"), ("vision", "vision"),
-           ("fusion", f"fusion @{DECODE_TOKENS}"))  # upstream auto-enables fusion on SM90 wherever the model and mode qualify
+           ("fusion", f"fusion @{DECODE_TOKENS}"), ("moe", "MoE runner"), ("deep_gemm", "DeepGEMM"),
+           ("fp8_gemm", "FP8 GEMM"), ("fp4_gemm", "FP4 GEMM"))
+
+
+# The MoE / GEMM columns (issue 20) and the kernel catalog's decision that judges each.
+MOE_GEMM = {"moe": "moe_runner", "deep_gemm": "deep_gemm", "fp8_gemm": "fp8_gemm", "fp4_gemm": "fp4_gemm"}
+
+
+@dataclass(frozen=True)
+class Quant:
+    """What a fixture's weights are, as the registry's MoE policy sees them."""
+
+    kind: Optional[str]  # policies/moe.py QUANT_KINDS; None: a quantization the registry does not judge
+    explicit: bool  # --quantization named it
+    arch: str  # the HF architecture (DeepSeek-V3's own FP8 rule)
+    experts: bool  # the model has routed experts: it builds a MoE runner
+
+
+def quant_of(model: Model) -> Quant:
+    """From the fixture's config.json and its ``--quantization``, with the plugin's own reading
+    (``glue/moe.py`` ``kind_of``, ``has_experts``)."""
+    from types import SimpleNamespace
+
+    from sglang_arch.integrations.sglang.glue.moe import has_experts, kind_of
+
+    config = json.loads((FIXTURES / model.name / "config.json").read_text())
+    explicit = model.args[model.args.index("--quantization") + 1] if "--quantization" in model.args else None
+    kind, named = kind_of(explicit, config.get("quantization_config") or {})
+    hf = SimpleNamespace(**config)
+    if isinstance(config.get("text_config"), dict):
+        hf.text_config = SimpleNamespace(**config["text_config"])
+    return Quant(kind, named, (config.get("architectures") or [""])[0], has_experts(hf))
+
+
+def moe_gemm_columns(model: Model) -> Tuple[str, ...]:
+    """The MoE / GEMM columns a fixture's cells have: its weights' runner and GEMMs only."""
+    quant = quant_of(model)
+    if quant.kind is None:
+        return ()
+    return (("moe",) if quant.experts else ()) + (("deep_gemm", "fp8_gemm") if quant.kind == "fp8_block" else ()) \
+        + (("fp4_gemm",) if quant.kind == "nvfp4" else ())
+
+
+def registry_moe_gemm(name: str, model: Model, cap: str) -> Tuple[Any, bool, str]:
+    """(the registry's decision, whether it judges it, its reason) for a MoE / GEMM column."""
+    from sglang_arch.arch import resolve
+    from sglang_arch.arch.policies import moe
+
+    res, cuda, quant = resolve(cap), tuple(int(x) for x in CUDA.split(".")), quant_of(model)
+    if name == "moe":
+        decision = moe.moe_runner(res, quant.kind, cuda, quant.arch, quant.explicit)
+    elif name == "deep_gemm":
+        decision = moe.deep_gemm(res, cuda)
+    elif name == "fp8_gemm":
+        decision = moe.fp8_gemm(res, cuda, flashinfer=True)
+    else:
+        decision = moe.fp4_gemm(res, cuda)
+    return decision.choice, decision.judged, decision.reason
+
+
+def moe_gemm_runs(name: str, value: Any, cap: str, model: Model) -> Optional[bool]:
+    """The catalog's verdict on a MoE / GEMM column's value on the device ``cap``."""
+    from sglang_arch.arch import catalog, parse_capability
+
+    if value is None or _is_error(value) or value == "off" or not registry_moe_gemm(name, model, cap)[1]:
+        return None  # nothing built, or a choice the registry leaves to SGLang (FP8 below SM89: D12)
+    device, cuda = parse_capability(cap), tuple(int(x) for x in CUDA.split("."))
+    verdict = catalog.choice_runs(MOE_GEMM[name], "jit" if name == "deep_gemm" else value, device, cuda,
+                                  quant_of(model).kind if name == "moe" else None)
+    return None if verdict is None else bool(verdict.runs)
 
 
 @dataclass(frozen=True)
@@ -450,9 +687,9 @@ def runs(column: str, value: Any, cap: str, kind: str) -> Optional[bool]:
 def cell_values(result: Dict[str, Any], model: Model, mode: str) -> Dict[str, Any]:
     """The judged columns of one child's cell: None where the model or mode has no such column.
 
-    A new column (issue 20: the MoE runner, the GEMM backends) is a value ``cell`` records,
-    a key here, the catalog decision ``runs`` judges it with, and its registry decision in
-    ``registry_decisions``, and its heading in ``COLUMNS`` (``judge_cell`` judges every key).
+    A column is a value ``cell`` records, a key here, the catalog decision that judges it
+    (``runs``; the MoE / GEMM columns: ``moe_gemm_runs``), the registry's decision and its
+    heading in ``COLUMNS`` (``judge_cell`` judges every key).
     """
     cell = result["cells"][f"{model.name}|{mode}"]
     if "error" in cell:
@@ -463,6 +700,7 @@ def cell_values(result: Dict[str, Any], model: Model, mode: str) -> Dict[str, An
         if model.vision:
             values["vision"] = error
         values["fusion"] = None
+        values.update((name, error) for name in moe_gemm_columns(model))
         return values
     if model.kind == "dsa":
         values = {"prefill": cell["dsa"][0], "decode": cell["dsa"][1]}
@@ -473,6 +711,7 @@ def cell_values(result: Dict[str, Any], model: Model, mode: str) -> Dict[str, An
     if model.vision:
         values["vision"] = cell.get("vision")
     values["fusion"] = cell["fusion"] if cell["fusion_gate"] is True else None
+    values.update((name, cell.get(name)) for name in moe_gemm_columns(model))
     return values
 
 
@@ -558,6 +797,24 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
                 and _no_moe_runner_runs(cap, plugin[name]):
             # A model with experts where no MoE runner of their kind has a build: refused with why.
             expected, why = plugin[name], "no MoE runner for the model's experts has a build here: refused with why"
+        elif name in MOE_GEMM:
+            # The registry's rule (policies/moe.py, glue/moe.py): SGLang's choice on the tier (argument
+            # resolution, a model override, the load-time auto) wherever it runs here; else its own decision.
+            preferred = on_tier.get(name)
+            if preferred is not None and not _is_error(preferred) \
+                    and moe_gemm_runs(name, preferred, cap, model) is not False:
+                expected, why = preferred, f"upstream's choice on tier {tier}, which runs here"
+            elif _is_error(preferred) and not _is_error(plugin[name]) \
+                    and moe_gemm_runs(name, plugin[name], cap, model) is not False:
+                # Upstream refuses these arguments on the tier for another reason (an attention flag):
+                # SGLang's own choice in this process stands where it runs (the glue replaces no other).
+                expected, why = plugin[name], f"SGLang's choice (upstream refuses these arguments on tier {tier}), " \
+                                              f"which runs here"
+            else:
+                expected, judged, reason = registry_moe_gemm(name, model, cap)
+                why = f"the registry's decision: {reason}" + ("" if judged else " (left to SGLang)")
+        elif name == "fusion" and "error" in plugin_result["cells"][f"{model.name}|{mode}"]:
+            expected, why = None, "the server stops at start-up: no fusion is built"
         elif name == "fusion":
             qualifies = cell_values(matrix[FUSION_QUALIFIER]["upstream"], model, mode)["fusion"] is not None \
                 if FUSION_QUALIFIER in matrix else True
@@ -589,8 +846,10 @@ def judge_cell(matrix: Dict[str, Any], model: Model, cap: str, mode: str) -> Lis
                 expected = pair[1] if name == "decode" else pair[0]
                 why = ("the registry's default" + (f" (upstream on tier {tier}: {preferred}, which does not run here)"
                                                    if tier else " (no tier)"))
-        columns.append(Column(name, plugin[name], upstream[name], expected, runs(name, plugin[name], cap, kind),
-                              runs(name, upstream[name], cap, kind), why))
+        verdict = (lambda value: moe_gemm_runs(name, value, cap, model)) if name in MOE_GEMM else \
+            (lambda value: runs(name, value, cap, kind))
+        columns.append(Column(name, plugin[name], upstream[name], expected, verdict(plugin[name]),
+                              verdict(upstream[name]), why))
     return columns
 
 
@@ -611,7 +870,7 @@ def judge_allreduce(matrix: Dict[str, Any], cap: str) -> Dict[str, Any]:
 
 def judge(matrix: Dict[str, Any]) -> Dict[Tuple[str, str, str], List[Column]]:
     return {(model.name, cap, mode): judge_cell(matrix, model, cap, mode)
-            for cap in matrix for model in MODELS for mode in MODES}
+            for cap in matrix for model in MODELS for mode in modes_of(model)}
 
 
 def counts(matrix: Dict[str, Any], judged: Dict[Tuple[str, str, str], List[Column]]) -> Dict[str, int]:
@@ -619,8 +878,17 @@ def counts(matrix: Dict[str, Any], judged: Dict[Tuple[str, str, str], List[Colum
 
     exact = {cap for cap in matrix if resolve(cap).match == "exact"}
     out = {"cells": len(judged), "ok": 0, "equal_to_upstream": 0, "upstream_unrunnable": 0, "upstream_refused": 0,
-           "changed_on_exact_tiers": 0}
+           "changed_on_exact_tiers": 0, "moe_gemm_cells": 0, "moe_gemm_equal": 0, "moe_gemm_upstream_unrunnable": 0,
+           "quantized_cells": 0}
+    quantized = {m.name for m in MODELS if quant_of(m).kind not in (None, "unquantized")}
     for (model, cap, mode), columns in judged.items():
+        moe_gemm = [c for c in columns if c.name in MOE_GEMM]
+        if moe_gemm:  # the MoE runner and GEMM columns alone (issue 20)
+            out["moe_gemm_cells"] += 1
+            out["moe_gemm_equal"] += all(c.plugin == c.upstream for c in moe_gemm)
+            out["moe_gemm_upstream_unrunnable"] += any(c.upstream_runs is False and not _is_error(c.upstream)
+                                                       for c in moe_gemm)
+        out["quantized_cells"] += model in quantized
         out["ok"] += all(c.ok for c in columns)
         equal = all(c.plugin == c.upstream for c in columns)
         out["equal_to_upstream"] += equal
@@ -654,6 +922,7 @@ def render(results: Dict[str, Any]) -> str:
     matrix = results["caps"]
     judged = judge(matrix)
     total = counts(matrix, judged)
+    _full = [m for m in MODELS if modes_of(m) == tuple(MODES)]
     lines = [
         "# What SGLang 0.5.23 finally builds, per model, GPU and mode",
         "",
@@ -666,29 +935,44 @@ def render(results: Dict[str, Any]) -> str:
         "fixture (`test/fixtures/models/`) in every mode with SGLang's own code: the attention backends the model "
         "runner reads and the class SGLang's creator builds, the EAGLE draft worker's backend, the vision "
         "backend `VisionAttention` picks, the fusion backend with the gate every layer asks at a decode batch of "
-        f"{DECODE_TOKENS} tokens, and the torch symmetric-memory communicator SGLang builds. The same child with "
-        "`SGLANG_ARCH_DISABLE=1` gives upstream's cell.",
+        f"{DECODE_TOKENS} tokens, and the torch symmetric-memory communicator SGLang builds. For a model with "
+        "experts, the MoE runner SGLang finally uses: the resolved `--moe-runner-backend` (argument resolution, "
+        "the model overrides) and, where that leaves `auto`, the quantization method's own `create_moe_runner` "
+        "(only `MoeRunner`, which builds kernels on a GPU, stood in); for FP8 block weights DeepGEMM "
+        "(`_compute_enable_deep_gemm`) and the FP8 block GEMM (`initialize_fp8_gemm_config`, then "
+        "`_dispatch_auto_backend`); for NVFP4 weights the FP4 GEMM (`initialize_fp4_gemm_config`). The same "
+        "child with `SGLANG_ARCH_DISABLE=1` gives upstream's cell.",
         "",
         "A cell is judged with the kernel catalog (`sglang_arch.arch.catalog`) on the device's own capability "
         "(✗: no build runs there) and against the registry's rule: upstream's choice on the capability's tier "
         "(itself on an exact tier) where it runs on the device, else the registry's runnable choice (its attention "
         "default for the kind and phase; for vision SGLang's off-Hopper default `triton_attn`, then `sdpa`); "
         "the DSA backends and fusion are the registry's own decisions (fusion where upstream auto-enables it for "
-        "the model and mode on SM90). A refusal both sides share is SGLang's and expected.",
+        "the model and mode on SM90). The MoE runner and GEMM columns follow the registry's MoE rule "
+        "(`policies/moe.py`): upstream's choice on the tier where the catalog has a build of it for the device "
+        "(for the experts' quantization), else the registry's decision; below SM89 FP8 weights are SGLang's own "
+        "(not judged, D12-D15). A refusal both sides share is SGLang's and expected.",
         "",
+        "Quantized MoE fixtures run in the default mode only (their rows exist for the MoE runner and GEMM "
+        "columns; the attention columns are judged as for every model). "
         "Machines: 8 GPUs of the tier's typical topology; tiers whose typical machine has one GPU (Jetson, "
         "DGX Spark, Thor) and capabilities resolving to them run one GPU (no all-reduce, no fusion); below every "
         "tier, 8 GPUs on PCIe.",
         "",
         "## Counts",
         "",
-        f"- cells (model x capability x mode): **{total['cells']}** ({len(MODELS)} models x {len(matrix)} "
-        f"capabilities x {len(MODES)} modes)",
+        f"- cells (model x capability x mode): **{total['cells']}** ({len(_full)} models x {len(matrix)} "
+        f"capabilities x {len(MODES)} modes, and {len(MODELS) - len(_full)} quantized MoE fixtures x "
+        f"{len(matrix)} capabilities in the default mode)",
         f"- cells as the registry decides, every built kernel runnable: **{total['ok']}**",
         f"- cells equal to upstream: **{total['equal_to_upstream']}**",
         f"- cells where upstream would build a kernel the catalog says cannot run: **{total['upstream_unrunnable']}**",
         f"- cells where upstream refuses the arguments (at start-up): **{total['upstream_refused']}**",
         f"- cells the registry changes on exact tiers: **{total['changed_on_exact_tiers']}**",
+        f"- cells with a MoE runner or GEMM column: **{total['moe_gemm_cells']}** (of them "
+        f"{total['quantized_cells']} of the quantized fixtures); with those columns equal to upstream: "
+        f"**{total['moe_gemm_equal']}**; where upstream would build a MoE runner or GEMM the catalog says "
+        f"cannot run: **{total['moe_gemm_upstream_unrunnable']}**",
         "",
         "## Models",
         "",
@@ -701,7 +985,7 @@ def render(results: Dict[str, Any]) -> str:
     classes: Dict[Tuple[str, str], set] = {}
     for cap in matrix:
         for model in MODELS:
-            for mode in MODES:
+            for mode in modes_of(model):
                 cell = matrix[cap]["plugin"]["cells"][f"{model.name}|{mode}"]
                 for phase in ("prefill", "decode", "draft"):
                     name, built = cell.get(phase), cell.get(f"{phase}_class")
@@ -728,7 +1012,7 @@ def render(results: Dict[str, Any]) -> str:
         lines += ["| model | mode | " + " | ".join(title for _, title in COLUMNS) + " | upstream, where it differs | "
                   "judged |", "|---|---|" + "---|" * len(COLUMNS) + "---|---|"]
         for model in MODELS:
-            for mode in MODES:
+            for mode in modes_of(model):
                 columns = {c.name: c for c in judged[(model.name, cap, mode)]}
 
                 def show(name):

@@ -109,3 +109,22 @@ def test_deterministic_inference_on_an_unknown_gpu_starts_with_a_runnable_backen
     assert d["routed"]["error"] is None
     assert d["routed"]["attention"] == {"prefill": "flashinfer", "decode": "flashinfer"}  # D16
     assert d["upstream"]["attention"] == {"prefill": "fa3", "decode": "fa3"}  # sm_90a / sm_8x builds only
+
+
+def test_quantized_moe_fixture_shows_runnable_moe_and_gemm_choices_beside_upstreams():
+    """issue 20: plan on an SM120 PCIe box with GPT-OSS's MXFP4 experts (SGLang registers its mxfp4
+    method only on a CUDA host: the simulated GPU's process has it) shows both sides' MoE runner
+    and GEMMs, each with the catalog's verdict."""
+    from sglang_arch.integrations.sglang.plan_cli import render
+
+    out = plan("--capability", "12.0", "--tp", "8", "--topology", "pcie-p2p",
+               "--model-path", str(FIXTURES / "gpt-oss-mxfp4"), "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    routed, upstream = result["routed"]["moe_gemm"], result["upstream"]["moe_gemm"]
+    assert result["routed"]["error"] is None and result["upstream"]["error"] is None
+    assert routed["quantization"] == upstream["quantization"] == "mxfp4"
+    assert routed["moe_runner"] == upstream["moe_runner"] == {"backend": "flashinfer_mxfp4", "runs": True}
+    assert routed["fp8_gemm"]["runs"] is True and routed["fp4_gemm"]["runs"] is True
+    text = render(result)
+    assert "MoE runner (mxfp4)" in text and "flashinfer_mxfp4" in text and "no build" not in text

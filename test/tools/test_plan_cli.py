@@ -161,3 +161,25 @@ def test_table_columns_are_apart_whatever_the_values():
     fa3 = next(line for line in lines if line.startswith("attention prefill"))
     assert header.index("with sglang-arch") == fa3.index("fa3")
     assert header.index("SGLang alone") == fa3.rindex("fa3")
+
+
+def test_a_gemm_the_registry_finds_nothing_for_is_named_so_not_none(monkeypatch):
+    """Below every tier no NVFP4 GEMM has a build: plan says so instead of printing None."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from sglang_arch.arch import parse_capability, runtime
+
+    monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "6.1")
+    monkeypatch.setenv("SGLANG_ARCH_GPU_COUNT", "8")
+    runtime.reset()
+    try:
+        fixture = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "qwen3-moe-nvfp4"
+        view = SimpleNamespace(model_path=str(fixture), quantization="modelopt_fp4",
+                               moe_runner_backend="auto", fp8_gemm_runner_backend="auto",
+                               fp4_gemm_runner_backend="auto")
+        out = plan.moe_gemm_outcome("routed", parse_capability("6.1"), view)
+    finally:
+        runtime.reset()
+    assert out["fp4_gemm"] == {"backend": "none runs", "runs": None}
+    assert out["moe_runner"]["backend"] == "none runs"

@@ -337,6 +337,16 @@ def test_the_pr_docs_are_the_templates():
         assert (docs / name).read_text(encoding="utf-8") == text, f"docs/upstream/{name} drifted from its template"
 
 
+def test_the_tests_a_pr_text_names_exist():
+    """A PR's 'How it was tested' names sglang-arch's own tests: each must be a file of this repository."""
+    import re
+
+    named = {path for step in STEPS for path in re.findall(r"`(test/(?:unit|integration)/[\w/]+\.py)`",
+                                                          texts.pr_text(step)[1])}
+    assert named, "no PR text names a test of this repository"
+    assert not [path for path in sorted(named) if not (ROOT / path).is_file()]
+
+
 def test_every_step_has_a_subject_and_the_four_sections():
     for step in STEPS:
         subject, body = texts.pr_text(step)

@@ -108,6 +108,9 @@ def test_upstream_rules_are_sglangs_0_5_23_rules():
     assert moe.upstream_moe_runner(cap("8.0"), "mxfp8") == "flashinfer_trtllm"
     assert moe.upstream_moe_runner(cap("12.0"), "mxfp4") == "flashinfer_mxfp4"
     assert moe.upstream_moe_runner(cap("9.0"), "mxfp4") == "triton_kernel"
+    # BF16 GPT-OSS as well (model_overrides/gpt_oss.py: triton_kernel with no --quantization); other models: triton
+    assert moe.upstream_moe_runner(cap("9.0"), "unquantized", "GptOssForCausalLM") == "triton_kernel"
+    assert moe.upstream_moe_runner(cap("9.0"), "unquantized", "Qwen3MoeForCausalLM") == "triton"
     assert moe.upstream_moe_runner(cap("10.0"), "fp8_block", "DeepseekV3ForCausalLM") == "flashinfer_trtllm"
     assert moe.upstream_moe_runner(cap("12.0"), "fp8_block", "DeepseekV3ForCausalLM") == "triton"
     assert moe.upstream_fp8_gemm(cap("12.1"), True) == "cutlass"

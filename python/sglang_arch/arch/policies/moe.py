@@ -91,6 +91,8 @@ def upstream_moe_runner(cap: Capability, quant: str, model_arch: str = "", expli
         if cap.major in (10, 12) and not explicit_quantization:
             return "flashinfer_mxfp4"  # model_overrides/gpt_oss.py: is_sm100 / is_sm120
         return "triton_kernel"  # gpt_oss.py: ep_size 1, triton_kernels available, no --quantization
+    if quant == "unquantized" and model_arch == "GptOssForCausalLM" and not explicit_quantization:
+        return "triton_kernel"  # gpt_oss.py: BF16 GPT-OSS too (ep_size 1, triton_kernels available)
     if quant == "fp8_block" and model_arch == "DeepseekV3ForCausalLM" and cap.major == 10:
         return "flashinfer_trtllm"  # _deepseek_moe_quant_resolution on is_sm100
     return "triton"  # Fp8MoEMethod / unquantized auto without DeepEP

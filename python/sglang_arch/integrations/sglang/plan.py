@@ -257,8 +257,8 @@ def moe_gemm_outcome(mode: str, cap: Capability, view: Any) -> Dict[str, Any]:
         deep_gemm = ctx.deep_gemm().choice
         if runner == "auto" and kind is not None:
             runner = ctx.moe_runner(kind, arch, explicit_q).choice or "none runs"
-        fp8 = ctx.fp8_gemm().choice if fp8 == "auto" else fp8
-        fp4 = ctx.fp4_gemm().choice if fp4 == "auto" else fp4
+        fp8 = (ctx.fp8_gemm().choice or "none runs") if fp8 == "auto" else fp8
+        fp4 = (ctx.fp4_gemm().choice or "none runs") if fp4 == "auto" else fp4
     else:
         deep_gemm = "on" if moe.upstream_deep_gemm(cap) else "off"
         if runner == "auto" and kind is not None:
@@ -317,6 +317,11 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
     from sglang.srt.layers import flashinfer_comm_fusion
     from sglang.srt.server_args import prepare_server_args
 
+    from sglang.srt.layers import quantization
+
+    # SGLang registers its mxfp4 method at import only where is_cuda() holds: the simulated GPU's
+    # process would have it (this one imported SGLang on a CPU).
+    quantization.QUANTIZATION_METHODS.setdefault("mxfp4", quantization.Mxfp4Config)
     argv = ["--model-path", model_path, "--tp-size", str(tp), "--nnodes", str(nnodes)]
     if "--device" not in extra:
         argv += ["--device", "cuda"]
