@@ -20,7 +20,7 @@ from sglang_arch.arch.registry import resolve
 from sglang_arch.integrations.sglang import glue
 from sglang_arch.integrations.sglang.glue import ArchDecisionError, fusion, platform
 
-NO_GPU = runtime.described(runtime.machine(capability="9.0"), None)
+NO_GPU = runtime.described(runtime.machine(capability="9.0", cuda=(13, 0)), None)
 
 
 class _Platform:
