@@ -95,6 +95,11 @@ class MachineContext:
     def hybrid_linear_draft_backend(self, phase: str) -> speculative.DraftDecision:
         return speculative.hybrid_linear_draft_backend(self._res(), phase, self.cuda)
 
+    def draft_worker_backend(self, named: Optional[str], choices: Tuple[str, ...], kind: str = "mha",
+                             user_named: bool = False) -> speculative.DraftWorkerDecision:
+        traits = attention.ModelTraits(kind=kind, cuda=self.cuda)
+        return speculative.draft_worker_backend(self._res(), named, choices, traits, user_named)
+
     def dsa_kv_cache_dtype(self, attention_sinks: bool = False) -> dsa.KvCacheDecision:
         return dsa.kv_cache_dtype_default(self._res(), attention_sinks)
 

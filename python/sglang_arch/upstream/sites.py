@@ -145,6 +145,10 @@ STEPS: Tuple[Step, ...] = (
                         what="Blackwell rule"),
             Delete((), unused=("is_blackwell", "cpu_has_amx_support"), what="helpers of the deleted rules"),
         )),
+        ModulePlan("srt/speculative/draft_worker_common.py", "attention", (
+            FunctionSite("resolve_draft_worker_attention_backend", ("algo_label",), "draft_worker_backend",
+                         ("algo_label=algo_label",)),
+        )),
         ModulePlan("srt/layers/attention/vision.py", "attention", (
             FunctionSite("VisionAttention._determine_attention_backend", ("self", "passed_backend"),
                          "vision_backend", ("self", "passed_backend")),

@@ -38,6 +38,7 @@ _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
+_DRAFT_WORKER = "sglang.srt.speculative.draft_worker_common"
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,8 @@ def all_targets() -> List[Target]:
                answer(attention.hybrid_linear_draft_decode), ("self",)),
         Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_prefill_backend",
                answer(attention.hybrid_linear_draft_prefill), ("self",)),
+        Target("speculative draft attention", f"{_DRAFT_WORKER}.resolve_draft_worker_attention_backend",
+               answer(attention.draft_worker_backend), ("algo_label",)),
         Target("vision attention", f"{_VISION}._determine_attention_backend",
                answer(attention.vision_backend), ("self", "passed_backend")),
         Target("DSA attention", f"{_OVERRIDES}._dsa_kv_cache_dtype_default",

@@ -450,6 +450,67 @@ def hybrid_linear_draft_prefill_here(factory: Any) -> Any:
     return _hybrid_linear_draft_here(factory, "prefill")
 
 
+_DRAFT_CHOICES_MODULE = "sglang.srt.server_args"
+
+
+def _draft_kind() -> str:
+    """The model kind the draft worker serves: MLA where the process's model uses an
+    MLA backend (SGLang's own ``use_mla_backend``), else MHA (also when unknown)."""
+    overrides = sys.modules.get(_OVERRIDES)
+    try:
+        from sglang.srt.runtime_context import get_server_args
+
+        view = overrides.resolved_view(get_server_args())
+        return "mla" if overrides.use_mla_backend(view) else "mha"
+    except Exception:  # no published server args (a unit test, a tool): MHA
+        return "mha"
+
+
+def _user_named_draft(name: str) -> bool:
+    """Whether the user passed ``--speculative-draft-attention-backend name`` (SGLang's
+    record of the raw input); False where the record is missing (never refuse then)."""
+    try:
+        from sglang.srt.runtime_context import get_server_args
+
+        raw = getattr(get_server_args(), "_raw_input", None)
+    except Exception:
+        return False
+    return isinstance(raw, dict) and raw.get("speculative_draft_attention_backend") == name
+
+
+@fail_open
+def draft_worker_backend(algo_label: Optional[str] = None) -> Optional[str]:
+    """``resolve_draft_worker_attention_backend``: the DFLASH / DSPARK draft worker's
+    attention backend.  SGLang's pick (the draft flag, else the prefill backend, else
+    FlashInfer) where it runs here; else the registry's runnable choice among the
+    backends the draft worker supports (one warning).  A draft backend the user passed
+    that cannot run refuses that flag; where no supported backend runs, the user's
+    ``--speculative-algorithm`` is refused with the reason.
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    from sglang.srt.runtime_context import attention_backends, get_spec
+
+    choices = tuple(
+        importlib.import_module(_DRAFT_CHOICES_MODULE).DRAFT_ATTENTION_BACKEND_CHOICES
+    )
+    flagged = get_spec().speculative_draft_attention_backend
+    named = flagged if flagged is not None else attention_backends()[0]
+    user_named = flagged is not None and _user_named_draft(flagged)
+    decision = ctx.draft_worker_backend(named, choices, _draft_kind(), user_named)
+    if decision.backend is None:
+        raise ArchDecisionError(f"{decision.reason} (checked by {REGISTRY})")
+    if decision.dropped:
+        logger.warning(
+            "%s draft worker: %s (%s).",
+            algo_label or "The speculative",
+            decision.reason,
+            REGISTRY,
+        )
+    return decision.backend
+
+
 @fail_open
 def vision_backend(attention: Any, passed_backend: Optional[str]) -> Optional[str]:
     """``VisionAttention._determine_attention_backend`` on an NVIDIA GPU: the model's
