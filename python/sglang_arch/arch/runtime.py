@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
@@ -91,6 +91,14 @@ class MachineContext:
 
     def vision_backend(self, passed: Optional[str]) -> vision.VisionDecision:
         return vision.backend(self._res(), passed, self.cuda)
+
+    def gemma4_vision_backend(self) -> vision.VisionDecision:
+        return vision.gemma4_backend(self._res(), self.cuda)
+
+    def kimi_k3_vision_backend(self, max_seqlen: int, total_tokens: int, fa4_available: Callable[[], bool],
+                               triton_max_seqlen: int, fa4_min_work: int) -> vision.VisionDecision:
+        return vision.kimi_k3_backend(self._res(), max_seqlen, total_tokens, fa4_available, triton_max_seqlen,
+                                      fa4_min_work, self.cuda)
 
     def hybrid_linear_draft_backend(self, phase: str) -> speculative.DraftDecision:
         return speculative.hybrid_linear_draft_backend(self._res(), phase, self.cuda)

@@ -153,6 +153,17 @@ STEPS: Tuple[Step, ...] = (
             FunctionSite("VisionAttention._determine_attention_backend", ("self", "passed_backend"),
                          "vision_backend", ("self", "passed_backend")),
         )),
+        ModulePlan("srt/models/gemma4_vision.py", "attention", (
+            FunctionSite("Gemma4VisionAttention._select_backend", (), "gemma4_vision_backend", ()),
+        )),
+        ModulePlan("srt/models/kimi_k3_vl.py", "attention", (
+            FunctionSite("_resolve_mm_attention_backend",
+                         ("configured_backend", "max_seqlen", "total_tokens", "device", "fa4_available"),
+                         "kimi_k3_vision_backend",
+                         ("configured_backend", "max_seqlen=max_seqlen", "total_tokens=total_tokens",
+                          "device=device", "fa4_available=fa4_available"),
+                         uses=("_is_fa4_available", "_SM103_TRITON_MAX_SEQLEN", "_SM103_FA4_MIN_ATTENTION_WORK")),
+        )),
     ), covers=_ATTENTION_GUARD_COVERS),
     Step(5, "moe", "moe: MoE runner, FP8 block / FP4 GEMM backends, DeepGEMM enablement", "moe", (
         # Guards, not deletions: each function also holds ROCm, NPU, MUSA and

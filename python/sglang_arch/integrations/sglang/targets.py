@@ -39,6 +39,8 @@ _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_se
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
 _DRAFT_WORKER = "sglang.srt.speculative.draft_worker_common"
+_GEMMA4_VISION = "sglang.srt.models.gemma4_vision.Gemma4VisionAttention"
+_KIMI_K3_VL = "sglang.srt.models.kimi_k3_vl"
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,11 @@ def all_targets() -> List[Target]:
                answer(attention.draft_worker_backend), ("algo_label",)),
         Target("vision attention", f"{_VISION}._determine_attention_backend",
                answer(attention.vision_backend), ("self", "passed_backend")),
+        Target("vision attention", f"{_GEMMA4_VISION}._select_backend", answer(attention.gemma4_vision_backend), ()),
+        Target("vision attention", f"{_KIMI_K3_VL}._resolve_mm_attention_backend",
+               answer(attention.kimi_k3_vision_backend),
+               ("configured_backend", "max_seqlen", "total_tokens", "device", "fa4_available"),
+               ("_is_fa4_available", "_SM103_TRITON_MAX_SEQLEN", "_SM103_FA4_MIN_ATTENTION_WORK")),
         Target("DSA attention", f"{_OVERRIDES}._dsa_kv_cache_dtype_default",
                answer(attention.dsa_kv_cache_dtype_default), ("view",),
                ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger")),

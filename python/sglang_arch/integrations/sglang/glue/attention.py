@@ -535,6 +535,61 @@ def vision_backend(attention: Any, passed_backend: Optional[str]) -> Optional[st
     return decision.backend
 
 
+_KIMI_K3_VL = "sglang.srt.models.kimi_k3_vl"
+
+
+def _vision_answer(decision: Any, what: str) -> str:
+    if decision.dropped:
+        logger.warning("%s attention: %s (%s).", what, decision.reason, REGISTRY)
+    return decision.backend
+
+
+@fail_open
+def gemma4_vision_backend() -> Optional[str]:
+    """``Gemma4VisionAttention._select_backend`` on an NVIDIA GPU: Gemma 4's rule on the
+    tier, kept where the kernel catalog runs it (``policies/vision.py``).  None (SGLang's
+    rule) for the user's ``--mm-attention-backend``, without an NVIDIA GPU and off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    from sglang.srt.runtime_context import get_mm
+
+    if get_mm().mm_attention_backend is not None:
+        return None
+    return _vision_answer(ctx.gemma4_vision_backend(), "Gemma 4 vision")
+
+
+@fail_open
+def kimi_k3_vision_backend(
+    configured_backend: str,
+    max_seqlen: int = 0,
+    total_tokens: int = 0,
+    device: Any = None,
+    fa4_available: Optional[bool] = None,
+) -> Optional[str]:
+    """``_resolve_mm_attention_backend`` (Kimi K3's MoonViT) for ``auto`` on a CUDA
+    device: SGLang's SM103 split on the tier, catalog-filtered (``policies/vision.py``).
+    None (SGLang's rule) for a configured backend, off CUDA, without an NVIDIA GPU."""
+    if configured_backend != "auto" or getattr(device, "type", None) != "cuda":
+        return None
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    kimi = sys.modules[_KIMI_K3_VL]
+
+    def fa4() -> bool:
+        return kimi._is_fa4_available() if fa4_available is None else fa4_available
+
+    decision = ctx.kimi_k3_vision_backend(
+        max_seqlen,
+        total_tokens,
+        fa4,
+        kimi._SM103_TRITON_MAX_SEQLEN,
+        kimi._SM103_FA4_MIN_ATTENTION_WORK,
+    )
+    return _vision_answer(decision, "Kimi K3 vision")
+
+
 # --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---
 
 
