@@ -100,3 +100,61 @@ def test_on_unknown_gpus_the_tiers_rule_with_a_runnable_kernel(models, device):
     kw = dict(max_seqlen=4096, total_tokens=4096, device=SimpleNamespace(type="cuda"), fa4_available=True)
     assert (kimi._resolve_mm_attention_backend.__wrapped__("auto", **kw),
             kimi._resolve_mm_attention_backend("auto", **kw)) == ("sdpa", "triton_attn")
+
+
+_MIMO = "sglang.srt.models.mimo_audio.AudioEncoderMixin.build_audio_encoder"
+
+
+@pytest.mark.parametrize("cap", KNOWN)
+@pytest.mark.parametrize("cuda", ["12.2", "12.3", "13.0"])
+def test_mimo_local_attention_is_sglangs_is_sm90_supported_on_exact_tiers(monkeypatch, cap, cuda):
+    """SGLang's own probe rule (the partial ``is_sm90_supported`` wraps) against the
+    registry's answer the routed ``build_audio_encoder`` sees."""
+    import inspect
+
+    import torch
+    from sglang.srt.utils import common
+    from sglang_arch.arch import runtime
+    from sglang_arch.integrations.sglang import glue
+    from sglang_arch.integrations.sglang.glue import attention as ga
+
+    major, minor = (int(x) for x in cap.split("."))
+    monkeypatch.setattr(common, "is_cuda", lambda: True)
+    monkeypatch.setattr(common, "get_device_sm", lambda: major * 10 + minor)
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    theirs = inspect.unwrap(common.is_sm90_supported)()  # the partial: SGLang's rule, uncached
+    ctx = runtime.machine(capability=cap, gpu_count=8, cuda=tuple(int(x) for x in cuda.split(".")))
+    monkeypatch.setattr(glue, "current", lambda: ctx)
+    monkeypatch.setattr(ga, "_on_cuda", lambda: True)
+    assert ga.mimo_local_attention() is theirs
+
+
+def test_routed_build_audio_encoder_reads_the_registrys_answer(monkeypatch):
+    from sglang.srt.models import mimo_audio
+    from sglang_arch.arch import runtime
+    from sglang_arch.integrations.sglang import glue, routing
+    from sglang_arch.integrations.sglang.glue import attention as ga
+
+    target = next(t for t in routing.all_routed_targets() if t.path == _MIMO)
+    was_routed = routing.is_routed(target)
+    if was_routed:
+        routing.unroute(target)
+
+    def build_audio_encoder(self, config):  # stands in for SGLang's body: what its condition reads
+        return mimo_audio.is_sm90_supported()
+
+    build_audio_encoder.__module__ = mimo_audio.__name__
+    monkeypatch.setattr(mimo_audio.AudioEncoderMixin, "build_audio_encoder", build_audio_encoder)
+    probe = mimo_audio.is_sm90_supported
+    ctx = runtime.machine(capability="9.5", gpu_count=8, cuda=(13, 0))  # no probe of SGLang knows 9.5
+    monkeypatch.setattr(glue, "current", lambda: ctx)
+    monkeypatch.setattr(ga, "_on_cuda", lambda: True)
+    try:
+        routing.route(target)
+        assert mimo_audio.AudioEncoderMixin.build_audio_encoder(None, None) is True
+        assert mimo_audio.is_sm90_supported is probe
+    finally:
+        routing.unroute(target)
+    if was_routed:
+        monkeypatch.undo()
+        routing.route(target)

@@ -76,3 +76,46 @@ def test_unknown_capabilities_take_their_tiers_rule_filtered_by_the_catalog():
     assert kimi(resolve("10.5"), 64, 64, True).backend == "triton_attn"
     # Below SM70 Triton has no build: sdpa.
     assert vision.gemma4_backend(resolve("6.1")).backend == "sdpa"
+
+
+# sglang 0.5.23 utils/common.py is_sm90_supported: major 9 and torch CUDA >= 12.3.
+def mimo_upstream(cap, cuda):
+    return cap.major == 9 and cuda >= (12, 3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cap=capabilities, cuda=cuda_versions)
+def test_mimo_local_attention_is_upstreams_rule_on_the_tier_and_runs(cap, cuda):
+    res = resolve(cap)
+    d = vision.mimo_local_attention(res, cuda)
+    assert d.enabled == (mimo_upstream(res.resolved, cuda) and runs(res, "triton_attn", cuda)), d
+    if res.match == "exact":
+        assert d.enabled == mimo_upstream(cap, cuda)
+
+
+def test_mimo_local_attention_on_an_unknown_hopper_takes_the_tiers_value():
+    assert vision.mimo_local_attention(resolve("9.5")).enabled  # tier 9.0; the kernel is Triton (from SM70)
+    assert not vision.mimo_local_attention(resolve("9.0"), (12, 2)).enabled
+    assert not vision.mimo_local_attention(resolve("10.0")).enabled
+
+
+def test_the_scoped_hook_answers_the_probe_only_during_the_call(monkeypatch):
+    import sys
+    import types
+
+    from sglang_arch.integrations.sglang.hooks import scoped
+
+    mod = types.ModuleType("stand_in_model")
+    mod.probe = lambda: "device"
+
+    def build(self, config):
+        return mod.probe()
+
+    build.__module__ = "stand_in_model"
+    monkeypatch.setitem(sys.modules, "stand_in_model", mod)
+    answers = iter([True, None])
+    hook = scoped(lambda: next(answers), "probe")
+    assert hook(build, None, None) is True  # the glue's answer while it runs
+    assert mod.probe() == "device"  # put back
+    assert hook(build, None, None) == "device"  # None: SGLang's own probe
+    assert hook.form == "scoped"

@@ -95,6 +95,9 @@ class MachineContext:
     def gemma4_vision_backend(self) -> vision.VisionDecision:
         return vision.gemma4_backend(self._res(), self.cuda)
 
+    def mimo_local_attention(self) -> vision.AudioLocalDecision:
+        return vision.mimo_local_attention(self._res(), self.cuda)
+
     def kimi_k3_vision_backend(self, max_seqlen: int, total_tokens: int, fa4_available: Callable[[], bool],
                                triton_max_seqlen: int, fa4_min_work: int) -> vision.VisionDecision:
         return vision.kimi_k3_backend(self._res(), max_seqlen, total_tokens, fa4_available, triton_max_seqlen,

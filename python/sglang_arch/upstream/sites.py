@@ -164,6 +164,11 @@ STEPS: Tuple[Step, ...] = (
                           "device=device", "fa4_available=fa4_available"),
                          uses=("_is_fa4_available", "_SM103_TRITON_MAX_SEQLEN", "_SM103_FA4_MIN_ATTENTION_WORK")),
         )),
+        ModulePlan("srt/models/mimo_audio.py", "attention", (
+            ReplaceOperands("AudioEncoderMixin.build_audio_encoder", ("self", "config"),
+                            "mimo_local_attention_here", (), what="SM90 condition"),
+            Delete((), unused=("is_sm90_supported",), what="probe of the replaced condition"),
+        )),
     ), covers=_ATTENTION_GUARD_COVERS),
     Step(5, "moe", "moe: MoE runner, FP8 block / FP4 GEMM backends, DeepGEMM enablement", "moe", (
         # Guards, not deletions: each function also holds ROCm, NPU, MUSA and

@@ -113,3 +113,32 @@ def kimi_k3_backend(res: Resolution, max_seqlen: int, total_tokens: int, fa4_ava
     else:
         pick = "triton_attn"
     return _first_runnable(res, pick, "Kimi K3's vision rule", cuda, ("triton_attn", "sdpa"))
+
+
+# SGLang 0.5.23 srt/models/mimo_audio.py ``AudioEncoderMixin.build_audio_encoder``: MiMo's
+# input-local audio transformer (groups of at most 4 tokens, head_dim 16) runs its own
+# Triton attention (kernels/ops/attention/mimo_local_attention.py) where
+# ``is_sm90_supported()`` (major 9, torch CUDA >= 12.3: platform.FACT_RULES), else SDPA.
+# The registry asks the same of the tier; the kernel is Triton, judged as triton_attn is.
+MIMO_LOCAL_FACT = "is_sm90"
+
+
+@dataclass(frozen=True)
+class AudioLocalDecision:
+    enabled: bool
+    reason: str
+
+
+def mimo_local_attention(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> AudioLocalDecision:
+    """Whether MiMo's audio encoder takes its local Triton attention (else SDPA)."""
+    from .platform import FACT_RULES
+
+    majors, min_cuda = FACT_RULES[MIMO_LOCAL_FACT]
+    where = f"tier {res.resolved} ({res.match})"
+    if res.resolved.major not in majors or (cuda is not None and cuda < min_cuda):
+        return AudioLocalDecision(False, f"{where}: SGLang's rule ({MIMO_LOCAL_FACT}) is false: SDPA")
+    verdict = catalog.choice_runs(DECISION, "triton_attn", res.identities, cuda)
+    if not verdict.runs:
+        return AudioLocalDecision(False, f"{where}: SGLang's rule picks the local Triton attention, but "
+                                         f"{verdict.reason}: SDPA")
+    return AudioLocalDecision(True, f"{where}: SGLang's rule picks the local Triton attention")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .glue import attention, collectives, fusion, moe
-from .hooks import answer, check, done, fact
+from .hooks import answer, check, done, fact, scoped
 
 logger = logging.getLogger("sglang_arch")
 
@@ -41,6 +41,7 @@ _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
 _DRAFT_WORKER = "sglang.srt.speculative.draft_worker_common"
 _GEMMA4_VISION = "sglang.srt.models.gemma4_vision.Gemma4VisionAttention"
 _KIMI_K3_VL = "sglang.srt.models.kimi_k3_vl"
+_MIMO_AUDIO = "sglang.srt.models.mimo_audio.AudioEncoderMixin"
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,9 @@ def all_targets() -> List[Target]:
                answer(attention.kimi_k3_vision_backend),
                ("configured_backend", "max_seqlen", "total_tokens", "device", "fa4_available"),
                ("_is_fa4_available", "_SM103_TRITON_MAX_SEQLEN", "_SM103_FA4_MIN_ATTENTION_WORK")),
+        Target("audio attention", f"{_MIMO_AUDIO}.build_audio_encoder",
+               scoped(attention.mimo_local_attention, "is_sm90_supported"), ("self", "config"),
+               ("is_sm90_supported",)),
         Target("DSA attention", f"{_OVERRIDES}._dsa_kv_cache_dtype_default",
                answer(attention.dsa_kv_cache_dtype_default), ("view",),
                ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger")),

@@ -590,6 +590,27 @@ def kimi_k3_vision_backend(
     return _vision_answer(decision, "Kimi K3 vision")
 
 
+@fail_open
+def mimo_local_attention() -> Optional[bool]:
+    """``AudioEncoderMixin.build_audio_encoder``'s ``is_sm90_supported()``: whether MiMo's
+    audio encoder takes its local Triton attention, as the registry decides for the tier
+    (``policies/vision.py``).  None (SGLang's probe) without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    return ctx.mimo_local_attention().enabled
+
+
+def mimo_local_attention_here() -> bool:
+    """The replace form of the same operand: the registry's answer, else SGLang's probe."""
+    routed = mimo_local_attention()
+    if routed is not None:
+        return routed
+    from sglang.srt.utils import is_sm90_supported
+
+    return bool(is_sm90_supported())
+
+
 # --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---
 
 
