@@ -68,6 +68,12 @@ class MachineContext:
     def fusion(self, nnodes: int, requested: str = "auto") -> collectives.FusionDecision:
         return collectives.allreduce_fusion(self._res(), self.topology, self.world, nnodes, requested, self.cuda)
 
+    def beam_all_reduce_limits(self, tp_size: int) -> collectives.TokenLimits:
+        return collectives.beam_all_reduce_limits(self._res(), tp_size)
+
+    def beam_flashinfer_band(self, tp_size: int) -> collectives.TokenLimits:
+        return collectives.beam_flashinfer_band(self._res(), tp_size)
+
     def custom_ar_table(self) -> Optional[str]:
         return self._res().profile.custom_ar_v2_table
 

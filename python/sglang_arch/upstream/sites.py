@@ -28,7 +28,7 @@ from .replace import (
     ReplaceOperands,
     ReplaceSpan,
 )
-from ..integrations.sglang.targets import ATTENTION_GUARD_COVERS
+from ..integrations.sglang.targets import ATTENTION_GUARD_COVERS, BEAM_BAND_TABLE
 from .rewriter import FunctionSite, ModulePlan
 
 # The SGLang releases these sites were written against (and tested with).
@@ -42,6 +42,25 @@ arch_backend = {alias}.nvidia_default_backend(
 )
 if arch_backend is not None:
     return arch_backend
+"""
+
+# Beam's fused all-reduce + norm: the tier's token limits replace the capability span
+# (SGLang's non-capability checks stay), and the tier's FlashInfer band the table look-up.
+_BEAM_LIMITS = """
+limits = {alias}.beam_all_reduce_limits_here(
+    parallel.tp_size, hidden_states.device
+)
+if (
+    limits is None
+    or get_forward().sp_active
+    or not _beam_owns_tp_boundaries()
+):
+    return None
+attention_max_tokens, topk_max_tokens = limits
+"""
+_BEAM_BAND = """
+band = {alias}.beam_flashinfer_band_here(parallel.tp_size)
+return band if band is not None and is_flashinfer_available() else None
 """
 
 # The decisions elsewhere in SGLang that step 4's guards judge (the resolution-time answer
@@ -88,6 +107,10 @@ STEPS: Tuple[Step, ...] = (
                         reads=("get_device_capability", "_sm90_configs", "_sm100_configs"),
                         what="per-capability table choice"),
         )),
+        ModulePlan("srt/models/beam.py", "collectives", (
+            ReplaceSpan("BeamModel._all_reduce_limits", ("self", "hidden_states"), table="capability",
+                        code=_BEAM_LIMITS, call="beam_all_reduce_limits_here", what="capability-keyed token limits"),
+        )),
     )),
     Step(3, "fusion", "fusion: FlashInfer all-reduce fusion backend, auto-enable and runtime gate", "fusion", (
         ModulePlan("srt/layers/flashinfer_comm_fusion.py", "fusion", (
@@ -105,7 +128,12 @@ STEPS: Tuple[Step, ...] = (
             ReplaceOperands("_flashinfer_allreduce_fusion_auto_enable", ("view",), "fusion_enabled_here",
                             ("view.nnodes",), what="SM90/SM100 conditions"),
         )),
-    )),
+        ModulePlan("srt/models/beam.py", "fusion", (
+            ReplaceSpan("BeamModel._flashinfer_ar_band", (), table="_FLASHINFER_AR_TOKEN_BAND", code=_BEAM_BAND,
+                        call="beam_flashinfer_band_here", what="capability-keyed token band"),
+            Delete(("_FLASHINFER_AR_TOKEN_BAND",), what="token band table"),
+        )),
+    ), covers=(BEAM_BAND_TABLE,)),
     Step(4, "attention", "attention: default backend, explicit-backend check, deterministic and DSA defaults, "
          "draft and vision backends, build guard", "attention", (
         ModulePlan("srt/arg_groups/model_override_base.py", "attention", (

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .glue import attention, collectives, fusion, moe
-from .hooks import answer, check, done, fact, scoped
+from .hooks import answer, check, decides, done, fact, scoped
 
 logger = logging.getLogger("sglang_arch")
 
@@ -42,6 +42,10 @@ _DRAFT_WORKER = "sglang.srt.speculative.draft_worker_common"
 _GEMMA4_VISION = "sglang.srt.models.gemma4_vision.Gemma4VisionAttention"
 _KIMI_K3_VL = "sglang.srt.models.kimi_k3_vl"
 _MIMO_AUDIO = "sglang.srt.models.mimo_audio.AudioEncoderMixin"
+_BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
+# Beam's module-level (capability, TP) -> token band table: the band target decides it
+# (the series deletes it in the same step).
+BEAM_BAND_TABLE = "sglang.srt.models.beam._FLASHINFER_AR_TOKEN_BAND"
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,13 @@ def all_targets() -> List[Target]:
                 "is_flashinfer_allreduce_unavailable", "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
         Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable",
                answer(fusion.auto_enable), ("view",)),
+        Target("Beam fused all-reduce", f"{_BEAM_MODEL}._all_reduce_limits",
+               decides(collectives.beam_all_reduce_limits), ("self", "hidden_states"),
+               ("torch", "get_parallel", "get_forward", "_beam_owns_tp_boundaries",
+                "should_skip_post_experts_all_reduce")),
+        Target("Beam fused all-reduce", f"{_BEAM_MODEL}._flashinfer_ar_band",
+               scoped(fusion.beam_flashinfer_band_table, "_FLASHINFER_AR_TOKEN_BAND", value=True), (),
+               ("_FLASHINFER_AR_TOKEN_BAND",), covers=(BEAM_BAND_TABLE,)),
         Target("attention backend", f"{_BASE}.get_default_attn_backend", answer(attention.default_backend),
                ("server_args", "use_mla_backend", "model_config"),
                ("current_platform", "resolving_view", "resolved_view", "is_no_spec_infer_or_topk_one",
