@@ -60,3 +60,17 @@ def test_an_unknown_blackwell_takes_10_3s_values():
     assert collectives.beam_flashinfer_band(res, 4).value == (96, 640)
     assert collectives.beam_all_reduce_limits(resolve("9.5"), 8).value == (1, 16)
     assert collectives.beam_all_reduce_limits(resolve("12.0"), 4).value is None
+
+
+def test_the_decides_hook_takes_a_boxed_none_as_the_answer():
+    from sglang_arch.integrations.sglang.hooks import decides
+
+    def original(*args):
+        return ("original", args)
+
+    answers = iter([(None,), ((32, 32),), None])
+    hook = decides(lambda model, hidden: next(answers))
+    assert hook(original, "model", "hidden") is None  # the registry: the fused path does not apply
+    assert hook(original, "model", "hidden") == (32, 32)
+    assert hook(original, "model", "hidden") == ("original", ("model", "hidden"))  # None: SGLang decides
+    assert hook.form == "decides"
