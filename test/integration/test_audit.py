@@ -70,6 +70,25 @@ def test_the_linear_attention_defaults_are_routed_in_both_columns(installed, fil
         [(s.line, s.plugin, s.patched) for s in decisions]
 
 
+# Issue 19's routing of the remaining decisions: every decision site of these functions
+# (or the module-level table) is routed, for the plugin and for the patched tree.
+ROUTED_HERE = [
+    ("srt/models/gemma4_vision.py", "Gemma4VisionAttention._select_backend"),
+    ("srt/models/kimi_k3_vl.py", "_resolve_mm_attention_backend"),
+    ("srt/models/mimo_audio.py", "AudioEncoderMixin.build_audio_encoder"),
+    ("srt/models/beam.py", "BeamModel._all_reduce_limits"),
+    ("srt/models/beam.py", ""),  # _FLASHINFER_AR_TOKEN_BAND
+]
+
+
+@pytest.mark.parametrize("file, scope", ROUTED_HERE)
+def test_issue_19_sites_are_routed_for_both_columns(installed, file, scope):
+    decisions = [s for s in installed.sites if s.file == file and s.scope == scope and s.kind == "decision"
+                 and s.concern != "gemm"]
+    assert decisions
+    assert [(s.line, s.plugin, s.patched) for s in decisions] == [(s.line, "routed", "routed") for s in decisions]
+
+
 # Issue 19's misfilings: sites that pick an attention backend or all-reduce sizes, filed
 # before by their folder under model, other, speculative, quantization or gemm, or counted
 # as kernel gates.  Each (file, function) holds a decision of the three concerns.
@@ -168,6 +187,12 @@ def test_probe_and_device_are_only_gates_and_facts(installed):
                for st_ in (s.plugin, s.patched) if st_ in ("probe", "device"))
 
 
+def _assigned(site):
+    """A module-level site's assigned name (``TABLE = {...}``): what a covers entry names."""
+    head = site.code.split("=", 1)[0].strip() if not site.scope and "=" in site.code else ""
+    return (head,) if head.isidentifier() else ()
+
+
 def test_every_covers_entry_takes_one_decision_of_the_release(installed):
     """Each ``covers`` entry of the plugin's targets and the series' steps names a check
     still in the installed release, and takes exactly one site there, a decision (a stale
@@ -179,8 +204,8 @@ def test_every_covers_entry_takes_one_decision_of_the_release(installed):
         assert routing.covers, routing.name
         for sel in routing.covers:
             one = Routing("one", covers={sel: "x"})
-            hit = [s for s in installed.sites if s.scope
-                   and one.covered(package_module(s.file), s.scope, (), s.code) is not None]
+            hit = [s for s in installed.sites if (s.scope or _assigned(s))
+                   and one.covered(package_module(s.file), s.scope, _assigned(s), s.code) is not None]
             assert [s.kind for s in hit] == ["decision"], (routing.name, sel, [(s.file, s.line) for s in hit])
             assert getattr(hit[0], routing.name) == "routed"
 

@@ -21,20 +21,7 @@ import final_backends as fb  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 # Cells that fail today, each under the fix that is missing: strict, so a cell that passes
 # once its fix lands fails here until it is taken off the list.  The list is exact, cell by cell.
-PENDING = {
-    "the draft column reads SGLang's resolve_draft_worker_attention_backend, which the registry does not route: "
-    "on 6.1 it names flashinfer; where the draft is built, the factory guard (DraftBackendFactory._create_backend) "
-    "refuses, since no backend of the factory's map has a build below SM70 (test_glue_rules.py "
-    "test_guard_draft_backend_*); route the resolution too": [
-        'llama-tiny 6.1 eagle',
-        'gemma4-tiny 6.1 eagle',
-        'exaone4-tiny 6.1 eagle',
-        'olmo2-tiny 6.1 eagle',
-        'lfm2-tiny 6.1 eagle',
-        'falcon-h1-tiny 6.1 eagle',
-        'qwen3-vl-tiny 6.1 eagle',
-    ],
-}
+PENDING = {}  # {reason: [cells]}: none pending
 PENDING_REASON = {cell: reason for reason, cells in PENDING.items() for cell in cells}
 
 

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
@@ -68,6 +68,12 @@ class MachineContext:
     def fusion(self, nnodes: int, requested: str = "auto") -> collectives.FusionDecision:
         return collectives.allreduce_fusion(self._res(), self.topology, self.world, nnodes, requested, self.cuda)
 
+    def beam_all_reduce_limits(self, tp_size: int) -> collectives.TokenLimits:
+        return collectives.beam_all_reduce_limits(self._res(), tp_size)
+
+    def beam_flashinfer_band(self, tp_size: int) -> collectives.TokenLimits:
+        return collectives.beam_flashinfer_band(self._res(), tp_size)
+
     def custom_ar_table(self) -> Optional[str]:
         return self._res().profile.custom_ar_v2_table
 
@@ -92,6 +98,17 @@ class MachineContext:
     def vision_backend(self, passed: Optional[str]) -> vision.VisionDecision:
         return vision.backend(self._res(), passed, self.cuda)
 
+    def gemma4_vision_backend(self) -> vision.VisionDecision:
+        return vision.gemma4_backend(self._res(), self.cuda)
+
+    def mimo_local_attention(self) -> vision.AudioLocalDecision:
+        return vision.mimo_local_attention(self._res(), self.cuda)
+
+    def kimi_k3_vision_backend(self, max_seqlen: int, total_tokens: int, fa4_available: Callable[[], bool],
+                               triton_max_seqlen: int, fa4_min_work: int) -> vision.VisionDecision:
+        return vision.kimi_k3_backend(self._res(), max_seqlen, total_tokens, fa4_available, triton_max_seqlen,
+                                      fa4_min_work, self.cuda)
+
     def hybrid_linear_draft_backend(self, phase: str) -> speculative.DraftDecision:
         return speculative.hybrid_linear_draft_backend(self._res(), phase, self.cuda)
 
@@ -106,6 +123,11 @@ class MachineContext:
 
     def linear_prefill_default(self, family: str) -> linear_attention.LinearDecision:
         return linear_attention.prefill_default(self._res(), family, self.cuda)
+
+    def draft_worker_backend(self, named: Optional[str], choices: Tuple[str, ...], kind: str = "mha",
+                             user_named: bool = False) -> speculative.DraftWorkerDecision:
+        traits = attention.ModelTraits(kind=kind, cuda=self.cuda)
+        return speculative.draft_worker_backend(self._res(), named, choices, traits, user_named)
 
     def dsa_kv_cache_dtype(self, attention_sinks: bool = False) -> dsa.KvCacheDecision:
         return dsa.kv_cache_dtype_default(self._res(), attention_sinks)

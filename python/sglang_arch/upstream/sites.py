@@ -28,7 +28,7 @@ from .replace import (
     ReplaceOperands,
     ReplaceSpan,
 )
-from ..integrations.sglang.targets import ATTENTION_GUARD_COVERS
+from ..integrations.sglang.targets import ATTENTION_GUARD_COVERS, BEAM_BAND_TABLE
 from .rewriter import FunctionSite, ModulePlan
 
 # The SGLang releases these sites were written against (and tested with).
@@ -42,6 +42,25 @@ arch_backend = {alias}.nvidia_default_backend(
 )
 if arch_backend is not None:
     return arch_backend
+"""
+
+# Beam's fused all-reduce + norm: the tier's token limits replace the capability span
+# (SGLang's non-capability checks stay), and the tier's FlashInfer band the table look-up.
+_BEAM_LIMITS = """
+limits = {alias}.beam_all_reduce_limits_here(
+    parallel.tp_size, hidden_states.device
+)
+if (
+    limits is None
+    or get_forward().sp_active
+    or not _beam_owns_tp_boundaries()
+):
+    return None
+attention_max_tokens, topk_max_tokens = limits
+"""
+_BEAM_BAND = """
+band = {alias}.beam_flashinfer_band_here(parallel.tp_size)
+return band if band is not None and is_flashinfer_available() else None
 """
 
 # The decisions elsewhere in SGLang that step 4's guards judge (the resolution-time answer
@@ -88,6 +107,10 @@ STEPS: Tuple[Step, ...] = (
                         reads=("get_device_capability", "_sm90_configs", "_sm100_configs"),
                         what="per-capability table choice"),
         )),
+        ModulePlan("srt/models/beam.py", "collectives", (
+            ReplaceSpan("BeamModel._all_reduce_limits", ("self", "hidden_states"), table="capability",
+                        code=_BEAM_LIMITS, call="beam_all_reduce_limits_here", what="capability-keyed token limits"),
+        )),
     )),
     Step(3, "fusion", "fusion: FlashInfer all-reduce fusion backend, auto-enable and runtime gate", "fusion", (
         ModulePlan("srt/layers/flashinfer_comm_fusion.py", "fusion", (
@@ -105,7 +128,12 @@ STEPS: Tuple[Step, ...] = (
             ReplaceOperands("_flashinfer_allreduce_fusion_auto_enable", ("view",), "fusion_enabled_here",
                             ("view.nnodes",), what="SM90/SM100 conditions"),
         )),
-    )),
+        ModulePlan("srt/models/beam.py", "fusion", (
+            ReplaceSpan("BeamModel._flashinfer_ar_band", (), table="_FLASHINFER_AR_TOKEN_BAND", code=_BEAM_BAND,
+                        call="beam_flashinfer_band_here", what="capability-keyed token band"),
+            Delete(("_FLASHINFER_AR_TOKEN_BAND",), what="token band table"),
+        )),
+    ), covers=(BEAM_BAND_TABLE,)),
     Step(4, "attention", "attention: default backend, explicit-backend check, deterministic and DSA defaults, "
          "draft and vision backends, build guard, linear-attention defaults", "attention", (
         ModulePlan("srt/arg_groups/model_override_base.py", "attention", (
@@ -173,9 +201,29 @@ STEPS: Tuple[Step, ...] = (
             ReplaceBody("flashinfer_kda_prefill_default", ("model_runner",), "kda_prefill_default_here",
                         ("model_runner",), reads=("get_device_capability",), what="SM100/SM103 rule"),
         )),
+        ModulePlan("srt/speculative/draft_worker_common.py", "attention", (
+            FunctionSite("resolve_draft_worker_attention_backend", ("algo_label",), "draft_worker_backend",
+                         ("algo_label=algo_label",)),
+        )),
         ModulePlan("srt/layers/attention/vision.py", "attention", (
             FunctionSite("VisionAttention._determine_attention_backend", ("self", "passed_backend"),
                          "vision_backend", ("self", "passed_backend")),
+        )),
+        ModulePlan("srt/models/gemma4_vision.py", "attention", (
+            FunctionSite("Gemma4VisionAttention._select_backend", (), "gemma4_vision_backend", ()),
+        )),
+        ModulePlan("srt/models/kimi_k3_vl.py", "attention", (
+            FunctionSite("_resolve_mm_attention_backend",
+                         ("configured_backend", "max_seqlen", "total_tokens", "device", "fa4_available"),
+                         "kimi_k3_vision_backend",
+                         ("configured_backend", "max_seqlen=max_seqlen", "total_tokens=total_tokens",
+                          "device=device", "fa4_available=fa4_available"),
+                         uses=("_is_fa4_available", "_SM103_TRITON_MAX_SEQLEN", "_SM103_FA4_MIN_ATTENTION_WORK")),
+        )),
+        ModulePlan("srt/models/mimo_audio.py", "attention", (
+            ReplaceOperands("AudioEncoderMixin.build_audio_encoder", ("self", "config"),
+                            "mimo_local_attention_here", (), what="SM90 condition"),
+            Delete((), unused=("is_sm90_supported",), what="probe of the replaced condition"),
         )),
     ), covers=_ATTENTION_GUARD_COVERS),
     Step(5, "moe", "moe: MoE runner, FP8 block / FP4 GEMM backends, DeepGEMM enablement", "moe", (

@@ -92,7 +92,7 @@ def default_backend(res: Resolution, traits: ModelTraits) -> AttentionDecision:
             return AttentionDecision("flashinfer", "flashinfer", "cross attention needs flashinfer")
         dropped.append(("flashinfer for cross attention", "cannot run here"))
     for name in prefs:
-        blocked = _model_blocks(name, traits)
+        blocked = model_blocks(name, traits)
         if blocked:
             dropped.append((name, blocked))
             continue
@@ -146,7 +146,7 @@ def draft_replacement(res: Resolution, name: str, phase: str, traits: ModelTrait
         if candidate not in buildable:
             tried.append(f"{candidate} (no draft backend of it)")
             continue
-        blocked = _model_blocks(candidate, traits)
+        blocked = model_blocks(candidate, traits)
         verdict = check_backend(res, candidate, traits.kind, phase, traits.cuda)
         if blocked or not verdict.valid:
             tried.append(f"{candidate} ({blocked or 'cannot run here'})")
@@ -157,7 +157,7 @@ def draft_replacement(res: Resolution, name: str, phase: str, traits: ModelTrait
                              f"{phase} on {res.requested} (tried {', '.join(tried)})")
 
 
-def _model_blocks(name: str, traits: ModelTraits) -> Optional[str]:
+def model_blocks(name: str, traits: ModelTraits) -> Optional[str]:
     """Model and speculative settings that rule a preferred MHA backend out."""
     if traits.kind != "mha":
         return None

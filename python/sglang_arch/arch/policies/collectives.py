@@ -165,3 +165,53 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
 
 def _span(sizes: Tuple[int, ...]) -> str:
     return ", ".join(str(s) for s in sizes)
+
+
+# SGLang 0.5.23 srt/models/beam.py, Beam's own fused all-reduce + norm (CustomAllReduceV2's
+# push workspace and a kernel SGLang JIT-compiles for the device, beam_all_reduce.py):
+# ``BeamModel._all_reduce_limits`` takes it for TP 2/4/8 on majors 9 and 10 up to the
+# measured (attention, top-k MoE) token limits below (major 9 per TP size, major 10 64/64,
+# capped at 32/32 on (10, 3) with TP 4), and ``_FLASHINFER_AR_TOKEN_BAND`` the token band
+# where FlashInfer's MNNVL all-reduce beats it (measured on GB300 TP4).  Keyed here by the
+# tier: a GPU the table does not know takes its tier's values, where the kernel runs.
+_HOPPER_BEAM_LIMITS = {2: (32, 32), 4: (32, 64), 8: (1, 16)}
+_BLACKWELL_BEAM_LIMITS = {2: (64, 64), 4: (64, 64), 8: (64, 64)}
+BEAM_AR_LIMITS = {
+    (9, 0): _HOPPER_BEAM_LIMITS,
+    (10, 0): _BLACKWELL_BEAM_LIMITS,
+    (10, 3): {**_BLACKWELL_BEAM_LIMITS, 4: (32, 32)},
+    (10, 7): _BLACKWELL_BEAM_LIMITS,
+}
+BEAM_FLASHINFER_BAND = {(10, 3): {4: (96, 640)}}
+
+
+@dataclass(frozen=True)
+class TokenLimits:
+    value: Optional[Tuple[int, int]]  # None: not here
+    reason: str
+
+
+def beam_all_reduce_limits(res: Resolution, tp_size: int) -> TokenLimits:
+    """Beam's fused all-reduce + norm: (attention, top-k MoE) token limits for ``tp_size``."""
+    tier = (res.resolved.major, res.resolved.minor)
+    where = f"tier {res.resolved} ({res.match}), TP {tp_size}"
+    limits = BEAM_AR_LIMITS.get(tier, {}).get(tp_size)
+    if limits is None:
+        return TokenLimits(None, f"{where}: no measured limits")
+    verdict = catalog.choice_runs("custom_ar", "jit_v2", res.identities)
+    if not verdict.runs:
+        return TokenLimits(None, f"{where}: {verdict.reason}")
+    return TokenLimits(limits, f"{where}: attention up to {limits[0]}, top-k MoE up to {limits[1]} tokens")
+
+
+def beam_flashinfer_band(res: Resolution, tp_size: int) -> TokenLimits:
+    """The token band Beam hands to FlashInfer's MNNVL all-reduce for ``tp_size``."""
+    tier = (res.resolved.major, res.resolved.minor)
+    where = f"tier {res.resolved} ({res.match}), TP {tp_size}"
+    band = BEAM_FLASHINFER_BAND.get(tier, {}).get(tp_size)
+    if band is None:
+        return TokenLimits(None, f"{where}: no measured band")
+    verdict = catalog.choice_runs("fusion", "mnnvl", res.identities)
+    if not verdict.runs:
+        return TokenLimits(None, f"{where}: {verdict.reason}")
+    return TokenLimits(band, f"{where}: FlashInfer MNNVL all-reduce for {band[0]}-{band[1]} tokens")

@@ -18,6 +18,7 @@ from typing import Optional, Tuple
 
 from .. import catalog
 from ..registry import Resolution
+from . import attention
 from .platform import FACT_RULES
 
 DECISION = "attention"
@@ -52,3 +53,76 @@ def hybrid_linear_draft_backend(res: Resolution, phase: str = "decode",
                                    f"({pick}: {verdict.reason}; {portable.reason})", dropped + ((PORTABLE, portable.reason),))
     return DraftDecision(PORTABLE, f"{where}: SGLang's rule picks {pick}, but {verdict.reason}; "
                                    f"{PORTABLE} compiles for {res.requested}", dropped)
+
+
+# SGLang 0.5.23 (``srt/speculative/draft_worker_common.py``,
+# ``resolve_draft_worker_attention_backend``): the draft worker of DFLASH / DSPARK takes
+# ``--speculative-draft-attention-backend``, else the process's prefill backend; one the
+# draft worker does not support (``DRAFT_ATTENTION_BACKEND_CHOICES``), or none, becomes
+# ``flashinfer`` on CUDA.  On 7.0 FlashInfer has no build (D5); below SM70 none of the
+# draft worker's backends has one.
+WORKER_FALLBACK = "flashinfer"
+DRAFT_FLAG = "--speculative-draft-attention-backend"
+SPECULATIVE_FLAG = "--speculative-algorithm"
+
+
+@dataclass(frozen=True)
+class DraftWorkerDecision:
+    backend: Optional[str]  # None: refused (``refused`` names the user's flag)
+    reason: str
+    refused: Optional[str] = None  # the flag the user passed that cannot run here
+    dropped: Tuple[Tuple[str, str], ...] = ()
+
+
+def worker_upstream_pick(named: Optional[str], choices: Tuple[str, ...]) -> str:
+    """SGLang 0.5.23's rule on CUDA: ``named`` (the draft flag, else the prefill backend)
+    when the draft worker supports it, else FlashInfer."""
+    return named if named is not None and named in choices else WORKER_FALLBACK
+
+
+def _runs_both_phases(res: Resolution, name: str, traits: attention.ModelTraits) -> Tuple[bool, str]:
+    for phase in ("prefill", "decode"):
+        check = attention.check_backend(res, name, traits.kind, phase, traits.cuda)
+        if check.valid is False:
+            return False, check.reason
+    return True, ""
+
+
+def draft_worker_backend(res: Resolution, named: Optional[str], choices: Tuple[str, ...],
+                         traits: attention.ModelTraits, user_named: bool = False) -> DraftWorkerDecision:
+    """The attention backend of a DFLASH / DSPARK draft worker.
+
+    ``named``: ``--speculative-draft-attention-backend`` (``user_named``: the user passed
+    it) else the process's prefill backend; ``choices``: the backends the draft worker
+    supports.  Upstream's pick is kept where it runs for both phases (or is not in the
+    catalog); a pick the user named that cannot run refuses that flag; otherwise the
+    first of the registry's preferences for the model (its default, the tier's list,
+    then flashinfer and triton) that the draft worker supports and that runs; where none
+    does, the user's ``--speculative-algorithm`` is refused with the reason.
+    """
+    pick = worker_upstream_pick(named, choices)
+    where = f"tier {res.resolved} ({res.match})"
+    runs, why = _runs_both_phases(res, pick, traits)
+    if runs:
+        return DraftWorkerDecision(pick, f"{where}: SGLang's rule picks {pick}")
+    if user_named and pick == named:
+        return DraftWorkerDecision(None, f"{DRAFT_FLAG} {pick}: {why}", DRAFT_FLAG)
+    dropped = [(pick, why)]
+    default = attention.default_backend(res, traits)
+    prefs = res.profile.attention_mla if traits.kind == "mla" else res.profile.attention_mha
+    for candidate in dict.fromkeys((default.prefill, default.decode, *prefs, "flashinfer", "triton")):
+        if candidate == pick:
+            continue
+        if candidate not in choices:
+            dropped.append((candidate, "the draft worker does not support it"))
+            continue
+        blocked = attention.model_blocks(candidate, traits)
+        ok, reason = _runs_both_phases(res, candidate, traits)
+        if blocked or not ok:
+            dropped.append((candidate, blocked or reason))
+            continue
+        return DraftWorkerDecision(candidate, f"{where}: SGLang's rule picks {pick}, but {why}; the registry's "
+                                              f"draft backend {candidate} runs here", dropped=tuple(dropped))
+    tried = "; ".join(f"{n}: {w}" for n, w in dropped)
+    return DraftWorkerDecision(None, f"{SPECULATIVE_FLAG}: no attention backend the draft worker supports runs on "
+                                     f"{res.requested} ({tried})", SPECULATIVE_FLAG, tuple(dropped))

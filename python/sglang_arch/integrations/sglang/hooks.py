@@ -10,7 +10,12 @@ the upstream rewriter inserts at the top of a routed function (``upstream/rewrit
 - ``answer``: the glue's answer unless it is ``None``, else the original's;
 - ``done``: a true answer means the glue did the work (``TorchSymmMemCommunicator.__init__``);
 - ``check``: the glue raises or does nothing, then the original runs;
-- ``fact``: a platform probe, answered with the device's identity (docs/fallback.md).
+- ``fact``: a platform probe, answered with the device's identity (docs/fallback.md);
+- ``scoped``: for the original's call, one name of its module (a probe it reads inside a
+  larger function, or a table) answers the glue's decision; the series replaces that
+  operand or look-up instead;
+- ``decides``: the glue answers ``(answer,)`` (the answer may be ``None``), or ``None``
+  for the original's.
 
 ``ArchDecisionError`` is the one error the glue raises on purpose (a user choice that
 cannot run on this GPU); through the plugin its message also names the kill switch.
@@ -19,6 +24,7 @@ cannot run on this GPU); through the plugin its message also names the kill swit
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any, Callable
 
 from .glue import ArchDecisionError, platform
@@ -95,3 +101,37 @@ def fact(name: str) -> Callable:
     around.__doc__ = f"AROUND hook over {platform.fact.__module__}.fact({name!r})."
     around.form, around.glue = "fact", ask  # type: ignore[attr-defined]
     return around
+
+
+def scoped(ask: Callable, name: str, value: bool = False) -> Callable:
+    """``scoped`` form: while the original runs, its module's ``name`` (a probe it calls
+    inside a larger function; ``value``: a table it reads) answers ``ask()``, or stays
+    SGLang's where ``ask`` answers ``None``.  The series replaces the same operand or
+    look-up with the same glue function's replace form."""
+    asking = _naming_the_kill_switch(ask)
+
+    def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        arch_answer = asking()
+        if arch_answer is None:
+            return original(*args, **kwargs)
+        module = sys.modules[original.__module__]
+        probe = getattr(module, name)
+        setattr(module, name, arch_answer if value else (lambda *a, **k: arch_answer))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            setattr(module, name, probe)
+
+    return _hook("scoped", ask, around)
+
+
+def decides(ask: Callable) -> Callable:
+    """``decides`` form: the glue's boxed answer ``(answer,)``, where ``None`` is a real
+    answer (the original's contract), else (the glue answered ``None``) upstream's original."""
+    asking = _naming_the_kill_switch(ask)
+
+    def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        box = asking(*args, **kwargs)
+        return original(*args, **kwargs) if box is None else box[0]
+
+    return _hook("decides", ask, around)

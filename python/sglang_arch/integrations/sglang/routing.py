@@ -15,6 +15,7 @@ function stays and the entry point logs one line naming it.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set
@@ -117,7 +118,9 @@ def route(target: Target) -> bool:
     for name in ("cache_clear", "cache_info"):  # SGLang resets its cached probes
         if hasattr(original, name):
             setattr(routed, name, getattr(original, name))
-    setattr(owner, attr, routed)
+    # A static method stays one (``self._select_backend()`` passes no instance).
+    static = isinstance(inspect.getattr_static(owner, attr, None), staticmethod)
+    setattr(owner, attr, staticmethod(routed) if static else routed)
     if target.refresh is not None:  # values the module computed from the original at import
         try:
             target.refresh(sys.modules[target.module])
@@ -130,7 +133,9 @@ def unroute(target: Target) -> None:
     """Put SGLang's own function back (a target the entry point's full check refused)."""
     if is_routed(target):
         owner, attr = _owner_and_attr(target)
-        setattr(owner, attr, getattr(owner, attr).__wrapped__)
+        original = getattr(owner, attr).__wrapped__
+        static = isinstance(inspect.getattr_static(owner, attr, None), staticmethod)
+        setattr(owner, attr, staticmethod(original) if static else original)
         _early_routed.discard(target.path)
 
 

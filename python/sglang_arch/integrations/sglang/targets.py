@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .glue import attention, collectives, fusion, moe
-from .hooks import answer, check, done, fact
+from .hooks import answer, check, decides, done, fact, scoped
 
 logger = logging.getLogger("sglang_arch")
 
@@ -41,6 +41,14 @@ _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
 _KPOOL = "sglang.srt.layers.attention.dsa.dsa_backend_kpool"
 _ARG_GROUPS = "sglang.srt.arg_groups"
 _LINEAR = "sglang.srt.layers.attention.linear"
+_DRAFT_WORKER = "sglang.srt.speculative.draft_worker_common"
+_GEMMA4_VISION = "sglang.srt.models.gemma4_vision.Gemma4VisionAttention"
+_KIMI_K3_VL = "sglang.srt.models.kimi_k3_vl"
+_MIMO_AUDIO = "sglang.srt.models.mimo_audio.AudioEncoderMixin"
+_BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
+# Beam's module-level (capability, TP) -> token band table: the band target decides it
+# (the series deletes it in the same step).
+BEAM_BAND_TABLE = "sglang.srt.models.beam._FLASHINFER_AR_TOKEN_BAND"
 
 
 @dataclass(frozen=True)
@@ -163,6 +171,13 @@ def all_targets() -> List[Target]:
                 "is_flashinfer_allreduce_unavailable", "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
         Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable",
                answer(fusion.auto_enable), ("view",)),
+        Target("Beam fused all-reduce", f"{_BEAM_MODEL}._all_reduce_limits",
+               decides(collectives.beam_all_reduce_limits), ("self", "hidden_states"),
+               ("torch", "get_parallel", "get_forward", "_beam_owns_tp_boundaries",
+                "should_skip_post_experts_all_reduce")),
+        Target("Beam fused all-reduce", f"{_BEAM_MODEL}._flashinfer_ar_band",
+               scoped(fusion.beam_flashinfer_band_table, "_FLASHINFER_AR_TOKEN_BAND", value=True), (),
+               ("_FLASHINFER_AR_TOKEN_BAND",), covers=(BEAM_BAND_TABLE,)),
         Target("attention backend", f"{_BASE}.get_default_attn_backend", answer(attention.default_backend),
                ("server_args", "use_mla_backend", "model_config"),
                ("current_platform", "resolving_view", "resolved_view", "is_no_spec_infer_or_topk_one",
@@ -200,8 +215,18 @@ def all_targets() -> List[Target]:
                ("get_exec", "get_schedule", "hybrid_gdn_config", "rank0_log")),
         Target("linear attention", f"{_LINEAR}.kda_backend.flashinfer_kda_prefill_default",
                answer(attention.kda_prefill_default), ("model_runner",), ("get_exec", "CudaGraphBackend")),
+        Target("speculative draft attention", f"{_DRAFT_WORKER}.resolve_draft_worker_attention_backend",
+               answer(attention.draft_worker_backend), ("algo_label",)),
         Target("vision attention", f"{_VISION}._determine_attention_backend",
                answer(attention.vision_backend), ("self", "passed_backend")),
+        Target("vision attention", f"{_GEMMA4_VISION}._select_backend", answer(attention.gemma4_vision_backend), ()),
+        Target("vision attention", f"{_KIMI_K3_VL}._resolve_mm_attention_backend",
+               answer(attention.kimi_k3_vision_backend),
+               ("configured_backend", "max_seqlen", "total_tokens", "device", "fa4_available"),
+               ("_is_fa4_available", "_SM103_TRITON_MAX_SEQLEN", "_SM103_FA4_MIN_ATTENTION_WORK")),
+        Target("audio attention", f"{_MIMO_AUDIO}.build_audio_encoder",
+               scoped(attention.mimo_local_attention, "is_sm90_supported"), ("self", "config"),
+               ("is_sm90_supported",)),
         Target("DSA attention", f"{_OVERRIDES}._dsa_kv_cache_dtype_default",
                answer(attention.dsa_kv_cache_dtype_default), ("view",),
                ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger")),

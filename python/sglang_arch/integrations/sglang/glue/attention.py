@@ -450,6 +450,67 @@ def hybrid_linear_draft_prefill_here(factory: Any) -> Any:
     return _hybrid_linear_draft_here(factory, "prefill")
 
 
+_DRAFT_CHOICES_MODULE = "sglang.srt.server_args"
+
+
+def _draft_kind() -> str:
+    """The model kind the draft worker serves: MLA where the process's model uses an
+    MLA backend (SGLang's own ``use_mla_backend``), else MHA (also when unknown)."""
+    overrides = sys.modules.get(_OVERRIDES)
+    try:
+        from sglang.srt.runtime_context import get_server_args
+
+        view = overrides.resolved_view(get_server_args())
+        return "mla" if overrides.use_mla_backend(view) else "mha"
+    except Exception:  # no published server args (a unit test, a tool): MHA
+        return "mha"
+
+
+def _user_named_draft(name: str) -> bool:
+    """Whether the user passed ``--speculative-draft-attention-backend name`` (SGLang's
+    record of the raw input); False where the record is missing (never refuse then)."""
+    try:
+        from sglang.srt.runtime_context import get_server_args
+
+        raw = getattr(get_server_args(), "_raw_input", None)
+    except Exception:
+        return False
+    return isinstance(raw, dict) and raw.get("speculative_draft_attention_backend") == name
+
+
+@fail_open
+def draft_worker_backend(algo_label: Optional[str] = None) -> Optional[str]:
+    """``resolve_draft_worker_attention_backend``: the DFLASH / DSPARK draft worker's
+    attention backend.  SGLang's pick (the draft flag, else the prefill backend, else
+    FlashInfer) where it runs here; else the registry's runnable choice among the
+    backends the draft worker supports (one warning).  A draft backend the user passed
+    that cannot run refuses that flag; where no supported backend runs, the user's
+    ``--speculative-algorithm`` is refused with the reason.
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    from sglang.srt.runtime_context import attention_backends, get_spec
+
+    choices = tuple(
+        importlib.import_module(_DRAFT_CHOICES_MODULE).DRAFT_ATTENTION_BACKEND_CHOICES
+    )
+    flagged = get_spec().speculative_draft_attention_backend
+    named = flagged if flagged is not None else attention_backends()[0]
+    user_named = flagged is not None and _user_named_draft(flagged)
+    decision = ctx.draft_worker_backend(named, choices, _draft_kind(), user_named)
+    if decision.backend is None:
+        raise ArchDecisionError(f"{decision.reason} (checked by {REGISTRY})")
+    if decision.dropped:
+        logger.warning(
+            "%s draft worker: %s (%s).",
+            algo_label or "The speculative",
+            decision.reason,
+            REGISTRY,
+        )
+    return decision.backend
+
+
 @fail_open
 def vision_backend(attention: Any, passed_backend: Optional[str]) -> Optional[str]:
     """``VisionAttention._determine_attention_backend`` on an NVIDIA GPU: the model's
@@ -472,6 +533,82 @@ def vision_backend(attention: Any, passed_backend: Optional[str]) -> Optional[st
     if decision.dropped:
         logger.warning("Multimodal attention: %s (%s).", decision.reason, REGISTRY)
     return decision.backend
+
+
+_KIMI_K3_VL = "sglang.srt.models.kimi_k3_vl"
+
+
+def _vision_answer(decision: Any, what: str) -> str:
+    if decision.dropped:
+        logger.warning("%s attention: %s (%s).", what, decision.reason, REGISTRY)
+    return decision.backend
+
+
+@fail_open
+def gemma4_vision_backend() -> Optional[str]:
+    """``Gemma4VisionAttention._select_backend`` on an NVIDIA GPU: Gemma 4's rule on the
+    tier, kept where the kernel catalog runs it (``policies/vision.py``).  None (SGLang's
+    rule) for the user's ``--mm-attention-backend``, without an NVIDIA GPU and off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    from sglang.srt.runtime_context import get_mm
+
+    if get_mm().mm_attention_backend is not None:
+        return None
+    return _vision_answer(ctx.gemma4_vision_backend(), "Gemma 4 vision")
+
+
+@fail_open
+def kimi_k3_vision_backend(
+    configured_backend: str,
+    max_seqlen: int = 0,
+    total_tokens: int = 0,
+    device: Any = None,
+    fa4_available: Optional[bool] = None,
+) -> Optional[str]:
+    """``_resolve_mm_attention_backend`` (Kimi K3's MoonViT) for ``auto`` on a CUDA
+    device: SGLang's SM103 split on the tier, catalog-filtered (``policies/vision.py``).
+    None (SGLang's rule) for a configured backend, off CUDA, without an NVIDIA GPU."""
+    if configured_backend != "auto" or getattr(device, "type", None) != "cuda":
+        return None
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    kimi = sys.modules[_KIMI_K3_VL]
+
+    def fa4() -> bool:
+        return kimi._is_fa4_available() if fa4_available is None else fa4_available
+
+    decision = ctx.kimi_k3_vision_backend(
+        max_seqlen,
+        total_tokens,
+        fa4,
+        kimi._SM103_TRITON_MAX_SEQLEN,
+        kimi._SM103_FA4_MIN_ATTENTION_WORK,
+    )
+    return _vision_answer(decision, "Kimi K3 vision")
+
+
+@fail_open
+def mimo_local_attention() -> Optional[bool]:
+    """``AudioEncoderMixin.build_audio_encoder``'s ``is_sm90_supported()``: whether MiMo's
+    audio encoder takes its local Triton attention, as the registry decides for the tier
+    (``policies/vision.py``).  None (SGLang's probe) without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    return ctx.mimo_local_attention().enabled
+
+
+def mimo_local_attention_here() -> bool:
+    """The replace form of the same operand: the registry's answer, else SGLang's probe."""
+    routed = mimo_local_attention()
+    if routed is not None:
+        return routed
+    from sglang.srt.utils import is_sm90_supported
+
+    return bool(is_sm90_supported())
 
 
 # --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---

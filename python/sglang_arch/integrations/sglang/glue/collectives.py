@@ -30,7 +30,7 @@ from ....arch.policies.collectives import (
     CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES,
 )
 from ....arch.runtime import MachineContext
-from . import fail_open, routed_context
+from . import device_context, fail_open, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -237,3 +237,88 @@ def all_reduce_configs_here() -> Dict[int, Any]:
 
     num_sm = torch.cuda.get_device_properties().multi_processor_count
     return _default_configs(module, num_sm, range(2, 17))
+
+
+# --- Beam's fused all-reduce + norm (srt/models/beam.py) ---
+
+_BEAM = "sglang.srt.models.beam"
+_HIDDEN = 5120  # Beam's hidden size, the only one its fused kernel is built for
+_MAX_ROWS = 64  # the most rows the fused kernel takes (beam.py _all_reduce_limits)
+_beam_decided: Dict[Tuple[int, int], Optional[Tuple[int, int]]] = {}
+
+
+def _beam_limits(tp_size: int, device: Any) -> Optional[Tuple[int, int]]:
+    """The registry's (attention, top-k MoE) token limits for this GPU and TP size.
+
+    Without an NVIDIA GPU (ROCm: torch reports a capability too) the capability torch
+    reports for ``device`` takes its tier's values, as SGLang keys its rule on it."""
+    ctx = device_context()
+    if ctx is not None:
+        return ctx.beam_all_reduce_limits(tp_size).value
+    import torch
+
+    from ....arch import resolve
+    from ....arch.policies.collectives import beam_all_reduce_limits as rule
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return rule(resolve(f"{major}.{minor}"), tp_size).value
+
+
+@fail_open
+def beam_all_reduce_limits(model: Any, hidden_states: Any) -> Optional[tuple]:
+    """``BeamModel._all_reduce_limits`` (the ``decides`` form: ``(answer,)``, the answer
+    ``None`` when the fused path does not apply; ``None`` itself: SGLang decides).
+
+    SGLang's eligibility checks on the input, the parallel layout and the MoE, with the
+    capability-keyed limits (majors 9 and 10, the (10, 3) TP 4 cap) replaced by the
+    registry's decision for the tier.  None (SGLang decides) without an NVIDIA GPU."""
+    ctx = device_context()
+    if ctx is None:
+        return None
+    beam = sys.modules[_BEAM]
+    torch = beam.torch
+    if not hidden_states.is_cuda or torch.compiler.is_compiling():
+        return (None,)
+    rows, hidden = hidden_states.shape[0], hidden_states.shape[1]
+    if (
+        hidden_states.dtype != torch.bfloat16
+        or not hidden_states.is_contiguous()
+        or hidden_states.data_ptr() % 16 != 0
+        or hidden != _HIDDEN
+        or not 0 < rows <= _MAX_ROWS
+    ):
+        return (None,)
+    parallel = beam.get_parallel()
+    key = (id(ctx), parallel.tp_size)  # asked every forward: decided once per TP size
+    if key not in _beam_decided:
+        _beam_decided[key] = ctx.beam_all_reduce_limits(parallel.tp_size).value
+    limits = _beam_decided[key]
+    if (
+        limits is None
+        or beam.get_forward().sp_active
+        or not beam._beam_owns_tp_boundaries()
+    ):
+        return (None,)
+    return (_beam_token_limits(model, limits, rows),)
+
+
+def _beam_token_limits(model: Any, limits: tuple, rows: int) -> Optional[tuple]:
+    """SGLang's MoE and row checks on the limits the tier allows."""
+    beam = sys.modules[_BEAM]
+    parallel = beam.get_parallel()
+    attention_max_tokens, topk_max_tokens = limits
+    if (
+        not model.fuse_moe_all_reduce
+        or parallel.moe_ep_size != 1
+        or parallel.moe_tp_size != parallel.tp_size
+        or beam.should_skip_post_experts_all_reduce(is_tp_path=True)
+    ):
+        topk_max_tokens = 0
+    if rows > max(attention_max_tokens, topk_max_tokens):
+        return None
+    return attention_max_tokens, topk_max_tokens
+
+
+def beam_all_reduce_limits_here(tp_size: int, device: Any) -> Optional[tuple]:
+    """The replace form (``_all_reduce_limits``' capability span): the tier's limits."""
+    return _beam_limits(tp_size, device)

@@ -181,3 +181,39 @@ def fusion_runs_here() -> bool:
     except Exception as exc:
         logger.warning("FlashInfer all-reduce fusion gate: registry failed (%s); off", exc)
         return False
+
+
+# --- Beam's FlashInfer all-reduce token band (srt/models/beam.py) ---
+
+_BEAM_TP_SIZES = range(2, 65)
+
+
+@fail_open
+def beam_flashinfer_band_table() -> Optional[dict]:
+    """``_FLASHINFER_AR_TOKEN_BAND`` while ``BeamModel._flashinfer_ar_band`` reads it (the
+    ``scoped`` form): the registry's band per TP size, keyed, as SGLang's, by the
+    capability torch reports for this device."""
+    ctx = device_context()
+    if ctx is None:
+        return None
+    own = ctx.resolution.requested
+    table = {}
+    for tp_size in _BEAM_TP_SIZES:
+        band = ctx.beam_flashinfer_band(tp_size).value
+        if band is not None:
+            table[((own.major, own.minor), tp_size)] = band
+    return table
+
+
+def beam_flashinfer_band_here(tp_size: int) -> Optional[tuple]:
+    """The replace form (``_flashinfer_ar_band``' table look-up): the tier's band."""
+    ctx = device_context()
+    if ctx is not None:
+        return ctx.beam_flashinfer_band(tp_size).value
+    import torch
+
+    from ....arch import resolve
+    from ....arch.policies.collectives import beam_flashinfer_band as rule
+
+    major, minor = torch.cuda.get_device_capability()
+    return rule(resolve(f"{major}.{minor}"), tp_size).value
