@@ -33,17 +33,16 @@ ARCH_ENV = (
 )
 
 
-class _Unset(SimpleNamespace):
-    """Server arguments mid-resolution: a field the test does not set reads as unset."""
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return None
-
-
 class ArchMachineTestCase(CustomTestCase):
     """Simulates ``GPUS`` x ``CAPABILITY`` on ``TOPOLOGY`` (torch CUDA 13.0)."""
+
+    class UnsetArgs(SimpleNamespace):
+        """Server arguments mid-resolution: a field the test does not set reads as unset."""
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return None
 
     CAPABILITY = None
     GPUS = 8
@@ -106,7 +105,7 @@ class ArchMachineTestCase(CustomTestCase):
         glm5 = SimpleNamespace(
             speculative_algorithm="EAGLE", linear_attn_verify_backend=None
         )
-        args = _Unset(
+        args = self.UnsetArgs(
             linear_attn_decode_backend=None,
             linear_attn_backend="triton",
             mamba_ssm_dtype="bfloat16",
