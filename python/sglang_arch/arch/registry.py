@@ -41,6 +41,7 @@ from .validate import (
     read_regular_file,
     shown,
     shown_path,
+    unique_json_keys,
 )
 
 logger = logging.getLogger("sglang_arch")
@@ -324,18 +325,8 @@ def _parse_json(path: str, text: str):
             raise ValueError(f"number {literal[:20]} is out of range")
         return value
 
-    def unique_keys(pairs):
-        # json.loads keeps the last of two equal keys; a file that says two things is refused.
-        obj: Dict[str, Any] = {}
-        for key, value in pairs:
-            if key in obj:
-                raise ValueError(f"key {shown(key)} is given twice in one object (both occurrences would be "
-                                 f"read as one, the last winning); accepted: each key once")
-            obj[key] = value
-        return obj
-
     try:
-        return json.loads(text, parse_constant=constant, parse_float=number, object_pairs_hook=unique_keys)
+        return json.loads(text, parse_constant=constant, parse_float=number, object_pairs_hook=unique_json_keys)
     except RecursionError:
         raise TableError(f"{path}: not valid JSON: nested too deeply") from None
     except ValueError as exc:

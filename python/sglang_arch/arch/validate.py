@@ -12,7 +12,7 @@ import errno
 import os
 import re
 import stat
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 # --- limits (README "Limits"; test/unit/test_hostile.py checks each) -------------------
 
@@ -151,3 +151,15 @@ def read_regular_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def unique_json_keys(pairs):
+    """``json.loads``'s ``object_pairs_hook``: json keeps the last of two equal keys, so a
+    document that says two things is refused instead."""
+    obj: Dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"key {shown(key)} is given twice in one object (both occurrences would be "
+                             f"read as one, the last winning); accepted: each key once")
+        obj[key] = value
+    return obj

@@ -16,6 +16,7 @@ from ..arch.validate import (
     MAX_TEXT,
     read_regular_file,
     shown,
+    unique_json_keys,
 )
 from ..files import check_outputs, write_files
 
@@ -130,7 +131,7 @@ def load_results(path: str) -> Dict[str, Any]:
     except ValueError as exc:
         raise ValueError(f"{where}: cannot read: {exc}; accepted: a regular file of at most {MAX_FILE_BYTES} bytes") from None
     try:
-        saved = json.loads(data.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+        saved = json.loads(data.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=unique_json_keys)
     except RecursionError:
         raise ValueError(f"{where}: not a results file (nested too deeply)") from None
     except ValueError as exc:  # also UnicodeDecodeError
@@ -258,17 +259,6 @@ def _first_non_utf8_key(key: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
-
-
-def _unique_keys(pairs):
-    # json.loads keeps the last of two equal keys: a file that says two things is refused.
-    obj: Dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ValueError(f"key {shown(key)} is given twice in one object (json would keep the last); "
-                             f"accepted: each key once")
-        obj[key] = value
-    return obj
 
 
 def _no_constant(name: str):

@@ -8,7 +8,7 @@ never a ``KeyError``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from .. import catalog
 from ..profile import MIB
@@ -191,27 +191,31 @@ class TokenLimits:
     reason: str
 
 
-def beam_all_reduce_limits(res: Resolution, tp_size: int) -> TokenLimits:
-    """Beam's fused all-reduce + norm: (attention, top-k MoE) token limits for ``tp_size``."""
+def _measured(res: Resolution, tp_size: int, table: Dict[Tuple[int, int], Dict[int, Tuple[int, int]]],
+              missing: str, decision: str, choice: str) -> Tuple[Optional[Tuple[int, int]], str]:
+    """The tier's measured pair for ``tp_size`` where the kernel it feeds runs on the device."""
     tier = (res.resolved.major, res.resolved.minor)
     where = f"tier {res.resolved} ({res.match}), TP {tp_size}"
-    limits = BEAM_AR_LIMITS.get(tier, {}).get(tp_size)
-    if limits is None:
-        return TokenLimits(None, f"{where}: no measured limits")
-    verdict = catalog.choice_runs("custom_ar", "jit_v2", res.identities)
+    pair = table.get(tier, {}).get(tp_size)
+    if pair is None:
+        return None, f"{where}: {missing}"
+    verdict = catalog.choice_runs(decision, choice, res.identities)
     if not verdict.runs:
-        return TokenLimits(None, f"{where}: {verdict.reason}")
-    return TokenLimits(limits, f"{where}: attention up to {limits[0]}, top-k MoE up to {limits[1]} tokens")
+        return None, f"{where}: {verdict.reason}"
+    return pair, where
+
+
+def beam_all_reduce_limits(res: Resolution, tp_size: int) -> TokenLimits:
+    """Beam's fused all-reduce + norm: (attention, top-k MoE) token limits for ``tp_size``."""
+    limits, why = _measured(res, tp_size, BEAM_AR_LIMITS, "no measured limits", "custom_ar", "jit_v2")
+    if limits is None:
+        return TokenLimits(None, why)
+    return TokenLimits(limits, f"{why}: attention up to {limits[0]}, top-k MoE up to {limits[1]} tokens")
 
 
 def beam_flashinfer_band(res: Resolution, tp_size: int) -> TokenLimits:
     """The token band Beam hands to FlashInfer's MNNVL all-reduce for ``tp_size``."""
-    tier = (res.resolved.major, res.resolved.minor)
-    where = f"tier {res.resolved} ({res.match}), TP {tp_size}"
-    band = BEAM_FLASHINFER_BAND.get(tier, {}).get(tp_size)
+    band, why = _measured(res, tp_size, BEAM_FLASHINFER_BAND, "no measured band", "fusion", "mnnvl")
     if band is None:
-        return TokenLimits(None, f"{where}: no measured band")
-    verdict = catalog.choice_runs("fusion", "mnnvl", res.identities)
-    if not verdict.runs:
-        return TokenLimits(None, f"{where}: {verdict.reason}")
-    return TokenLimits(band, f"{where}: FlashInfer MNNVL all-reduce for {band[0]}-{band[1]} tokens")
+        return TokenLimits(None, why)
+    return TokenLimits(band, f"{why}: FlashInfer MNNVL all-reduce for {band[0]}-{band[1]} tokens")
