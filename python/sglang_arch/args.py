@@ -81,10 +81,22 @@ def _world_sizes(text: str) -> List[int]:
     if len(parts) > MAX_GPUS_PER_NODE:
         raise ValueError(f"invalid world sizes {shown(text)}; accepted: at most {MAX_GPUS_PER_NODE} values")
     try:
-        return [parse_int(p, "x", 2, MAX_GPUS_PER_NODE) for p in parts]
+        values = [parse_int(p, "x", 2, MAX_GPUS_PER_NODE) for p in parts]
     except ValueError:
         raise ValueError(f"invalid world sizes {shown(text)}; accepted: integers 2-{MAX_GPUS_PER_NODE}, "
                          f"comma-separated") from None
+    return _once_each(values, "world size", text)
+
+
+def _once_each(values: List[int], what: str, text: str) -> List[int]:
+    """A value given twice would be measured twice, and a results file holding both is
+    refused by ``--from-results`` (one measurement per world size and size)."""
+    seen = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"invalid {what}s {shown(text)}: {what} {value} is given twice; accepted: each once")
+        seen.add(value)
+    return values
 
 
 _UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
@@ -116,7 +128,7 @@ def _sizes(text: str) -> List[int]:
                              f"{SYMM_MEM_MAX_MIB} MiB (the largest symmetric-memory buffer), as bytes or 4K, 1M, "
                              f"256M (comma-separated)")
         out.append(value)
-    return out
+    return _once_each(out, "size", text)
 
 
 tune_world_sizes = argument(_world_sizes, "world_sizes")

@@ -7,6 +7,7 @@ names what was wrong and what is accepted; no traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -287,8 +288,46 @@ def _parser() -> argparse.ArgumentParser:
     return build_parser()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the command is, so that every writer rolls back as
+    on Ctrl-C (``files.Transaction``; a running ``git`` child is killed by ``subprocess``)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, _frame):
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminate_like_interrupt():
+    """SIGTERM / SIGHUP as Ctrl-C for the command's length: only in the main thread, and
+    only where nobody installed a handler (an embedding program keeps its own)."""
+    import signal
+    import threading
+
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            signum = getattr(signal, name, None)
+            if signum is not None and signal.getsignal(signum) == signal.SIG_DFL:
+                saved[signum] = signal.signal(signum, _raise_terminated)
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit 0 on success, 2 with one line on stderr for bad input; never a traceback."""
+    with _terminate_like_interrupt():
+        return _main(argv)
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     try:
         parser = _parser()
         args = parser.parse_args(argv)
@@ -306,6 +345,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except OSError as exc:  # a file named on the command line that cannot be read or written
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"sglang-arch: error: {where}{exc.strerror or exc}", 2)
+    except Terminated as exc:
+        return _fail(f"sglang-arch: terminated (signal {exc.signum}); every write rolled back", 128 + exc.signum)
     except KeyboardInterrupt:
         return _fail("sglang-arch: interrupted", 130)
     except Exception as exc:  # a bug: still one line, and not the exit status of bad input

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from sglang_arch.cli import main
@@ -183,3 +184,22 @@ def test_a_gemm_the_registry_finds_nothing_for_is_named_so_not_none(monkeypatch)
         runtime.reset()
     assert out["fp4_gemm"] == {"backend": "none runs", "runs": None}
     assert out["moe_runner"]["backend"] == "none runs"
+
+
+@pytest.mark.parametrize("extra, flag", [
+    (["--tp-size", "8"], "--tp-size"), (["--tp=8"], "--tp-size"), (["--tensor-parallel-size", "8"], "--tensor-parallel-size"),
+    (["--model-path", "/x"], "--model-path"), (["--model=/x"], "--model-path"), (["--nnodes", "2"], "--nnodes"),
+    (["--trust-remote-code", "--nnod", "2"], "--nnodes"),
+])
+def test_a_server_argument_naming_the_machine_is_refused_before_any_worker(tmp_path, capsys, monkeypatch, extra, flag):
+    """The adversarial pass of the fifth session: `-- --tp-size 8` with `--tp 1` printed a
+    one-GPU machine from SGLang arguments resolved for eight (SGLang's parser takes the last)."""
+    monkeypatch.setattr(plan, "run_plan", lambda *a, **k: pytest.fail("a worker ran"))
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "llama-tiny"
+    err = plan_2(capsys, fixture, "--", *extra)
+    assert f"names the simulated machine ({flag})" in err
+
+
+def test_other_server_arguments_pass_the_machine_check():
+    plan_cli.check_extra(["--trust-remote-code", "--mem-fraction-static", "0.5", "--model-loader-extra-config=x",
+                          "--tokenizer-path", "/t", "--n", "-m", "2"])

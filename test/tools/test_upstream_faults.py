@@ -260,6 +260,26 @@ def test_a_failed_commit_leaves_tree_index_and_head_and_a_rerun_commits_every_st
     assert git(clone, "status", "--porcelain") == ""
 
 
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_termination_while_git_commits_leaves_tree_index_and_head(clone, plan_given, tmp_path, capsys, signame):
+    """The adversarial pass of the fifth session: `timeout -s TERM` during `--into-git`
+    left step 1's files untracked and the temporary files beside the call sites, and an
+    orphaned `git commit` could move HEAD afterwards (SIGINT already rolled back).  The
+    hook of step 3's commit signals this process and waits; the signal must end the run as
+    Ctrl-C does: git killed, every write undone, exit 128 + the signal."""
+    import signal
+
+    signum = getattr(signal, signame)
+    if signal.getsignal(signum) != signal.SIG_DFL:
+        pytest.skip(f"{signame} has a handler in this test process; the CLI keeps an embedding program's own")
+    fail_at_commit(clone, tmp_path / "hooks", 3, action=f"kill -{signame[3:]} {os.getpid()}; sleep 30")
+    before = state(clone)
+    code, out, err = upstream(capsys, clone, "--into-git")
+    assert code == 128 + signum and err.strip() == f"sglang-arch: terminated (signal {signum}); every write rolled back"
+    assert state(clone) == before
+    assert signal.getsignal(signum) == signal.SIG_DFL  # the command's handler is gone with it
+
+
 def test_into_git_never_commits_a_step_over_an_uncommitted_earlier_one(clone, plan_given, capsys):
     """A plain run wrote every step; step 3's files are then put back as they were: a plan
     of step 3 alone (steps 1, 2 and 4 are up to date on disk) must not be committed over

@@ -37,6 +37,28 @@ def add_command(sub) -> None:
     p.set_defaults(func=cmd_plan)
 
 
+# SGLang's flags that name the simulated machine, and plan's own flag for each: after '--'
+# SGLang's parser would take them over plan's (the last one wins) while the machine and the
+# registry are built from plan's, so the two columns would describe different machines.
+MACHINE_FLAGS = {"--model-path": "--model-path", "--tp-size": "--tp", "--tensor-parallel-size": "--tp",
+                 "--nnodes": "--nnodes"}
+
+
+def check_extra(extra: Sequence[str]) -> None:
+    """Refuse a server argument after '--' that names the machine, in any spelling SGLang's
+    parser takes: the flag, an abbreviation of it (argparse accepts unambiguous prefixes),
+    ``--flag=value``."""
+    for token in extra:
+        name = token.split("=", 1)[0]
+        if not name.startswith("--") or len(name) < 4:
+            continue
+        for flag, own in MACHINE_FLAGS.items():
+            if flag.startswith(name):
+                raise ValueError(f"plan: server argument {shown(name)} after '--' names the simulated machine "
+                                 f"({flag}); accepted: plan's own {own} (the machine and the registry are built "
+                                 f"from it)")
+
+
 def check_model_dir(model_path: str) -> None:
     """``DIR/config.json`` is a regular file of at most MAX_MODEL_CONFIG_BYTES holding a JSON
     object, checked before any SGLang process starts (read without blocking: a FIFO, a
@@ -102,6 +124,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     extra = list(args.server_args)
     if extra and extra[0] == "--":
         extra = extra[1:]
+    check_extra(extra)
     from .plan import run_plan
 
     try:
