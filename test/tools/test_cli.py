@@ -100,6 +100,24 @@ def test_show_simulated_machine(capsys):
     assert d["node"]["collectives"]["torch_symm_mem"]["algorithm"] == "two_shot"
 
 
+@pytest.mark.parametrize("value, disabled", [("1", True), ("yes", True), ("0", False), ("", False)])
+def test_show_says_when_the_kill_switch_keeps_the_plugin_out(capsys, monkeypatch, value, disabled):
+    """The adversarial pass of the fifth session: show 'prints what the plugin decides', yet
+    with SGLANG_ARCH_DISABLE=1 it printed the decisions without a word."""
+    monkeypatch.setenv("SGLANG_ARCH_DISABLE", value)
+    code, out, _ = run(capsys, "show", "--capability", "12.0")
+    assert code == 0 and ("The plugin is off (SGLANG_ARCH_DISABLE)" in out) == disabled
+    code, out, _ = run(capsys, "show", "--capability", "12.0", "--json")
+    assert code == 0 and json.loads(out)["plugin_disabled"] is disabled
+
+
+def test_show_refuses_a_kill_switch_that_is_not_a_boolean(capsys, monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_DISABLE", "maybe")
+    code, out, err = run(capsys, "show", "--capability", "12.0")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "SGLANG_ARCH_DISABLE='maybe' is not a boolean" in err and "keeps the plugin out" in err
+
+
 def test_gencode_formats(capsys):
     assert run(capsys, "gencode", "--capability", "9.0", "--capability", "12.0", "--cuda", "12.9")[1].strip() == (
         "-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_120a,code=sm_120a "
