@@ -500,3 +500,18 @@ def test_an_unknown_capability_is_refused_before_anything_is_measured(tmp_path, 
     one_line_2(capsys, "--out", str(out), "--world-sizes", "2",
                expect=("tune collectives: --out: capability 11.5 is not a known tier (it resolves as family of 11.0)",))
     assert not out.exists()
+
+
+def test_out_with_a_gloo_run_is_refused_not_ignored(tmp_path, capsys, monkeypatch):
+    """The adversarial pass of the fifth session: `--out` with a gloo run (live or saved)
+    printed empty tables, wrote nothing and exited 0."""
+    monkeypatch.setattr(tc, "measure", lambda *a, **k: pytest.fail("measured before --out was refused"))
+    out = tmp_path / "o.toml"
+    one_line_2(capsys, "--backend", "gloo", "--world-sizes", "2", "--out", str(out),
+               expect=("a gloo run checks the harness on CPUs and tunes nothing", "accepted: --out with an nccl run"))
+    doc = valid_results()
+    doc["run"]["backend"] = "gloo"
+    src = write(tmp_path / "gloo.json", doc)
+    one_line_2(capsys, "--from-results", src, "--out", str(out), expect=(f"--from-results {src}: --out: a gloo run",))
+    assert not out.exists()
+    assert tune(capsys, "--from-results", src)[0] == 0  # without --out the saved gloo run still reports

@@ -76,10 +76,16 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} {target} is the --from-results input; accepted: another file "
                              f"(the measurements would be overwritten)")
     check_outputs(outputs)
+    gloo_out = ("--out: a gloo run checks the harness on CPUs and tunes nothing, so it writes no override; "
+                "accepted: --out with an nccl run (GPUs)")
     if args.from_results:
         saved = load_results(args.from_results)
         run = saved["run"]
+        if args.out and run["backend"] == "gloo":
+            raise ValueError(f"--from-results {args.from_results}: {gloo_out}")
         return _report(args, run, run["world_sizes"], topology_name=args.topology or saved.get("topology"))
+    if args.out and args.backend == "gloo":  # refused before the measurement, not ignored after it
+        raise ValueError(gloo_out)
     if args.out and args.backend == "nccl":  # a capability with no tier is refused before minutes of measuring
         from ..arch import detect, node_resolution
 
