@@ -600,3 +600,21 @@ def test_min_cuda_above_max_cuda_is_refused_naming_both(low, high):
 def test_min_cuda_equal_to_max_cuda_is_accepted():
     profile = build_registry({"12.0": {"min_cuda": "13.0", "max_cuda": "13.0"}}).resolve("12.0").profile
     assert profile.min_cuda == profile.max_cuda == (13, 0)
+
+
+from sglang_arch.arch.profile import _KNOWN_FIELDS  # noqa: E402
+
+
+@pytest.mark.parametrize("field", sorted(_KNOWN_FIELDS))
+def test_null_is_a_value_only_where_the_schema_gives_it_one(field):
+    """The adversarial pass of the fifth session: `{"12.0": {"features": null}}` was read as
+    no features (and `torch_symm_mem: null` as no sizes); only `inherits` (none),
+    `max_cuda` (no bound) and `custom_ar_v2_table` (SGLang's default) give null a meaning."""
+    from sglang_arch.arch.profile import TableError
+    from sglang_arch.arch.registry import NULLABLE_FIELDS, build_registry
+
+    if field in NULLABLE_FIELDS:
+        build_registry({"12.0": {field: None}}, override_source="o.json")
+    else:
+        with pytest.raises(TableError, match=f"o.json: entry 12.0: field '{field}' is null; accepted: a value"):
+            build_registry({"12.0": {field: None}}, override_source="o.json")

@@ -190,6 +190,20 @@ class Registry:
         return res
 
 
+# Fields whose null is a value of the schema: ``inherits`` (same as none), ``max_cuda``
+# (no upper bound), ``custom_ar_v2_table`` (SGLang's conservative default table).  Any
+# other field given as null was read as "nothing" (no features, no symm-mem sizes):
+# leaving the field out is how an entry keeps the tier's value.
+NULLABLE_FIELDS = frozenset({"inherits", "max_cuda", "custom_ar_v2_table"})
+
+
+def _no_null_fields(entry: Mapping, where: str) -> None:
+    for field, value in entry.items():
+        if value is None and field not in NULLABLE_FIELDS:
+            raise TableError(f"{where}: field {shown(field)} is null; accepted: a value, or leave the field out "
+                             f"to keep the tier's (null is a value only for {', '.join(sorted(NULLABLE_FIELDS))})")
+
+
 def build_registry(
     overrides: Optional[Mapping[str, Mapping]] = None,
     *,
@@ -220,6 +234,7 @@ def build_registry(
                 raise TableError(f"{override_source}: entry {shown(key)} must be a table of fields, "
                                  f"got {type(entry).__name__}")
             check_unique(spelled, cap, key, override_source)
+            _no_null_fields(entry, f"{override_source}: entry {cap}")
             patches = inherits_of(entry, f"{override_source}: entry {cap}") is None
             base = dict(flat_base.get(cap, {})) if patches else {}
             base.pop("lead", None)
