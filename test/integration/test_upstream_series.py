@@ -156,6 +156,8 @@ def clone(tmp_path_factory):
     """
     root = tmp_path_factory.mktemp("sglang-clone")
     _copy_sglang(root / "python" / "sglang")
+    # As SGLang's repository does: the bytecode its interpreters write is not the tree's.
+    (root / ".gitignore").write_text("__pycache__/\n*.py[cod]\n", encoding="utf-8")
     _git(root, "init", "-q")
     _git(root, "add", ".")
     _git(root, "-c", "user.name=base", "-c", "user.email=base@localhost", "commit", "-qm", "SGLang as installed")
