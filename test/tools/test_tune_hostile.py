@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sglang_arch import files as validate_module
 from sglang_arch.arch import reset_default_registry
 from sglang_arch.arch.registry import build_registry, load_override_file
+from sglang_arch.arch.validate import printable
 from sglang_arch.cli import main
 from sglang_arch.tune import collectives as tc
 
@@ -266,7 +267,7 @@ def test_the_written_toml_loads_back_with_any_device_name(tmp_path, capsys, devi
     out = tmp_path / "o.toml"
     assert tune(capsys, "--from-results", write(tmp_path / "ok.json", doc), "--out", str(out))[0] == 0
     (source,) = load_override_file(str(out))["9.0"]["sources"]
-    assert f"4x {device}, topology nvlink" in source
+    assert f"4x {printable(device)}, topology nvlink" in source and source.isprintable()  # escaped, not raw
     reg = build_registry(load_override_file(str(out)), override_source=str(out))
     assert reg.resolve("9.0").profile.sources == (source,)
 
@@ -515,3 +516,15 @@ def test_out_with_a_gloo_run_is_refused_not_ignored(tmp_path, capsys, monkeypatc
     one_line_2(capsys, "--from-results", src, "--out", str(out), expect=(f"--from-results {src}: --out: a gloo run",))
     assert not out.exists()
     assert tune(capsys, "--from-results", src)[0] == 0  # without --out the saved gloo run still reports
+
+
+def test_strings_from_a_results_file_cannot_drive_the_terminal(tmp_path, capsys):
+    """The adversarial pass of the fifth session: a device name or a measurement error with
+    ESC sequences and newlines was printed raw (it cleared the screen and forged a row)."""
+    doc = valid_results()
+    doc["run"]["device"] = "NVIDIA \x1b[31mH200\n"
+    doc["run"]["measurements"][0]["errors"] = {"one_shot": "\x1b[2J\x1b[31mBOOM\n  2    4 KiB  fake row"}
+    code, out, _ = tune(capsys, "--from-results", write(tmp_path / "esc.json", doc))
+    assert code == 0 and "\x1b" not in out and all(line.isprintable() for line in out.splitlines())
+    assert "NVIDIA \\x1b[31mH200\\n" in out and "\\x1b[2J\\x1b[31mBOOM\\n  2    4 KiB  fake row" in out
+

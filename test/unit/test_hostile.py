@@ -618,3 +618,15 @@ def test_null_is_a_value_only_where_the_schema_gives_it_one(field):
     else:
         with pytest.raises(TableError, match=f"o.json: entry 12.0: field '{field}' is null; accepted: a value"):
             build_registry({"12.0": {field: None}}, override_source="o.json")
+
+
+@pytest.mark.parametrize("field, value", [("attention_mha", ["\x1b[2Jfa3"]), ("examples", ["\x1b[31mRED"]),
+                                          ("sources", ["line\nbreak"]), ("attention_mla", ["flash\u202emla"])])
+def test_every_string_field_refuses_what_would_drive_the_terminal(field, value):
+    """The adversarial pass of the fifth session: only `name` refused control characters;
+    `explain` printed an attention list's ESC sequence raw, `matrix` an example's."""
+    from sglang_arch.arch.profile import TableError
+    from sglang_arch.arch.registry import build_registry
+
+    with pytest.raises(TableError, match=f"field '{field}'.* at position .*; accepted: a string of 1-"):
+        build_registry({"12.0": {field: value}}, override_source="o.json")

@@ -282,15 +282,16 @@ def _ints(values: Any, ctx: str, minimum: int, maximum: int) -> Tuple[int, ...]:
     return tuple(seen)
 
 
-# A lone surrogate (a JSON "\ud800" escape) is refused in every string field: UTF-8 cannot
-# hold it, so printing or writing it fails.  A name, printed as it is on one line of every
-# report, also refuses control characters (Cc: U+0000-U+001F, U+007F-U+009F), format
-# characters (Cf: U+200B, U+202E, ...) and the line and paragraph separators (Zl, Zp).
+# Every string field is printed as it is in reports (a name on one line of each, backend
+# names and sources in explain's reasons, examples in matrix): it refuses control
+# characters (Cc: U+0000-U+001F, U+007F-U+009F: ESC could clear the terminal or forge a
+# line), format characters (Cf: U+200B, U+202E, ...), the line and paragraph separators
+# (Zl, Zp), and a lone surrogate (Cs, a JSON "\ud800" escape: UTF-8 cannot hold it).
 SURROGATE_CATEGORIES = ("Cs",)
 NAME_REFUSED_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
-def _str(value: Any, ctx: str, refused: Tuple[str, ...] = SURROGATE_CATEGORIES) -> str:
+def _str(value: Any, ctx: str, refused: Tuple[str, ...] = NAME_REFUSED_CATEGORIES) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT:
         raise TableError(f"{ctx}: expected a string of 1-{MAX_TEXT} characters, got {shown(value)}")
     for i, ch in enumerate(value):

@@ -49,6 +49,16 @@ def shown(value: Any, limit: int = MAX_SHOWN) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def printable(text: Any, limit: int = MAX_TEXT) -> str:
+    """Text from a file the user gave, for a report line: every character Python does not
+    print (ESC and the other controls, format and separator characters) escaped as
+    ``repr`` writes it, so a file can neither clear the terminal nor forge a line."""
+    text = str(text)
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def shown_path(path: Any) -> str:
     """A file path for an error line: as it is when it is printable and short, else
     ``shown`` (quoted, control characters such as ESC escaped, cut at MAX_SHOWN_PATH)."""

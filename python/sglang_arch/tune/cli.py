@@ -15,6 +15,7 @@ from ..arch.validate import (
     MAX_GPUS_PER_NODE,
     MAX_TEXT,
     read_regular_file,
+    printable,
     shown,
     unique_json_keys,
 )
@@ -310,7 +311,8 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
                       within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
             _check_writable(args, run, res, tune_mode, tuned)
-            source = (f"sglang-arch tune collectives, {run['started']}, {max(world_sizes)}x {run['device']}, "
+            source = (f"sglang-arch tune collectives, {printable(run['started'])}, {max(world_sizes)}x "
+                      f"{printable(run['device'])}, "
                       f"topology {topology.name}, multicast off, {tune_mode} timing")
             entry = tc.override_entry(str(res.resolved), dict(res.profile.torch_symm_mem), tuned, source)
             outputs.append(("--out", args.out, tc.override_text(args.out, entry)))
@@ -358,7 +360,7 @@ def tc_times(m) -> bool:
 def render(report) -> str:
     run = report["run"]
     trials = run.get("trials") or "?"
-    lines = [f"{run['device']} ({run['backend']}), world sizes {run['world_sizes']}, {trials} trials; "
+    lines = [f"{printable(run['device'])} ({run['backend']}), world sizes {run['world_sizes']}, {trials} trials; "
              f"eager: {run['iters']} calls per trial; graph: {run.get('graph_calls') or '-'} calls per replay",
              "times per all-reduce in us: median [min-max] of the trials, slowest rank"]
     checks = {(r["world_size"], r["size"], r.get("mode", "eager")): r for r in report.get("check", [])}
@@ -391,7 +393,7 @@ def render(report) -> str:
             lines.append(f"{m['world_size']:>3} {_fmt(m['size']):>8}  " + "  ".join(row) + f"   {pick}")
     for m in run["measurements"]:
         for p, why in m["errors"].items():
-            lines.append(f"  {m['world_size']} {_fmt(m['size'])} {p}: {why}")
+            lines.append(f"  {m['world_size']} {_fmt(m['size'])} {printable(p)}: {printable(why)}")
     if "tuned_bytes" in report:
         def sizes(tuned):
             return {ws: "off" if b is None else _fmt(b) for ws, b in tuned.items()}
