@@ -724,3 +724,20 @@ def test_a_py_symlink_inside_the_tree_is_still_read(tree):
     rep = audit(str(tree))
     assert "srt/layers/alias.py" not in _not_scanned(rep)
     assert {s.file for s in rep.sites} >= {"srt/layers/real.py", "srt/layers/alias.py"}
+
+
+def test_names_and_code_from_the_tree_cannot_drive_the_terminal_or_break_the_table(tree):
+    """The adversarial pass of the fifth session: a file named with ESC sequences, a newline
+    and a '|' was printed raw by the text report and split the markdown table's row."""
+    name = "e\x1b[2J\x1b[31mvil|x\nfake.py"
+    (tree / "srt" / "layers" / name).write_text(
+        "import torch\ndef f():\n    return 'fa3' if torch.cuda.get_device_capability()[0] == 9 else '\x1b[31m'\n")
+    (tree / "srt" / "layers" / "bad\x1b].py").write_bytes(b"import torch\nx = torch.cuda.get_device_capability(\n")
+    rep = audit(str(tree))
+    assert by_line(rep, f"srt/layers/{name}")  # scanned under its real name
+    text, md = report.render_table(rep), report.render_markdown(rep)
+    for out in (text, md):
+        assert "\x1b" not in out and all(line.isprintable() for line in out.splitlines())
+    assert "e\\x1b[2J\\x1b[31mvil|x\\nfake.py" in text and "bad\\x1b].py" in text
+    rows = [line for line in md.splitlines() if "vil" in line]
+    assert rows and all("vil\\|x\\nfake.py" in row for row in rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import List
 
+from ..arch.validate import printable
 from . import Report, Site
 from .classify import THREE, in_three
 
@@ -26,8 +27,9 @@ def summary_rows(report: Report) -> List[List[str]]:
 
 
 def _problems(report: Report) -> List[str]:
-    out = [f"{u.file}:{u.line}: not scanned: {u.problem}" if u.line else f"{u.file}: not scanned: {u.problem}"
-           for u in report.unparsed]
+    # a file's name, a line of code: text of the tree's, escaped (a name could hold ESC or a newline)
+    out = [f"{printable(u.file)}:{u.line}: not scanned: {printable(u.problem)}" if u.line
+           else f"{printable(u.file)}: not scanned: {printable(u.problem)}" for u in report.unparsed]
     return out + [f"note: {n}" for n in report.notes]
 
 
@@ -43,13 +45,13 @@ def render_table(report: Report) -> str:
     for who in ("plugin", "patched"):
         left = report.unrouted_decisions(who)
         out.append(f"decisions in collectives, fusion, attention/* the registry does not take ({who}): {len(left)}")
-        out += [f"  {_where(s)}  {s.scope or '<module>'}: {s.code}" for s in left]
+        out += [f"  {_where(s)}  {s.scope or '<module>'}: {printable(s.code)}" for s in left]
     out.append("(--json for every site)")
     return "\n".join(out) + "\n"
 
 
 def _where(s: Site) -> str:
-    return f"{s.file}:{s.line}"
+    return f"{printable(s.file)}:{s.line}"
 
 
 def render_markdown(report: Report) -> str:
@@ -99,11 +101,11 @@ def render_markdown(report: Report) -> str:
         out.append("None.")
     else:
         out += ["| file:line | function | code | concern | plugin | patched |", "|---|---|---|---|---|---|"]
-        out += [f"| `{_where(s)}` | `{s.scope or '<module>'}` | `{_md(_short(s.code))}` | {s.concern} | {s.plugin} | "
+        out += [f"| `{_md(_where(s))}` | `{s.scope or '<module>'}` | `{_md(_short(s.code))}` | {s.concern} | {s.plugin} | "
                 f"{s.patched} |" for s in left]
     out += ["", "## Kernel gates", "", "Every gate, site by site: the file, the function, the check and why it is "
             "a gate.", "", "| file:line | function | check | concern | reason |", "|---|---|---|---|---|"]
-    out += [f"| `{_where(s)}` | `{s.scope or '<module>'}` | `{_md(_short(s.code))}` | {s.concern} | "
+    out += [f"| `{_md(_where(s))}` | `{s.scope or '<module>'}` | `{_md(_short(s.code))}` | {s.concern} | "
             f"{_md(s.kind_reason)} |" for s in report.sites if s.kind == "gate"]
     problems = _problems(report)
     if problems:
@@ -118,13 +120,14 @@ def render_markdown(report: Report) -> str:
         out += [f"### {concern}", "", "| file:line | code | kind | reads | evaluated | plugin | patched | reason (plugin) |",
                 "|---|---|---|---|---|---|---|---|"]
         for s in by_concern[concern]:
-            out.append(f"| `{_where(s)}` | `{_md(_short(s.code))}` | {s.kind} | {s.source} | {s.evaluated} | "
+            out.append(f"| `{_md(_where(s))}` | `{_md(_short(s.code))}` | {s.kind} | {s.source} | {s.evaluated} | "
                        f"{s.plugin} | {s.patched} | {_md(s.plugin_reason)} |")
         out.append("")
     return "\n".join(out)
 
 
 def _short(code: str) -> str:
+    code = printable(code)
     return code if len(code) <= 100 else code[:97] + "..."
 
 
