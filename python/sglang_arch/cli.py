@@ -193,7 +193,7 @@ def render_matrix_markdown(rows: List[Dict[str, Any]]) -> str:
         def mark(field: str, text: str) -> str:
             return f"{text}*" if field in lead else text
 
-        out.append("| " + " | ".join([
+        out.append("| " + " | ".join(cell.replace("|", "\\|") for cell in [  # an override's name may hold '|'
             r["capability"], mark("name", r["name"]), mark("examples", ", ".join(r["examples"])),
             mark("features", ", ".join(r["features"]) or "-"), mark("smem_per_block_kib", str(r["smem_per_block_kib"] or "-")),
             r["typical_topology"], mark("min_cuda", r["min_cuda"] or "-"),

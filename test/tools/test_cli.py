@@ -1,4 +1,5 @@
 import json
+import re
 import os
 import subprocess
 import sys
@@ -186,3 +187,17 @@ def test_a_world_size_not_divisible_by_the_node_count_is_refused(capsys, nnodes,
                                f"accepted: the same number of GPUs on every node (world size a multiple of --nnodes)")
     elif world >= nnodes:
         assert code == 0, err
+
+
+def test_the_markdown_matrix_keeps_one_cell_per_column_whatever_a_name_holds(tmp_path, capsys, monkeypatch):
+    """The adversarial pass of the fifth session: an override named 'Evil | x | y' added
+    columns to its row of `matrix --format markdown`."""
+    path = tmp_path / "o.json"
+    path.write_text(json.dumps({"12.0": {"name": "Evil | x | y", "examples": ["a | c"]}}))
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    code, out, _ = run(capsys, "matrix", "--format", "markdown")
+    head = next(line for line in out.splitlines() if line.startswith("| cc "))
+    row = next(line for line in out.splitlines() if line.startswith("| 12.0 "))
+    cells = [c for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+    assert code == 0 and len(cells) == head.count("|") - 1 and "Evil \\| x \\| y" in row
+
