@@ -24,7 +24,7 @@ from typing import Optional, Sequence, Tuple
 
 from .. import catalog
 from ..registry import Resolution
-from .platform import FACT_RULES
+from .platform import tier_fact
 
 DECISION = "attention"  # deterministic backends are attention backends (kernels.py CHOICES)
 
@@ -39,10 +39,7 @@ class DeterministicDecision:
 
 def upstream_pick(res: Resolution, deepseek: bool, cuda: Optional[Tuple[int, int]]) -> str:
     """SGLang 0.5.23's rule, asked of the tier's major (is_sm100 or is_sm120)."""
-    major = res.resolved.major
-    blackwell = any(major in FACT_RULES[fact][0] and (cuda is None or cuda >= FACT_RULES[fact][1])
-                    for fact in ("is_sm100", "is_sm120"))
-    if blackwell:
+    if tier_fact(res, "is_sm100", cuda) or tier_fact(res, "is_sm120", cuda):
         return "triton" if deepseek else "flashinfer"
     return "fa3"
 

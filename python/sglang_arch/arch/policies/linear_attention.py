@@ -29,7 +29,7 @@ from typing import Optional, Tuple
 from .. import catalog
 from ..capability import Capability
 from ..registry import Resolution
-from .platform import FACT_RULES
+from .platform import tier_fact
 
 DECISION = "linear_attention"  # the kernel catalog's name for this decision
 FAMILIES = ("gdn", "kda")
@@ -52,12 +52,6 @@ class LinearDecision:
     dropped: Tuple[Tuple[str, str], ...] = ()  # (candidate, why not)
 
 
-def _is_sm100_tier(res: Resolution, cuda: Cuda) -> bool:
-    """SGLang's ``is_sm100`` fact (``FACT_RULES``) of the tier."""
-    majors, min_cuda = FACT_RULES["is_sm100"]
-    return res.resolved.major in majors and (cuda is None or cuda >= min_cuda)
-
-
 def _where(res: Resolution) -> str:
     return f"tier {res.resolved} ({res.match})"
 
@@ -76,7 +70,7 @@ def _keep(res: Resolution, pick: str, families: Tuple[str, ...], phase: str, cud
 
 def decode_default(res: Resolution, cuda: Cuda = (13, 0)) -> LinearDecision:
     """The decode backend for a bf16 SSM state when the user gave none (any family)."""
-    if not _is_sm100_tier(res, cuda):
+    if not tier_fact(res, "is_sm100", cuda):
         return LinearDecision(None, f"{_where(res)}: no decode default (SGLang's is_sm100 rule)")
     return _keep(res, "flashinfer", FAMILIES, "decode", cuda, "FlashInfer decode for a bf16 SSM state")
 
@@ -84,14 +78,14 @@ def decode_default(res: Resolution, cuda: Cuda = (13, 0)) -> LinearDecision:
 def kda_decode_default(res: Resolution, cuda: Cuda = (13, 0)) -> LinearDecision:
     """Kimi's KDA models: ``triton`` decode on the tiers where the generic rule picks
     FlashInfer (the Triton packed decode is the faster one on KDA shapes)."""
-    if not _is_sm100_tier(res, cuda):
+    if not tier_fact(res, "is_sm100", cuda):
         return LinearDecision(None, f"{_where(res)}: no KDA decode default (SGLang's is_sm100 rule)")
     return _keep(res, PORTABLE, ("kda",), "decode", cuda, "Triton packed decode for KDA with a bf16 SSM state")
 
 
 def verify_default(res: Resolution, cuda: Cuda = (13, 0)) -> LinearDecision:
     """GLM-5-Next with speculative decoding: the verify backend when the user gave none."""
-    if not _is_sm100_tier(res, cuda):
+    if not tier_fact(res, "is_sm100", cuda):
         return LinearDecision(None, f"{_where(res)}: no verify default (SGLang's is_sm100 rule)")
     return _keep(res, "nv_cutedsl", ("kda",), "verify", cuda, "the fused CuTe DSL verify")
 

@@ -52,3 +52,11 @@ def platform_facts(res: Optional[Resolution], cuda: Optional[Tuple[int, int]]) -
         facts["device_capability"] = res.requested.as_tuple()
         facts["device_sm"] = res.requested.sm
     return facts
+
+
+def tier_fact(res: Resolution, fact: str, cuda: Optional[Tuple[int, int]]) -> bool:
+    """SGLang's probe ``fact`` asked of the tier's major, not the device's: a decision's
+    rule as SGLang writes it, for the tier (``cuda=None``: the CUDA minimum is not checked)."""
+    majors, min_cuda = FACT_RULES[fact]
+    return res.resolved.major in majors and (cuda is None or cuda >= min_cuda)
+

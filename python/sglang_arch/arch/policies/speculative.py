@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 from .. import catalog
 from ..registry import Resolution
 from . import attention
-from .platform import FACT_RULES
+from .platform import tier_fact
 
 DECISION = "attention"
 PORTABLE = "triton"
@@ -33,9 +33,7 @@ class DraftDecision:
 
 
 def upstream_pick(res: Resolution, cuda: Optional[Tuple[int, int]]) -> str:
-    majors, min_cuda = FACT_RULES["is_blackwell"]
-    blackwell = res.resolved.major in majors and (cuda is None or cuda >= min_cuda)
-    return "triton" if blackwell else "fa3"
+    return "triton" if tier_fact(res, "is_blackwell", cuda) else "fa3"
 
 
 def hybrid_linear_draft_backend(res: Resolution, phase: str = "decode",

@@ -131,11 +131,10 @@ class AudioLocalDecision:
 
 def mimo_local_attention(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> AudioLocalDecision:
     """Whether MiMo's audio encoder takes its local Triton attention (else SDPA)."""
-    from .platform import FACT_RULES
+    from .platform import tier_fact
 
-    majors, min_cuda = FACT_RULES[MIMO_LOCAL_FACT]
     where = f"tier {res.resolved} ({res.match})"
-    if res.resolved.major not in majors or (cuda is not None and cuda < min_cuda):
+    if not tier_fact(res, MIMO_LOCAL_FACT, cuda):
         return AudioLocalDecision(False, f"{where}: SGLang's rule ({MIMO_LOCAL_FACT}) is false: SDPA")
     verdict = catalog.choice_runs(DECISION, "triton_attn", res.identities, cuda)
     if not verdict.runs:
