@@ -1,5 +1,6 @@
 """Helpers shared by the integration tests."""
 
+import contextlib
 import fcntl
 import json
 import os
@@ -20,6 +21,31 @@ def clean_env(**extra):
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "python"), os.environ.get("PYTHONPATH")) if p)
     env.update(extra)
     return env
+
+
+def routed_target(path):
+    """The plugin's target whose SGLang path is ``path``."""
+    from sglang_arch.integrations.sglang import routing
+
+    return next(t for t in routing.all_routed_targets() if t.path == path)
+
+
+@contextlib.contextmanager
+def routed(*paths):
+    """The plugin's targets at ``paths`` routed in this process for the block; the ones this
+    call routed (not those already routed, e.g. by early routing) are unrouted after it."""
+    from sglang_arch.integrations.sglang import routing
+
+    here = []
+    try:
+        for path in paths:
+            target = routed_target(path)
+            if routing.route(target):
+                here.append(target)
+        yield
+    finally:
+        for target in reversed(here):
+            routing.unroute(target)
 
 
 ORACLE = Path(__file__).with_name("upstream_oracle.py")

@@ -13,6 +13,7 @@ if importlib.util.find_spec("sglang") is None:  # located, not imported: each SG
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
+from helpers import routed  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 KNOWN = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]
@@ -23,16 +24,9 @@ _BAND = "sglang.srt.models.beam.BeamModel._flashinfer_ar_band"
 @pytest.fixture(scope="module")
 def beam():
     from sglang.srt.models import beam
-    from sglang_arch.integrations.sglang import routing
 
-    routed = []
-    for path in (_LIMITS, _BAND):
-        target = next(t for t in routing.all_routed_targets() if t.path == path)
-        routed.append((target, routing.route(target)))
-    yield beam
-    for target, here in routed:
-        if here:
-            routing.unroute(target)
+    with routed(_LIMITS, _BAND):
+        yield beam
 
 
 class Hidden:

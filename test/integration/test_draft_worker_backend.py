@@ -17,6 +17,7 @@ if importlib.util.find_spec("sglang") is None:  # located, not imported: each SG
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
+from helpers import routed  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 KNOWN = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]
@@ -27,13 +28,9 @@ _PATH = "sglang.srt.speculative.draft_worker_common.resolve_draft_worker_attenti
 @pytest.fixture(scope="module")
 def sides():
     from sglang.srt.speculative import draft_worker_common as dwc
-    from sglang_arch.integrations.sglang import routing
 
-    target = next(t for t in routing.all_routed_targets() if t.path == _PATH)
-    routed_here = routing.route(target)
-    yield dwc, dwc.resolve_draft_worker_attention_backend, dwc.resolve_draft_worker_attention_backend.__wrapped__
-    if routed_here:
-        routing.unroute(target)
+    with routed(_PATH):
+        yield dwc, dwc.resolve_draft_worker_attention_backend, dwc.resolve_draft_worker_attention_backend.__wrapped__
 
 
 @pytest.fixture

@@ -63,14 +63,19 @@ def test_allreduce_is_the_registrys(results, cap):
     assert verdict["ok"], verdict
 
 
+def _readme_numbers(words, what):
+    """The numbers README.md states where ``words`` (a regex, any white space between words)
+    matches; ``what`` names them when it does not."""
+    match = re.search(words.replace(" ", r"\s+"), (ROOT / "README.md").read_text(), re.S)
+    assert match, f"README: {what} are missing"
+    return [int(x.replace(",", "")) for x in match.groups()]
+
+
 def test_readme_states_the_counts(results, judged):
     total = fb.counts(results["caps"], judged)
-    readme = (ROOT / "README.md").read_text()
-    words = r"final-backend matrix.*?\*\*([0-9,]+) cells\*\*.*?([0-9,]+) equal to upstream.*?" \
-            r"([0-9,]+) where upstream would build a kernel.*?([0-9,]+) the registry changes on exact tiers"
-    match = re.search(words.replace(" ", r"\s+"), readme, re.S)
-    assert match, "README: the final-backend matrix's counts are missing"
-    stated = [int(x.replace(",", "")) for x in match.groups()]
+    stated = _readme_numbers(r"final-backend matrix.*?\*\*([0-9,]+) cells\*\*.*?([0-9,]+) equal to upstream.*?"
+                             r"([0-9,]+) where upstream would build a kernel.*?([0-9,]+) the registry changes on "
+                             r"exact tiers", "the final-backend matrix's counts")
     assert stated == [total["cells"], total["equal_to_upstream"], total["upstream_unrunnable"],
                       total["changed_on_exact_tiers"]]
 
@@ -128,10 +133,8 @@ def test_quantized_moe_fixtures_have_runner_and_gemm_columns(judged):
 
 def test_readme_states_the_moe_gemm_counts(results, judged):
     total = fb.counts(results["caps"], judged)
-    readme = (ROOT / "README.md").read_text()
-    words = r"\*\*([0-9,]+) cells with a MoE runner or GEMM column\*\*.*?([0-9,]+) of them equal to upstream.*?" \
-            r"([0-9,]+) where upstream would build a MoE runner or GEMM"
-    match = re.search(words.replace(" ", r"\s+"), readme, re.S)
-    assert match, "README: the MoE runner / GEMM counts are missing"
-    assert [int(x.replace(",", "")) for x in match.groups()] == \
+    stated = _readme_numbers(r"\*\*([0-9,]+) cells with a MoE runner or GEMM column\*\*.*?([0-9,]+) of them equal "
+                             r"to upstream.*?([0-9,]+) where upstream would build a MoE runner or GEMM",
+                             "the MoE runner / GEMM counts")
+    assert stated == \
         [total["moe_gemm_cells"], total["moe_gemm_equal"], total["moe_gemm_upstream_unrunnable"]]

@@ -13,6 +13,7 @@ if importlib.util.find_spec("sglang") is None:  # located, not imported: each SG
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
+from helpers import routed, routed_target  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 KNOWN = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]
@@ -20,23 +21,12 @@ _GEMMA = "sglang.srt.models.gemma4_vision.Gemma4VisionAttention._select_backend"
 _KIMI = "sglang.srt.models.kimi_k3_vl._resolve_mm_attention_backend"
 
 
-def _route(path):
-    from sglang_arch.integrations.sglang import routing
-
-    target = next(t for t in routing.all_routed_targets() if t.path == path)
-    return target, routing.route(target)
-
-
 @pytest.fixture(scope="module")
 def models():
     from sglang.srt.models import gemma4_vision, kimi_k3_vl
-    from sglang_arch.integrations.sglang import routing
 
-    routed = [_route(_GEMMA), _route(_KIMI)]
-    yield gemma4_vision, kimi_k3_vl
-    for target, here in routed:
-        if here:
-            routing.unroute(target)
+    with routed(_GEMMA, _KIMI):
+        yield gemma4_vision, kimi_k3_vl
 
 
 @pytest.fixture
@@ -135,7 +125,7 @@ def test_routed_build_audio_encoder_reads_the_registrys_answer(monkeypatch):
     from sglang_arch.integrations.sglang import glue, routing
     from sglang_arch.integrations.sglang.glue import attention as ga
 
-    target = next(t for t in routing.all_routed_targets() if t.path == _MIMO)
+    target = routed_target(_MIMO)
     was_routed = routing.is_routed(target)
     if was_routed:
         routing.unroute(target)
