@@ -741,3 +741,56 @@ def test_names_and_code_from_the_tree_cannot_drive_the_terminal_or_break_the_tab
     assert "e\\x1b[2J\\x1b[31mvil|x\\nfake.py" in text and "bad\\x1b].py" in text
     rows = [line for line in md.splitlines() if "vil" in line]
     assert rows and all("vil\\|x\\nfake.py" in row for row in rows)
+
+
+# Issue 20 (item 5): a Triton launcher's words name the kernel it launches (a MoE, an FP8,
+# a GEMM kernel), not what its sites decide: the launch parameters it keys on the
+# architecture are tuning (``other``), as an attention launcher's are; a check whose
+# branches only log (``logger.info_once``, ``print_warning_once``) decides nothing.  Each
+# case failed on the previous rules (moe decision; quantization and gemm decisions).
+LAUNCH_AND_LOG = {
+    "kernels/ops/moe/toy_fused_moe.py": """\
+        import torch
+        def fused_moe_fp8(a, b, grid):
+            if torch.cuda.get_device_capability()[0] == 9:
+                num_stages = 3
+            else:
+                num_stages = 4
+            _fused_moe_fp8_kernel[grid](a, b, num_stages=num_stages)
+        def select_moe_runner(a):
+            if torch.cuda.get_device_capability()[0] == 9:
+                return "deep_gemm_moe"
+            return "triton_moe"
+        def warn_marlin(dtype):
+            if torch.cuda.get_device_capability()[0] < 9 and dtype == torch.bfloat16:
+                logger.info_once("Marlin with bf16 is slower before Hopper")
+        def warn_gemv(flag):
+            if flag and torch.cuda.get_device_capability() != (10, 3):
+                print_warning_once("the decode GEMV is unused here")
+        """,
+}
+
+
+@pytest.fixture(scope="module")
+def launch_and_log(tmp_path_factory):
+    return audit(str(write_tree(tmp_path_factory.mktemp("launch"), {**FILES, **LAUNCH_AND_LOG})))
+
+
+@pytest.mark.parametrize("line, concern, kind", [
+    (3, "other", "decision"),  # num_stages of a MoE FP8 Triton launch (was moe)
+    (9, "moe", "decision"),  # no launch: a MoE runner pick
+    (13, "quantization", "fact"),  # only logs (was a decision)
+    (16, "gemm", "fact"),  # print_warning_once is a log call (was a decision)
+])
+def test_launch_parameters_are_tuning_and_log_only_checks_are_facts(launch_and_log, line, concern, kind):
+    site = by_line(launch_and_log, "kernels/ops/moe/toy_fused_moe.py")[line]
+    assert (site.concern, site.kind) == (concern, kind), site
+
+
+def test_a_check_whose_branches_only_log_is_read_as_such():
+    import ast
+    only = ast.parse("if x:\n    logger.info('a')\nelse:\n    print_warning_once('b')").body[0]
+    mixed = ast.parse("if x:\n    logger.info('a')\n    y = 1").body[0]
+    assert scan_mod._only_logs(only.body, only.orelse)
+    assert not scan_mod._only_logs(mixed.body, mixed.orelse)
+    assert not scan_mod._only_logs([], [])

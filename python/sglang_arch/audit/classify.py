@@ -10,7 +10,10 @@ that names a concern decides (the concern named most often in it; ties go to
 overlap and its batch-size limits; mHC in a function's or bound name) count for
 ``other`` in the first three layers only.  A site in a function that launches a Triton
 kernel (``kernel[grid](...)``) decides how that kernel launches (a tile size, a
-variant), not which attention backend runs: attention words there file it ``other``.
+``num_warps`` / ``num_stages`` / ``launch_pdl``, a split-K, a variant), not which
+backend runs: the words that name what the kernel computes (attention, MoE, a quantized
+or a GEMM kernel: ``LAUNCHED``) file it ``other`` there (a dtype it picks stays
+quantization, above).
 ``attn_dp_size`` / ``attn_tp_size`` / ``is_dp_attention_enabled`` are parallel sizes,
 not attention.  Words are split
 into lower-case tokens (``FlashInferAttnBackend`` -> ``flash infer attn backend``,
@@ -28,7 +31,8 @@ Kind (``kind_for``):
               support check (``_is_fa3_supported``, ``*_available``), a JIT build
 ``fact``      the identity itself: the definition of a probe, a value bound to a name
               whose uses are sites of their own (a local, a ``self.`` attribute, a
-              module-level flag), a value only logged
+              module-level flag), a value only logged (in a log call's arguments, or a
+              check whose branches only log)
 ``decision``  everything else: the site picks a backend, a size, on/off
 """
 
@@ -43,6 +47,9 @@ from .scan import IDENTITY_CALLS, PROBE_NAME, RawSite
 CONCERNS = ("collectives", "fusion", "attention/mha", "attention/mla", "attention/dsa", "attention/linear",
             "attention/other", "moe", "quantization", "gemm", "speculative", "platform", "other")
 THREE = ("collectives", "fusion", "attention/")
+# What a kernel launched from a function computes (its words name the kernel, not what the
+# site decides): inside a Triton launcher these concerns file a site ``other``.
+LAUNCHED = ("attention", "moe", "quantization", "gemm")
 KINDS = ("decision", "gate", "fact")
 
 # Concern rules on tokens (first listed wins a tie).  "attention" means attention/<kind>.
@@ -146,10 +153,10 @@ def concern_for(site: RawSite, kind: str = "decision") -> str:
     for i, layer in enumerate(layers):
         concern = _concern_in(layer, named_other=i < 3, mhc=i in (1, 2))
         if concern is not None:
+            if site.launcher and concern in LAUNCHED:
+                return "other"
             if concern != "attention":
                 return concern
-            if site.launcher:
-                return "other"
             kind_text = " ".join(layers)
             sub = attention_kind(kind_text)
             return f"attention/{sub if sub != 'other' else attention_kind(site.file.rsplit('/', 1)[-1])}"
@@ -189,6 +196,8 @@ def kind_for(site: RawSite, gate_reason: Optional[str] = None) -> Tuple[str, str
     checks = [w for w in _IDENT.findall(site.code) if SUPPORT_CHECK.search(w.lstrip("_")) and not PROBE_NAME.match(w)]
     if ctx.role in ("test", "return") and checks:
         return "gate", f"uses the support check {', '.join(dict.fromkeys(checks))}: whether its kernel can run here"
+    if ctx.role == "test" and ctx.logs:
+        return "fact", "only in a message: a check whose branches only log"
     if "table" in kinds or ctx.conditional:
         return "decision", ""
     if site.cached_flag:

@@ -47,6 +47,16 @@ _EXTEND = "kernels/ops/attention/extend_attention.py"
 _SMEM = ("Triton tile sizes the device's shared memory and registers hold ('sm120 ... has a much smaller shared "
          "memory size (100K)', 'Hopper block sizes cause PTX register exhaustion' on sm_100a)")
 
+_DG_SCALES = ("the scale layout DeepGEMM's kernel for the device reads: packed UE8M0 on SM100 and SM120 "
+              "(configurer.py's DEEPGEMM_SCALE_UE8M0; 'SM100 DeepGEMM casts the weight scales to UE8M0'), "
+              "TMA-aligned FP32 otherwise")
+_GENMHA_SCALES = ("the KV scale convention of the kernel that reads the NVFP4 KV cache: 'SM100 uses TRT-LLM GenMHA "
+                  "kernels that expect KV scales as amax / 448 ... SM120 uses a different kernel path where scales "
+                  "already include this factor'")
+_SHARED_FUSION = ("a capability floor whose only branch returns why the shared-expert fusion cannot be used: "
+                  "'Only ... on NV-platform with capability >= 80 or AMD-platform with capability >= gfx942(MI30x) "
+                  "can use shared experts fusion optimization' (MUSA from 3.1; under expert parallelism AMD only)")
+
 KERNEL_GATES: Sequence[KernelGate] = (
     # DSA / NSA (DeepSeek V3.2, V4.x)
     KernelGate(_DSA, "DeepseekSparseAttnBackend._forward_flashmla_sparse", "required_padding = 128 if",
@@ -138,6 +148,146 @@ KERNEL_GATES: Sequence[KernelGate] = (
     KernelGate("kernels/ops/diffusion/layout/flux2_token_cat_nvfp4_jit.py", "try_flux2_token_cat_nvfp4",
                "get_device_capability(attention.device) != (10, 3)", "the NVFP4 token-cat JIT kernel is built for "
                "sm_103a; 'attention' is a tensor's name"),
+    # MoE, quantization and GEMM kernels (issue 20, item 5)
+    KernelGate("kernels/kda_kernels/sm120_fp8.py", "try_sm120_fp8_linear", "if capability[0] != 12:",
+               "'Run the best qualified SM12x FP8 small-M kernel, or return None': the SM12x kernels (the skinny "
+               "GEMM module is JIT-built for (12, 0) only and raises elsewhere)"),
+    KernelGate("kernels/ops/attention/dsv4/index_logits.py", "index_weights_dtype", "and _is_sm100()",
+               "the head-weight dtype DeepGEMM's logits kernel takes: 'DeepGEMM reduces in the head weights' dtype "
+               "and takes bf16 weights only on SM100 with bf16 logits'"),
+    KernelGate("kernels/ops/gemm/fused_a_gemm.py", "fused_a_gemm_weight_eligible", "and _DEVICE_SM >= 90",
+               "the fused QKV-A GEMM kernels: the JIT one is a 'Runtime-compiled CUDA C++ kernel for SM90+ (Hopper) "
+               "GPUs' (dsv3_fused_a_gemm.py), the CuTe DSL one serves SM120+"),
+    KernelGate("kernels/ops/layernorm/mhc.py", "_mhc_pre_gemm_sqrsum_dispatch", "if not is_sm120_supported():",
+               "how the TileLang kernel compiles for the device: 'SM120's TileLang pipeline cannot warp-specialize "
+               "this kernel (the role marker fails on tirx.Bind)'"),
+    KernelGate("kernels/ops/layernorm/mhc.py", "mhc_pre_gemm_sqrsum_splitk_kernel", "if is_sm120_supported()",
+               "how the TileLang kernels compile for the device: 'SM120 cannot compile the warp-specialized form of "
+               "these kernels'"),
+    KernelGate("kernels/ops/moe/inkling_moe.py", "grouped_gemm_triton", '"num_stages": 3 if is_sm121() else 4,',
+               "the pipeline depth the device's shared memory holds: 'sm_121 (GB10 / DGX Spark) caps shared memory "
+               "at 99 KB per block and num_stages=4 needs 108 KB'"),
+    KernelGate("kernels/ops/quantization/fp8_utils.py", "cuda_capability_uses_fp8_e4b15",
+               "return cuda_capability < (8, 9)", "'Triton names E4M3 as fp8e4b15 on CUDA architectures before "
+               "SM89': FP8 E4M3 is a native type from SM89 (Ada) on"),
+    KernelGate("kernels/ops/quantization/fp8_utils.py", "use_fp8_e4b15_for_e4m3fn",
+               "return cuda_capability_uses_fp8_e4b15(cuda_capability)",
+               "the device's answer to 'Triton names E4M3 as fp8e4b15 on CUDA architectures before SM89'"),
+    KernelGate("srt/arg_groups/kv_cache_hook.py", "handle_kv4_compatibility",
+               "if uses_sm100_trtllm_nvfp4 and uses_draft_model:",
+               "the only draft backend that reads the SM100 native NVFP4 layout (set when unset, else raises): 'SM100 "
+               "native NVFP4 speculative decoding requires --speculative-draft-attention-backend=trtllm_mha so the "
+               "draft worker consumes its physical NVFP4 KV layout' (the GenMHA layout: NVFP4KVCacheMethod's gate)"),
+    KernelGate("srt/arg_groups/kv_cache_hook.py", "handle_kv4_compatibility", "uses_sm100_mixed_nvfp4",
+               "what the SM100 mixed NVFP4 layout's kernels support: 'FlashInfer prefill reads a transient FP8 "
+               "dequant workspace. Its host-built page layout cannot be refreshed inside a target-verify CUDA "
+               "graph, whereas the decode child consumes the physical NVFP4 cache directly'"),
+    KernelGate("srt/arg_groups/model_overrides/gpt_oss.py", "_gpt_oss_overrides",
+               "if get_platform().is_blackwell and get_nvidia_driver_version() >= (595,):",
+               "whether the triton_kernels MoE kernels can run: 'The triton_kernels package segfaults on Blackwell "
+               "(B200) with NVIDIA driver >= 595'"),
+    KernelGate("srt/batch_overlap/single_batch_overlap.py", "compute_overlap_args", "if is_blackwell():",
+               "the combine signal in the form the down GEMM that overlaps reads: one uint32 per expert for the "
+               "Blackwell (CuTe DSL) kernel ('ours v2 use uint32 not int32'), one int32 per 64-row block for "
+               "DeepGEMM's, which enable_combine_down_gemm_two_stream_overlap allows off Blackwell only"),
+    KernelGate("srt/layers/moe/token_dispatcher/deepep.py", "_DeepEPDispatcherImplLowLatency._combine_core",
+               "if is_blackwell():", "the overlap arguments DeepEP's low-latency combine takes with the down GEMM's "
+               "signal of the device's kernel (src_signals on Blackwell; comp_signal, block_m and packed_recv_count "
+               "for DeepGEMM's): compute_overlap_args' gate"),
+    KernelGate("srt/layers/moe/mega_moe.py", "_mega_moe_max_num_sms", "if _device_sm < 100:",
+               "the launch of the MegaMoE kernel that runs: 'The SM90 MegaMoE implementation does not use the "
+               "whole-grid clustered launch that needs a residency margin'"),
+    KernelGate("srt/layers/moe/mega_moe.py", "is_mega_moe_experts_ready", "if _device_sm == 90:",
+               "which MegaMoE kernel exists: SM90's FP8 kernel (is_sm90_fp8_mega_moe_available), 'The SM100 mega "
+               "kernels exist for compute capability 10.x only'"),
+    KernelGate("srt/layers/moe/mega_moe.py", "is_mega_moe_experts_ready",
+               "return is_sm90_fp8_mega_moe_available(experts)",
+               "the SM90 FP8 MegaMoE kernel's availability, on SM90 only"),
+    KernelGate("srt/layers/moe/mega_moe.py", "is_mega_moe_experts_ready", "return _device_sm // 10 == 10",
+               "'The SM100 mega kernels exist for compute capability 10.x only'"),
+    KernelGate("srt/layers/moe/mega_moe.py", "should_fuse_mega_moe_shared_experts", "and is_sm100_supported()",
+               "'DeepGEMM's in-kernel shared expert takes FP8 weights on SM100 fp8xfp4 only' (the fusion itself is "
+               "SGLANG_OPT_DEEPGEMM_MEGA_MOE_FUSE_SHARED_EXPERTS)"),
+    KernelGate("srt/layers/deep_gemm_wrapper/compile_utils.py", "_get_fp8_scale_workspace",
+               "if DEEPGEMM_NEED_TMA_ALIGNED_SCALES:", _DG_SCALES),
+    KernelGate("srt/layers/deep_gemm_wrapper/compile_utils.py", "_get_fp8_scale_workspace",
+               "if DEEPGEMM_SCALE_UE8M0:", _DG_SCALES),
+    KernelGate("srt/layers/deep_gemm_wrapper/configurer.py", "",
+               "DEEPGEMM_NEED_TMA_ALIGNED_SCALES = not (DEEPGEMM_SCALE_UE8M0 or _is_musa)", _DG_SCALES),
+    KernelGate("srt/layers/deep_gemm_wrapper/entrypoint.py", "_sanity_check_input", "if not DEEPGEMM_SCALE_UE8M0:",
+               "checks the input scales are the UE8M0 ones DeepGEMM's kernel for the device reads (asserts them); "
+               + _DG_SCALES),
+    KernelGate("srt/layers/quantization/fp8.py", "Fp8LinearMethod._process_mxfp8_linear_weight_scale",
+               "if DEEPGEMM_SCALE_UE8M0:", "'Pre-packed; GEMM must be called with disable_ue8m0_cast=True': "
+               + _DG_SCALES),
+    KernelGate("srt/layers/quantization/fp8.py", "Fp8MoEMethod._process_mxfp8_moe_weights._pack_moe_scale_for_deepgemm",
+               "if DEEPGEMM_SCALE_UE8M0:", "'Blackwell: int32 MN-major TMA-packed. Hopper returns fp32 (FP4 API "
+               "converts)': " + _DG_SCALES),
+    KernelGate("srt/models/deepseek_v4.py", "", "_FP8_WO_A_UE8M0 = _FP8_WO_A_GEMM and DEEPGEMM_SCALE_UE8M0",
+               "the wo_a weight scales in DeepGEMM's format for the device (format_ue8m0): " + _DG_SCALES),
+    KernelGate("srt/layers/quantization/fp4_kv_cache_quant_method.py", "NVFP4KVCacheMethod.load_scales_from_model",
+               "if get_platform().is_sm100 and k_scale != 1.0:", _GENMHA_SCALES),
+    KernelGate("srt/layers/quantization/fp4_kv_cache_quant_method.py", "NVFP4KVCacheMethod.load_scales_from_model",
+               "if get_platform().is_sm100 and v_scale != 1.0:", _GENMHA_SCALES),
+    KernelGate("srt/layers/quantization/fp8.py", "Fp8Config.get_quant_method",
+               "if get_platform().is_sm90 or get_platform().is_sm120:",
+               "the flashinfer_mxfp4 backend's kernel for the device, as FA4's per-architecture class: 'SM100 uses "
+               "TRT-LLM; SM90 uses W4A16 and SM120 uses MXFP8xMXFP4' (FlashInfer's CUTLASS MoE method on SM90 / "
+               "SM120)"),
+    KernelGate("srt/layers/quantization/fp8_utils.py", "use_rowwise_torch_scaled_mm",
+               "return get_device_capability() >= (9, 4) and torch_release >= (2, 7)",
+               "ROCm: 'determine if it is on a platform that supports torch._scaled_mm rowwise feature' (gfx94x on)"),
+    KernelGate("srt/layers/quantization/fp8_utils.py", "deepgemm_w8a8_block_fp8_linear_with_fallback",
+               "if get_platform().is_sm90 and act_scale_ue8m0:",
+               "'SM90 consumes fp32 scales; DeepGEMM aligns their storage for TMA': " + _DG_SCALES),
+    KernelGate("srt/layers/quantization/fp8_utils.py", "apply_fp8_linear", "and not native_scalar_a_scale",
+               "the A-scale shape the CUTLASS FP8 GEMM built for the device takes: 'Unsupported CUTLASS epilogues "
+               "require one A scale per row' (a scalar A scale on SM90, SM100 and SM120); three lines of one check (two tests, static_quant_fp8's repeat_scale)"),
+    KernelGate("srt/layers/quantization/fp8_utils.py", "can_auto_enable_marlin_fp8", "return 80 <= sm < 89",
+               "FP8 tensor-core MMA (e4m3 / e5m2) exists from SM89 (PTX ISA: mma with .e4m3 / .e5m2 requires "
+               "sm_89): below it, on SM8x, only the weight-only FP8 Marlin kernel runs FP8 checkpoints"),
+    KernelGate("srt/layers/quantization/kvfp4_tensor.py", "NVFP4KVQuantizeUtil.quantize",
+               "if get_platform().is_sm100 or get_platform().is_sm120:",
+               "FlashInfer's nvfp4_kv_quantize 'Requires SM100+ (Blackwell) for the cvt.rn.satfinite.e2m1x2.f32 "
+               "PTX instruction' (SM90 quantizes with fp4_quantize)"),
+    KernelGate("srt/layers/quantization/marlin_utils.py", "should_use_atomic_add_reduce",
+               "if device_capability[0] < 9 and dtype == torch.bfloat16:",
+               "Marlin's atomic-add reduce: 'sm8x doesn't support atomicAdd + bfloat16 natively'"),
+    KernelGate("srt/lora/marlin_lora_temp/policy.py", "validate_experimental_sgl_marlin_contract",
+               "if device_capability[0] < 9:", "a requirement (its only branch records the error the contract "
+               "raises): 'CUDA compute capability 9.0 or newer is required'"),
+    KernelGate("srt/model_loader/loader.py", "_get_quantization_config",
+               "if major is not None and minor is not None:",
+               "guards the quantization method's requirement check: 'The quantization method ... is not supported "
+               "for the current GPU. Minimum capability: ...' (raises)"),
+    KernelGate("srt/models/gpt_oss.py", "TinyGemmLinear.__init__", "_is_tinygemm_supported",
+               "FlashInfer's tinygemm_bf16 can run here: an 'SM90+ optimized small GEMM' that 'Uses TMA' "
+               "(_is_tinygemm_supported: SM90 or Blackwell)"),
+    # shared-expert fusion: the capability floors SGLang states the fusion can run from
+    KernelGate("srt/models/dots3_common/modeling.py",
+               "Dots3LanguageModelForCausalLM.shared_experts_fusion_disable_reason",
+               'or torch.cuda.get_device_capability("cuda") < (8, 0)',
+               "a capability floor (CUDA 8.0) beside the config checks whose only branch returns 'Shared-expert "
+               "fusion is unsupported for this Dots3 configuration'"),
+    *(KernelGate(file, f"{cls}.shared_experts_fusion_disable_reason", check, _SHARED_FUSION)
+      for file, cls, check in (
+          ("srt/models/bailing_moe_v3.py", "BailingMoeV3ForCausalLM",
+           'if (not _is_cuda or torch.cuda.get_device_capability("cuda") < (8, 0)) and ('),
+          ("srt/models/bailing_moe_v3.py", "BailingMoeV3ForCausalLM",
+           'not _is_hip or torch.cuda.get_device_capability("cuda") < (9, 4)'),
+          ("srt/models/deepseek_v2.py", "DeepseekV2ForCausalLM",
+           '(not _is_cuda or torch.cuda.get_device_capability("cuda") < (8, 0))'),
+          ("srt/models/deepseek_v2.py", "DeepseekV2ForCausalLM",
+           'not _is_hip or torch.cuda.get_device_capability("cuda") < (9, 4)'),
+          ("srt/models/deepseek_v2.py", "DeepseekV2ForCausalLM",
+           '(not _is_musa or torch.musa.get_device_capability("musa") < (3, 1))'),
+          ("srt/models/glm4_moe.py", "Glm4MoeForCausalLM",
+           'if (not _is_cuda or torch.cuda.get_device_capability("cuda") < (8, 0)) and ('),
+          ("srt/models/glm4_moe.py", "Glm4MoeForCausalLM",
+           'not _is_hip or torch.cuda.get_device_capability("cuda") < (9, 4)'),
+          ("srt/models/glm4_moe_lite.py", "Glm4MoeLiteForCausalLM",
+           'or torch.cuda.get_device_capability("cuda") < (8, 0)'),
+      )),
 )
 
 

@@ -134,7 +134,8 @@ class Context:
     statement), ``pass`` (the value passed on as a call's argument), ``log`` (in an error
     message, a log call or an f-string) or ``other``.  ``words``: identifiers and short strings of the
     code the check controls (the branches of its ``if``, the statement it is in),
-    bounded.  ``raises``: a test whose only branch raises.  ``conditional``: a bound value
+    bounded.  ``raises``: a test whose only branch raises.  ``logs``: a test whose branches
+    only log (a log or warning call each).  ``conditional``: a bound value
     chosen by a conditional expression or a table (a size or a backend, not a fact).
     ``log``: the value only reaches a log or warning call or an f-string."""
 
@@ -142,6 +143,7 @@ class Context:
     words: str = ""
     binds: Tuple[str, ...] = ()
     raises: bool = False
+    logs: bool = False
     conditional: bool = False
     log: bool = False
     controls: str = ""  # words of the code the check controls, without the probes' names
@@ -356,7 +358,7 @@ def _words(nodes: Sequence[ast.AST], limit: int = CONTEXT_WORDS, probes: bool = 
 
 
 _LOG_CALLS = re.compile(r"(^|\.)(debug|info|warning|warn|error|exception|critical|print|print_warning|"
-                        r"warning_once|info_once|log)$")
+                        r"warning_once|info_once|print_warning_once|log)$")
 
 
 def _is_log_call(node: ast.AST) -> bool:
@@ -367,6 +369,12 @@ def _is_log_call(node: ast.AST) -> bool:
     if isinstance(func, ast.IfExp):
         return all(bool(_LOG_CALLS.search(dotted(f))) for f in (func.body, func.orelse))
     return bool(_LOG_CALLS.search(dotted(func)))
+
+
+def _only_logs(*branches: Sequence[ast.stmt]) -> bool:
+    """Every statement of ``branches`` is a log or warning call (and there is one)."""
+    stmts = [s for b in branches for s in b]
+    return bool(stmts) and all(isinstance(s, ast.Expr) and _is_log_call(s.value) for s in stmts)
 
 
 def _only_raises(body: Sequence[ast.stmt]) -> bool:
@@ -594,7 +602,8 @@ class _Visitor(ast.NodeVisitor):
     def _context(self, node: ast.AST) -> Context:
         stmt = self.stmts[-1] if self.stmts else None
         scope_words = [n for _, n in self.stack]
-        if self.roles and self.roles[-1][0] == "format" or isinstance(stmt, ast.Raise):
+        if self.roles and self.roles[-1][0] == "format" or isinstance(stmt, ast.Raise) or (
+                isinstance(stmt, ast.Expr) and _is_log_call(stmt.value)):
             return Context("log", _join(_words([stmt] if stmt is not None else []) + scope_words), log=True)
         if self.roles:
             owner = self.roles[-1][1]
@@ -602,6 +611,7 @@ class _Visitor(ast.NodeVisitor):
                 branches = list(owner.body) + list(owner.orelse)
                 raises = _only_raises(owner.body) and not owner.orelse
                 return Context("test", _join(_words([owner.test] + branches) + scope_words), raises=raises,
+                               logs=_only_logs(owner.body, owner.orelse),
                                controls=_join(_words(branches, probes=False)))
             return Context("test", _join(_words([stmt] if stmt is not None else [owner]) + scope_words),
                            controls=_join(_words([owner.body, owner.orelse], probes=False)),
