@@ -768,6 +768,23 @@ LAUNCH_AND_LOG = {
             if flag and torch.cuda.get_device_capability() != (10, 3):
                 print_warning_once("the decode GEMV is unused here")
         """,
+    # the capability read as it is behind a presence guard is the identity, not a pick:
+    # its uses are the sites (the old rules filed the binding a decision and lost its uses)
+    "srt/layers/toy_guarded.py": """\
+        import torch
+        def f(x):
+            cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+            if cap is not None and cap[0] >= 9:
+                return "fast_path"
+            return None
+        def g():
+            t = torch.cuda.get_device_capability()
+            c = -1 if t is None else t[0] * 10 + t[1]
+            if c < 80:
+                raise ValueError("needs 8.0")
+        def h():
+            size = 128 if torch.cuda.get_device_capability()[0] >= 9 else 64
+        """,
 }
 
 
@@ -785,6 +802,18 @@ def launch_and_log(tmp_path_factory):
 def test_launch_parameters_are_tuning_and_log_only_checks_are_facts(launch_and_log, line, concern, kind):
     site = by_line(launch_and_log, "kernels/ops/moe/toy_fused_moe.py")[line]
     assert (site.concern, site.kind) == (concern, kind), site
+
+
+@pytest.mark.parametrize("line, kind", [
+    (3, "fact"),  # cap() if is_available() else None: the identity (was a decision)
+    (4, "decision"),  # its use picks a path
+    (9, "fact"),  # -1 if t is None else t[0] * 10 + t[1] (was a decision)
+    (10, "gate"),  # its use, a requirement (was no site: c was not followed)
+    (13, "decision"),  # a size picked by the capability stays a decision
+])
+def test_a_guarded_capability_read_is_the_identity(launch_and_log, line, kind):
+    site = by_line(launch_and_log, "srt/layers/toy_guarded.py")[line]
+    assert site.kind == kind, site
 
 
 def test_a_check_whose_branches_only_log_is_read_as_such():

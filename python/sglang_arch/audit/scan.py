@@ -371,6 +371,24 @@ def _is_log_call(node: ast.AST) -> bool:
     return bool(_LOG_CALLS.search(dotted(func)))
 
 
+def _constant_default(node: ast.AST) -> bool:
+    """``None``, ``-1``, ``(0, 0)``: what a guarded capability read falls back to."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_constant_default(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and (node.value is None or type(node.value) is int)
+
+
+def _none_check(node: ast.AST) -> bool:
+    """``x is None`` / ``x is not None`` (and ``and`` / ``or`` of them): whether a value is
+    there, not what it is."""
+    if isinstance(node, ast.BoolOp):
+        return all(_none_check(v) for v in node.values)
+    return (isinstance(node, ast.Compare) and all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+            and all(isinstance(c, ast.Constant) and c.value is None for c in node.comparators))
+
+
 def _only_logs(*branches: Sequence[ast.stmt]) -> bool:
     """Every statement of ``branches`` is a log or warning call (and there is one)."""
     stmts = [s for b in branches for s in b]
@@ -539,9 +557,26 @@ class _Visitor(ast.NodeVisitor):
         self._block(node.orelse)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
-        self._test(node, node.test)
+        if self._guarded_read(node) is not None:
+            self.visit(node.test)  # a presence guard decides nothing: the statement's role
+        else:
+            self._test(node, node.test)
         self.visit(node.body)
         self.visit(node.orelse)
+
+    def _guarded_read(self, node: ast.IfExp) -> Optional[ast.AST]:
+        """The capability arm of ``cap() if is_cuda() else None`` / ``-1 if cap is None else
+        cap[0] * 10 + cap[1]``: the capability read as it is behind a guard that compares no
+        capability (a platform or device-type check, a None check), the other arm a constant
+        default.  Such a value is the identity (or nothing), not a pick."""
+        for arm, default in ((node.body, node.orelse), (node.orelse, node.body)):
+            if not _constant_default(default):
+                continue
+            if not [e for e in self._origins(arm) if e.kind != "untraced"]:
+                continue
+            if _none_check(node.test) or not [e for e in self._origins(node.test) if e.kind != "untraced"]:
+                return arm
+        return None
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -631,7 +666,8 @@ class _Visitor(ast.NodeVisitor):
             value = getattr(stmt, "value", None)
             # a value picked by a table or a conditional expression (one whose test holds the
             # capability is a ``test`` above); not an unrelated ``x if y else z`` inside a key
-            conditional = isinstance(value, (ast.IfExp, ast.Dict, ast.Lambda))
+            conditional = isinstance(value, (ast.IfExp, ast.Dict, ast.Lambda)) and not (
+                isinstance(value, ast.IfExp) and self._guarded_read(value) is not None)
             return Context("bind" if plain else "other", words, binds=names, conditional=conditional,
                            controls=_join(_words([value], probes=False)) if value is not None else "")
         if isinstance(stmt, ast.Return):
@@ -732,6 +768,9 @@ class _Visitor(ast.NodeVisitor):
             return [Expr("untraced", dotted(node) or node.attr)] if CAP_NAME.match(node.attr) else []
         if isinstance(node, ast.Subscript):
             return self._origins(node.value, depth + 1)
+        if isinstance(node, ast.IfExp):
+            arm = self._guarded_read(node)
+            return self._origins(arm, depth + 1) if arm is not None else []
         if isinstance(node, ast.Name):
             found = self._lookup(self.vars, node.id)
             if found:
