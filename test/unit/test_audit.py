@@ -784,6 +784,10 @@ LAUNCH_AND_LOG = {
                 raise ValueError("needs 8.0")
         def h():
             size = 128 if torch.cuda.get_device_capability()[0] >= 9 else 64
+        def toy_local_capability():
+            return torch.cuda.get_device_capability()
+        def toy_fast():
+            return torch.cuda.get_device_capability()[0] >= 9
         """,
 }
 
@@ -810,8 +814,10 @@ def test_launch_parameters_are_tuning_and_log_only_checks_are_facts(launch_and_l
     (9, "fact"),  # -1 if t is None else t[0] * 10 + t[1] (was a decision)
     (10, "gate"),  # its use, a requirement (was no site: c was not followed)
     (13, "decision"),  # a size picked by the capability stays a decision
+    (15, "fact"),  # a capability helper returns the identity (was a decision)
+    (17, "decision"),  # a function that returns what the capability picks
 ])
-def test_a_guarded_capability_read_is_the_identity(launch_and_log, line, kind):
+def test_a_guarded_read_or_a_capability_helper_is_the_identity(launch_and_log, line, kind):
     site = by_line(launch_and_log, "srt/layers/toy_guarded.py")[line]
     assert site.kind == kind, site
 

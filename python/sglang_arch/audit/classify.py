@@ -32,7 +32,8 @@ Kind (``kind_for``):
 ``fact``      the identity itself: the definition of a probe, a value bound to a name
               whose uses are sites of their own (a local, a ``self.`` attribute, a
               module-level flag), a value only logged (in a log call's arguments, or a
-              check whose branches only log)
+              check whose branches only log), the value a capability helper returns
+              (``..._capability()``) as it is
 ``decision``  everything else: the site picks a backend, a size, on/off
 """
 
@@ -102,6 +103,10 @@ SUPPORT_CHECK = re.compile(r"(^|_)(supported|supports?|available|compatible|can_
 # in (``get_..._index_dtype``, ``packed_dtype = ...``) is quantization, whatever attention
 # words surround it (the KV-cache dtype it reads is an input, not what it picks).
 DTYPE_DECIDED = re.compile(r"(^|_)dtype$")
+
+# A function that returns the capability itself (``convrot_int8_local_capability``): a
+# helper whose callers' checks are the sites.
+CAPABILITY_HELPER = re.compile(r"(^|_)(capability|compute_capability|cuda_capability|sm_version|device_sm)$")
 
 # A function that builds (JIT-compiles) a kernel for the device.
 JIT_BUILD = re.compile(r"(^|_)jit(_|$)|compile")
@@ -204,6 +209,8 @@ def kind_for(site: RawSite, gate_reason: Optional[str] = None) -> Tuple[str, str
         return "fact", "the identity cached at import; its uses are sites"
     if ctx.role == "bind":
         return "fact", f"binds the identity to {', '.join(ctx.binds) or 'a name'}; its uses are sites"
+    if ctx.role == "return" and CAPABILITY_HELPER.search(function):
+        return "fact", f"returns the identity ({function}): a helper that reports the capability"
     if ctx.log:
         return "fact", "only in a message (a log call, an error, an f-string)"
     if ctx.role == "pass":
