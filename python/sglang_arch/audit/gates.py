@@ -229,11 +229,6 @@ KERNEL_GATES: Sequence[KernelGate] = (
                "if get_platform().is_sm100 and k_scale != 1.0:", _GENMHA_SCALES),
     KernelGate("srt/layers/quantization/fp4_kv_cache_quant_method.py", "NVFP4KVCacheMethod.load_scales_from_model",
                "if get_platform().is_sm100 and v_scale != 1.0:", _GENMHA_SCALES),
-    KernelGate("srt/layers/quantization/fp8.py", "Fp8Config.get_quant_method",
-               "if get_platform().is_sm90 or get_platform().is_sm120:",
-               "the flashinfer_mxfp4 backend's kernel for the device, as FA4's per-architecture class: 'SM100 uses "
-               "TRT-LLM; SM90 uses W4A16 and SM120 uses MXFP8xMXFP4' (FlashInfer's CUTLASS MoE method on SM90 / "
-               "SM120)"),
     KernelGate("srt/layers/quantization/fp8_utils.py", "use_rowwise_torch_scaled_mm",
                "return get_device_capability() >= (9, 4) and torch_release >= (2, 7)",
                "ROCm: 'determine if it is on a platform that supports torch._scaled_mm rowwise feature' (gfx94x on)"),
