@@ -130,7 +130,7 @@ def main():
     original = getattr(routed, "__wrapped__", None)
     assert original is not None, "the plugin did not route the MoE pass in this interpreter"
     real_runs = catalog.choice_runs
-    from sglang_arch.arch.policies.moe import QUANT_KINDS as KINDS
+    from sglang_arch.arch.policies.moe import QUANT_KINDS
     todo = write_cases(Path(args.root), set(filter(None, args.only.split(","))))
     results = {}
 
@@ -173,7 +173,7 @@ def main():
                 if picks and "error" not in upstream:
                     # the kernels the picks run on this device, without a build in the narrowed catalog
                     kernels = {real_runs(d, c, cap, (13, 0), kind).kernel for d, c in picks
-                               for kind in (None,) + KINDS if real_runs(d, c, cap, (13, 0), kind) is not None
+                               for kind in (None,) + QUANT_KINDS if real_runs(d, c, cap, (13, 0), kind) is not None
                                and real_runs(d, c, cap, (13, 0), kind).runs}
                     row["narrowed"] = sorted(k for k in kernels if k)
                     row["narrow"] = resolve(name, path, extra, routed, kernels)
