@@ -52,7 +52,7 @@ def _fixture(name):
 KINDS = {"glm4_moe": "unquantized", "gemma4_nvfp4": "nvfp4", "llama4_fp8": "fp8_block", "minimax_m2_nvfp4": "nvfp4",
          "cohere2_moe_ct_nvfp4": "nvfp4", "kimi_k3_ct_mxfp4": "mxfp4", "beam_nvfp4": "nvfp4",
          "gpt_oss_mxfp4": "mxfp4", "gpt_oss_bf16": "unquantized", "gpt_oss_bf16_driver_595": "unquantized",
-         "deepseek_v3_fp8": "fp8_block", "longcat_fp8": "fp8_block"}
+         "deepseek_v3_fp8": "fp8_block", "longcat_fp8": "fp8_block", "muse_glimmer": "unquantized"}
 # The NVIDIA driver gpt_oss.py reads for its Blackwell arm (line 110), per case.
 DRIVERS = {"gpt_oss_bf16_driver_595": (595, 0)}
 
@@ -85,6 +85,12 @@ def cases():
         "gpt_oss_mxfp4": ("model_overrides/gpt_oss.py:65/70", _fixture("gpt-oss-mxfp4"), ()),
         "gpt_oss_bf16": ("model_overrides/gpt_oss.py:110 (driver < 595)", _fixture("gpt-oss-tiny"), ()),
         "gpt_oss_bf16_driver_595": ("model_overrides/gpt_oss.py:110", _fixture("gpt-oss-tiny"), ()),
+        "muse_glimmer": ("model_overrides/muse_glimmer.py:18", {
+            "architectures": ["MuseGlimmerForCausalLM"], "model_type": "muse_glimmer",
+            "text_config": dict(_TINY, layer_types=["sliding_attention", "full_attention"], sliding_window=128,
+                                hidden_activation="gelu_pytorch_tanh", layer_rope_theta=[1e6, 0],
+                                rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                                final_logit_softcapping=30.0, qk_scale_factor=1.0)}, ()),
         "deepseek_v3_fp8": ("overrides.py:771", _fixture("deepseek-v3-fp8"), ()),
         "longcat_fp8": ("overrides.py:771 (LongCat FP8 GEMM)", dict(
             moe, architectures=["LongcatFlashForCausalLM"], model_type="longcat_flash", n_routed_experts=8,

@@ -151,8 +151,6 @@ ATTENTION_GUARD_COVERS = _DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SIT
 #   mxfp4 kind's runner set (triton_kernel is Mxfp4MoEMethod's): no kind models them yet;
 # - deepseek_v4's DeepSeek-V4.1 ``fp8_gemm_runner_backend = flashinfer_cutedsl``: the
 #   catalog has no FP8 GEMM entry for it, so the guard cannot judge it;
-# - muse_glimmer's ``fp4_gemm_runner_backend = marlin`` on SM120: judged by the same code
-#   as the other GEMM picks, but no test resolves a Muse Glimmer config yet;
 # - mimo_v2, nemotron_h, qwen3_moe, minimax_m3: their sites are gates, not decisions.
 MOE_GUARD_COVERS = (
     f"{_MO}.glm4_moe._glm4_moe_overrides:if get_platform().is_sm100:",
@@ -166,6 +164,8 @@ MOE_GUARD_COVERS = (
     f"{_MO}.gpt_oss._gpt_oss_overrides:if get_platform().is_sm100 and is_mxfp4_quant_format:",
     f"{_MO}.gpt_oss._gpt_oss_overrides:elif get_platform().is_sm120 and is_mxfp4_quant_format:",
     f"{_MO}.gpt_oss._gpt_oss_overrides:if get_platform().is_blackwell and get_nvidia_driver_version() >= (595,):",
+    f'{_MO}.muse_glimmer._muse_glimmer_fp4_gemm_runner_overrides:if get_platform().is_sm120 and '
+    'cfg.fp4_gemm_runner_backend == "auto":',
     f"{_OVERRIDES}._deepseek_moe_quant_resolution:if get_platform().is_sm100:",
 )
 
