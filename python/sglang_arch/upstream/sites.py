@@ -28,7 +28,7 @@ from .replace import (
     ReplaceOperands,
     ReplaceSpan,
 )
-from ..integrations.sglang.targets import ATTENTION_GUARD_COVERS, BEAM_BAND_TABLE
+from ..integrations.sglang.targets import ATTENTION_GUARD_COVERS, BEAM_BAND_TABLE, MOE_GUARD_COVERS
 from .rewriter import FunctionSite, ModulePlan
 
 # The SGLang releases these sites were written against (and tested with).
@@ -231,7 +231,7 @@ STEPS: Tuple[Step, ...] = (
         # environment arms the registry does not decide, which stay SGLang's below.
         ModulePlan("srt/arg_groups/overrides.py", "moe", (
             FunctionSite("_moe_runner_backend_quant_constraints", ("view",), "moe_runner_backend", ("view",),
-                         uses=("model_config_of", "logger")),
+                         uses=("model_config_of", "logger", "declare_resolution", "validate_declarations")),
         )),
         ModulePlan("srt/layers/deep_gemm_wrapper/configurer.py", "moe", (
             FunctionSite("_compute_enable_deep_gemm", (), "deep_gemm_enabled", ()),
@@ -244,7 +244,10 @@ STEPS: Tuple[Step, ...] = (
             FunctionSite("initialize_fp4_gemm_config", (), "fp4_gemm_config", (), form="done",
                          uses=("get_exec", "Fp4GemmRunnerBackend")),
         )),
-    )),
+        # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
+        # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why
+        # each is there and what is left out).
+    ), covers=MOE_GUARD_COVERS),
 )
 
 

@@ -133,6 +133,42 @@ _DRAFT_RUNNER_SITES = (
 ATTENTION_GUARD_COVERS = _DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES + _DRAFT_RUNNER_SITES
 
 
+# Decisions elsewhere in SGLang that the MoE pass's guard judges (``covers``; the glue is
+# ``moe.moe_runner_backend``, docs/differences.md D20): model overrides, and the DeepSeek
+# pass before it, write a MoE runner or an FP8 / FP4 GEMM backend from an identity probe
+# into the server arguments; the guard, run by SGLang after every override and
+# ``_deepseek_moe_quant_resolution``, keeps the pick where the kernel catalog runs it for
+# the experts' kind and replaces it elsewhere (a GEMM backend by ``auto``, resolved by the
+# registry at load time).  One check per entry; each has a case in
+# test_moe_override_guard.py.  Formats the guard does not judge stay SGLang's at a covered
+# site: Llama-4 / DeepSeek per-tensor FP8 (modelopt_fp8, no weight_block_size), DeepSeek's
+# modelopt_mixed and Kimi-K2 INT4.
+# Left out on purpose:
+# - bailing_moe_v3 (``is_sm90 or is_sm100 or is_sm120``) and deepseek_v4's
+#   ``is_fp4_experts`` arm (``is_sm90`` / ``is_sm100`` / ``is_sm120``): FP8 checkpoints
+#   whose routed experts are MXFP4 are served by Fp8Config's own dispatch (fp8.py
+#   ``get_quant_method``: marlin, humming, flashinfer_mxfp4, else Fp8MoEMethod), not the
+#   mxfp4 kind's runner set (triton_kernel is Mxfp4MoEMethod's): no kind models them yet;
+# - deepseek_v4's DeepSeek-V4.1 ``fp8_gemm_runner_backend = flashinfer_cutedsl``: the
+#   catalog has no FP8 GEMM entry for it, so the guard cannot judge it;
+# - mimo_v2, nemotron_h, qwen3_moe, minimax_m3: their sites are gates, not decisions.
+MOE_GUARD_COVERS = (
+    f"{_MO}.glm4_moe._glm4_moe_overrides:if get_platform().is_sm100:",
+    f'{_MO}.gemma4._gemma4_overrides:if get_platform().is_sm100 and cfg.moe_runner_backend == "auto":',
+    f'{_MO}.llama4._llama4_overrides:if get_platform().is_sm100 and cfg.moe_runner_backend == "auto":',
+    f"{_MO}.minimax_m2._minimax_m2_overrides:get_platform().is_sm100",
+    f"{_MO}.cohere2_moe._cohere2_moe_runner_overrides:if not get_platform().is_sm100:",
+    f"{_MO}.kimi_k3._kimi_k3_moe_runner_overrides:"
+    "if not (get_platform().is_sm100 and get_platform().device_sm in (100, 103, 107)):",
+    f"{_MO}.beam._beam_overrides:and get_platform().is_sm100",
+    f"{_MO}.gpt_oss._gpt_oss_overrides:if get_platform().is_sm100 and is_mxfp4_quant_format:",
+    f"{_MO}.gpt_oss._gpt_oss_overrides:elif get_platform().is_sm120 and is_mxfp4_quant_format:",
+    f"{_MO}.gpt_oss._gpt_oss_overrides:if get_platform().is_blackwell and get_nvidia_driver_version() >= (595,):",
+    f'{_MO}.muse_glimmer._muse_glimmer_fp4_gemm_runner_overrides:if get_platform().is_sm120 and '
+    'cfg.fp4_gemm_runner_backend == "auto":',
+    f"{_OVERRIDES}._deepseek_moe_quant_resolution:if get_platform().is_sm100:",
+)
+
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
 # _PLATFORM_VALUES map them; checked against the installed release before use.
 FACT_HELPERS = {
@@ -236,7 +272,8 @@ def all_targets() -> List[Target]:
         Target("DSA attention", f"{_KPOOL}.DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend",
                answer(attention.dsa_kpool_tail_backend), ("self", "topk_indices", "dsa_impl")),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
-               ("view",), ("model_config_of", "logger")),
+               ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
+               covers=MOE_GUARD_COVERS),
         Target("DeepGEMM", f"{_CONFIGURER}._compute_enable_deep_gemm", answer(moe.deep_gemm_enabled), (),
                ("ENABLE_JIT_DEEPGEMM", "DEEPGEMM_BLACKWELL", "DEEPGEMM_SCALE_UE8M0",
                 "DEEPGEMM_NEED_TMA_ALIGNED_SCALES", "DEEPGEMM_PAGED_SPARSE_MQA_LOGITS"),

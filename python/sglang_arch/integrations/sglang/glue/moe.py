@@ -4,7 +4,9 @@ The registry keeps SGLang's choice wherever the kernel catalog has a build of it
 kernels for this GPU, and takes one that does elsewhere (docs/differences.md D12-D15).
 Explicit choices (``--moe-runner-backend``, ``--fp8-gemm-backend``,
 ``--fp4-gemm-backend``) that cannot run here fail during argument resolution, before
-any weight is loaded, naming what runs instead.  Without an NVIDIA GPU, off CUDA and on
+any weight is loaded, naming what runs instead; the same values picked by a model
+override or an earlier pass (from an identity probe, not by the user) are replaced by
+the registry's choice with one warning (D20).  Without an NVIDIA GPU, off CUDA and on
 ROCm / NPU everything stays SGLang's.
 """
 
@@ -35,8 +37,10 @@ def quant_kind(view: Any) -> Tuple[Optional[str], bool]:
     """(kind of the MoE experts, whether ``--quantization`` named it); kind None: a
     quantization the registry does not judge (SGLang decides)."""
     hf_config = sys.modules[_OVERRIDES].model_config_of(view).hf_config
-    config = getattr(hf_config, "quantization_config", None) or {}
-    return kind_of(view.quantization, config)
+    config = getattr(hf_config, "quantization_config", None)
+    if config is None:  # a multimodal wrapper's language model (Kimi-K3's text_config)
+        config = getattr(getattr(hf_config, "text_config", None), "quantization_config", None)
+    return kind_of(view.quantization, config or {})
 
 
 def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
@@ -48,6 +52,8 @@ def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
         return "unquantized", False
     method = str(method).lower()
     algo = str(config.get("quant_algo", "")).upper()
+    if method == "compressed-tensors":
+        return _compressed_tensors_kind(config), bool(explicit)
     if method == "fp8":
         return ("fp8_block" if config.get("weight_block_size") else None), bool(explicit)
     if method == "mxfp8" or (method.startswith("modelopt") and algo == "MXFP8"):
@@ -57,6 +63,33 @@ def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
     if method == "mxfp4":
         return "mxfp4", bool(explicit)
     return None, bool(explicit)
+
+
+def _formats(config: dict) -> Tuple[list, list]:
+    groups = config.get("config_groups") or {}
+    groups = [g for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+    return [str(config.get("format") or "")] + [str(g.get("format") or "") for g in groups], groups
+
+
+def _compressed_tensors_kind(config: dict) -> Optional[str]:
+    """llm-compressor's packed FP4 formats, as SGLang 0.5.23 serves their experts:
+
+    - ``mxfp4-pack-quantized`` (Kimi-K3): ``CompressedTensorsConfig.get_quant_method``
+      sends MoE layers whose format names mxfp4 to ``Mxfp4MoEMethod``, the MXFP4 experts
+      method GPT-OSS uses (its runners: flashinfer_mxfp4, triton_kernel, triton);
+    - ``nvfp4-pack-quantized`` with 4-bit activations (W4A4, Command-A): the
+      ``CompressedTensorsW4A4Nvfp4MoE`` scheme, flashinfer_trtllm or flashinfer_cutlass.
+      Weight-only NVFP4 (no input activations) runs Marlin whatever the flag says: not
+      judged, nor any other compressed-tensors scheme (INT4, W8A8 FP8, ...).
+    """
+    formats, groups = _formats(config)
+    if any("mxfp4" in fmt for fmt in formats):
+        return "mxfp4"
+    if any("nvfp4" in fmt for fmt in formats):
+        acts = [g.get("input_activations") for g in groups]
+        if acts and all(isinstance(a, dict) and a.get("num_bits") == 4 for a in acts):
+            return "nvfp4"
+    return None
 
 
 # HF config fields that give a model routed experts (Qwen-MoE, Mixtral, DeepSeek, GPT-OSS, ...)
@@ -85,24 +118,66 @@ def _refuse(flag: str, name: str, check: Any) -> None:
     raise ArchDecisionError(f"{flag} {name}: {check.reason}. Valid here: {runs}. (checked by {REGISTRY})")
 
 
+_GEMM_FLAGS = (("--fp8-gemm-backend", "fp8_gemm_runner_backend", "fp8_gemm", "FP8 block GEMM"),
+               ("--fp4-gemm-backend", "fp4_gemm_runner_backend", "fp4_gemm", "FP4 GEMM"))
+
+
+def _gemm_backends(ctx: Any, view: Any) -> dict:
+    """Judge the FP8 / FP4 GEMM backends the arguments name: one the user passed that
+    cannot run here is refused; one a model override or an earlier pass picked (an
+    identity probe's choice: DeepSeek-V4.1's flashinfer_cutedsl, LongCat's
+    flashinfer_trtllm, Muse Glimmer's marlin) is replaced by ``auto``, which the
+    registry resolves at load time (``fp8_gemm_config`` / ``fp4_gemm_config``)."""
+    fixed = {}
+    for flag, field, decision, what in _GEMM_FLAGS:
+        name = getattr(view, field, "auto")
+        if not name or name == "auto":
+            continue
+        check = ctx.check_gemm(decision, name)
+        if check.valid is not False:
+            continue
+        if _user_value(view, field) == name:
+            _refuse(flag, name, check)
+        sys.modules[_OVERRIDES].logger.warning(
+            "%s %s, picked by a model override, cannot run here (%s); the registry's "
+            "choice for auto instead (%s).", what, name, check.reason, REGISTRY)
+        fixed[field] = "auto"
+    return fixed
+
+
+def _declare(view: Any, fields: dict) -> None:
+    """Declare ``fields`` on the server arguments under resolution, as this pass's own
+    decisions (SGLang's pass runs after and declares the MoE runner)."""
+    overrides = sys.modules[_OVERRIDES]
+    server_args = object.__getattribute__(view, "_server_args")
+    source = "_moe_runner_backend_quant_constraints"
+    overrides.declare_resolution(server_args, source, **fields)
+    overrides.validate_declarations(server_args, [(source, dict(fields))])
+
+
 @fail_open
 def moe_runner_backend(view: Any) -> Optional[dict]:
     """SGLang's MoE runner pass (``_moe_runner_backend_quant_constraints``), registry first.
 
-    Checks explicit MoE runner and FP8 / FP4 GEMM backends; for ``auto`` declares the
-    registry's runner where SGLang's has no build here.  None: SGLang's own pass runs
-    (its answer runs here, or the registry does not judge this case).
+    Checks the MoE runner and FP8 / FP4 GEMM backends the arguments name (the user's are
+    refused where they cannot run, a model override's replaced); for ``auto`` declares
+    the registry's runner where SGLang's has no build here.  None: SGLang's own pass
+    runs (its answer runs here, or the registry does not judge this case); a GEMM
+    backend replaced then is declared here, before SGLang's pass.
     """
     ctx = routed_context()
     if ctx is None or not _cuda_platform():
         return None
-    for flag, field, decision in (("--fp8-gemm-backend", "fp8_gemm_runner_backend", "fp8_gemm"),
-                                  ("--fp4-gemm-backend", "fp4_gemm_runner_backend", "fp4_gemm")):
-        name = getattr(view, field, "auto")
-        if name and name != "auto":
-            check = ctx.check_gemm(decision, name)
-            if check.valid is False:
-                _refuse(flag, name, check)
+    gemm = _gemm_backends(ctx, view)
+    runner = _moe_runner(ctx, view)
+    if runner is not None:
+        return {**gemm, **runner}
+    if gemm:
+        _declare(view, gemm)
+    return None
+
+
+def _moe_runner(ctx: Any, view: Any) -> Optional[dict]:
     if view.quantization == "nvfp4_online":
         return None  # SGLang's own SM100/SM103 requirement, then its runner list
     kind, explicit_quantization = quant_kind(view)
@@ -126,8 +201,13 @@ def moe_runner_backend(view: Any) -> Optional[dict]:
                                 f"(checked by {REGISTRY})")
     if decision.choice == runner or (runner == "auto" and not decision.changed):
         return None
-    sys.modules[_OVERRIDES].logger.warning("MoE runner %s for %s experts (%s; %s).", decision.choice, kind,
-                                           decision.reason, REGISTRY)
+    if runner != "auto":
+        sys.modules[_OVERRIDES].logger.warning(
+            "MoE runner %s, picked by a model override, cannot run %s experts here (%s); %s instead (%s; %s).",
+            runner, kind, check.reason, decision.choice, decision.reason, REGISTRY)
+    else:
+        sys.modules[_OVERRIDES].logger.warning("MoE runner %s for %s experts (%s; %s).", decision.choice, kind,
+                                               decision.reason, REGISTRY)
     return {"moe_runner_backend": decision.choice}
 
 
