@@ -25,8 +25,8 @@ def _stated(name, row):
 def test_readme_states_the_generated_numbers():
     rows = _summary()
     readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
-    assert {"collectives", "fusion", "total"} <= set(rows)
-    for concern in ("collectives", "fusion"):
+    assert {"collectives", "fusion", "moe", "quantization", "gemm", "total"} <= set(rows)
+    for concern in ("collectives", "fusion", "moe", "quantization", "gemm"):
         assert _stated(concern, rows[concern]) in readme, concern
     kinds = [k for k in rows if k.startswith("attention/")]
     assert kinds, "no attention rows"
@@ -40,3 +40,6 @@ def test_readme_states_the_generated_numbers():
     left_plugin, left_patched = sum(r[5] for r in three), sum(r[7] for r in three)
     assert (f"{left_plugin} decisions of the three concerns for the plugin and {left_patched} for the patched "
             f"tree") in readme
+    beyond = [rows[k] for k in ("moe", "quantization", "gemm")]
+    assert (f"{sum(r[5] for r in beyond)} remain decisions (moe {beyond[0][5]}, quantization {beyond[1][5]}, "
+            f"gemm {beyond[2][5]})") in readme
