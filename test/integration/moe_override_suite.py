@@ -120,7 +120,9 @@ def main():
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     sys.path.insert(0, str(HERE))
-    from helpers import routed_target  # noqa: F401  (this checkout's plugin)
+    from helpers import memoize_struct_fields, routed_target  # noqa: F401  (this checkout's plugin)
+
+    memoize_struct_fields()
 
     import sglang.srt.arg_groups.moe_hook as moe_hook
     from sglang.srt.arg_groups import overrides
