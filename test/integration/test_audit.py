@@ -7,6 +7,7 @@ imported.  About half a minute on a loaded 2-core machine.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import time
@@ -87,6 +88,34 @@ def test_issue_19_sites_are_routed_for_both_columns(installed, file, scope):
                  and s.concern != "gemm"]
     assert decisions
     assert [(s.line, s.plugin, s.patched) for s in decisions] == [(s.line, "routed", "routed") for s in decisions]
+
+
+def _function(tree, name):
+    return next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
+def test_the_fp8_gemm_covers_rest_on_conditions_the_registry_decides(installed):
+    """targets.FP8_GEMM_COVERS: SGLang's automatic FP8 block GEMM pick runs only while the
+    backend is ``auto`` (the FP8 GEMM target names its own backend wherever SGLang's has no
+    build here), and the block-32 DeepGEMM pick needs ``ENABLE_JIT_DEEPGEMM`` (the DeepGEMM
+    target's).  Read from the installed release: a release that calls the automatic pick
+    elsewhere, or drops the DeepGEMM conjunct, fails here."""
+    tree = ast.parse((Path(SGLANG) / "srt/layers/quantization/fp8_utils.py").read_text())
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", None) == "_dispatch_auto_backend"]
+    dispatch = _function(tree, "dispatch_w8a8_block_fp8_linear")
+    guarded = [branch for branch in ast.walk(dispatch) if isinstance(branch, ast.If)
+               and ast.unparse(branch.test) == "not backend.is_auto()"]
+    assert len(calls) == 1 and len(guarded) == 1 and calls[0] in list(ast.walk(guarded[0].orelse[0])), \
+        "SGLang's automatic FP8 GEMM pick is no longer reached only for --fp8-gemm-backend auto"
+    block32 = [branch for branch in ast.walk(dispatch) if isinstance(branch, ast.If)
+               and "weight_block_size == [32, 32]" in ast.unparse(branch.test)]
+    assert len(block32) == 1 and isinstance(block32[0].test, ast.BoolOp) and isinstance(block32[0].test.op, ast.And)
+    assert "deep_gemm_wrapper.ENABLE_JIT_DEEPGEMM" in [ast.unparse(v) for v in block32[0].test.values]
+    for site in [s for s in installed.sites if s.file == "srt/layers/quantization/fp8_utils.py"
+                 and s.scope in ("_dispatch_auto_backend", "dispatch_w8a8_block_fp8_linear")
+                 and s.kind == "decision"]:
+        assert (site.plugin, site.patched) == ("routed", "routed"), (site.line, site.code)
 
 
 # Issue 19's misfilings: sites that pick an attention backend or all-reduce sizes, filed

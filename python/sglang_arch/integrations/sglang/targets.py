@@ -151,7 +151,9 @@ ATTENTION_GUARD_COVERS = _DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SIT
 #   mxfp4 kind's runner set (triton_kernel is Mxfp4MoEMethod's): no kind models them yet;
 # - deepseek_v4's DeepSeek-V4.1 ``fp8_gemm_runner_backend = flashinfer_cutedsl``: the
 #   catalog has no FP8 GEMM entry for it, so the guard cannot judge it;
-# - mimo_v2, nemotron_h, qwen3_moe, minimax_m3: their sites are gates, not decisions.
+# - gpt_oss's ``is_blackwell and driver >= 595`` arm (triton instead of triton_kernel, which
+#   segfaults there), and mimo_v2, nemotron_h, qwen3_moe, minimax_m3: their sites are kernel
+#   gates (audit/gates.py), not decisions; the guard still judges what they leave.
 MOE_GUARD_COVERS = (
     f"{_MO}.glm4_moe._glm4_moe_overrides:if get_platform().is_sm100:",
     f'{_MO}.gemma4._gemma4_overrides:if get_platform().is_sm100 and cfg.moe_runner_backend == "auto":',
@@ -163,10 +165,24 @@ MOE_GUARD_COVERS = (
     f"{_MO}.beam._beam_overrides:and get_platform().is_sm100",
     f"{_MO}.gpt_oss._gpt_oss_overrides:if get_platform().is_sm100 and is_mxfp4_quant_format:",
     f"{_MO}.gpt_oss._gpt_oss_overrides:elif get_platform().is_sm120 and is_mxfp4_quant_format:",
-    f"{_MO}.gpt_oss._gpt_oss_overrides:if get_platform().is_blackwell and get_nvidia_driver_version() >= (595,):",
     f'{_MO}.muse_glimmer._muse_glimmer_fp4_gemm_runner_overrides:if get_platform().is_sm120 and '
     'cfg.fp4_gemm_runner_backend == "auto":',
     f"{_OVERRIDES}._deepseek_moe_quant_resolution:if get_platform().is_sm100:",
+)
+
+# FP8 block GEMM picks inside SGLang's dispatch that the FP8 GEMM and DeepGEMM targets decide
+# for: ``_dispatch_auto_backend`` runs only while the backend is ``auto``, which the FP8 GEMM
+# target leaves only where SGLang's automatic pick has a build here (elsewhere it names the
+# registry's backend); the block-32 DeepGEMM pick needs ``ENABLE_JIT_DEEPGEMM``, which the
+# DeepGEMM target leaves on only where DeepGEMM has a build.  ``test_audit.py`` checks both
+# premises against the installed release's source.
+_FP8_UTILS = "sglang.srt.layers.quantization.fp8_utils"
+FP8_GEMM_COVERS = (
+    f"{_FP8_UTILS}._dispatch_auto_backend:elif get_platform().is_sm120:",
+    f"{_FP8_UTILS}.dispatch_w8a8_block_fp8_linear:(get_platform().is_sm90 and (backend.is_auto() or "
+    "backend.is_deep_gemm()))",
+    f"{_FP8_UTILS}.dispatch_w8a8_block_fp8_linear:or (get_platform().is_sm100 and backend.is_deep_gemm() and "
+    "act_scale_ue8m0)",
 )
 
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
@@ -279,7 +295,7 @@ def all_targets() -> List[Target]:
                 "DEEPGEMM_NEED_TMA_ALIGNED_SCALES", "DEEPGEMM_PAGED_SPARSE_MQA_LOGITS"),
                refresh=moe.refresh_deep_gemm_flags),
         Target("FP8 GEMM backend", f"{_FP8}.initialize_fp8_gemm_config", done(moe.fp8_gemm_config), (),
-               ("get_exec", "Fp8GemmRunnerBackend", "FP8_GEMM_RUNNER_BACKEND")),
+               ("get_exec", "Fp8GemmRunnerBackend", "FP8_GEMM_RUNNER_BACKEND"), covers=FP8_GEMM_COVERS),
         Target("FP4 GEMM backend", f"{_FP4}.initialize_fp4_gemm_config", done(moe.fp4_gemm_config), (),
                ("get_exec", "Fp4GemmRunnerBackend", "FP4_GEMM_RUNNER_BACKEND")),
     ]
