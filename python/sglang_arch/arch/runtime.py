@@ -138,6 +138,9 @@ class MachineContext:
     def dsa_kpool_tail_backend(self, dsa_impl: str) -> dsa.TailDecision:
         return dsa.kpool_tail_backend(self._res(), dsa_impl, self.cuda)
 
+    def dsa_prefill_bands(self) -> dsa.PrefillBands:
+        return dsa.prefill_bands(self._res(), self.cuda)
+
     def moe_runner(self, quant: str, model_arch: str = "", explicit_quantization: bool = False) -> moe.Choice:
         return moe.moe_runner(self._res(), quant, self.cuda, model_arch, explicit_quantization)
 

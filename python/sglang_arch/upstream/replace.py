@@ -13,6 +13,9 @@ comes and goes between releases, and puts one read of the registry in its place:
 - ``ReplaceSpan``: the statements that read a capability-keyed table, and those that
   read the local it was bound to, become the given statements;
 - ``AndCondition``: an ``if`` whose test reads an attribute gets ``and <glue call>``;
+- ``ReplaceCall``: every call of a probe a method binds to a local (``get_device_sm =
+  self._get_device_sm`` ... ``get_device_sm()``) becomes one glue call, and the binding,
+  read by nothing else, goes;
 - ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
   code reads any more; a module left without code is removed.
 
@@ -103,6 +106,16 @@ class AndCondition(_Labelled):
 
 
 @dataclass(frozen=True)
+class ReplaceCall(_Labelled):
+    qualname: str
+    params: Tuple[str, ...]
+    name: str  # the local the function calls (a probe bound to it)
+    call: str
+    args: Tuple[str, ...]
+    what: str = "probe call"
+
+
+@dataclass(frozen=True)
 class Delete:
     names: Tuple[str, ...]  # module-level names, or ``Class.attr``: must be gone afterwards
     unused: Tuple[str, ...] = ()  # deleted only where present and no longer read (dead after the step)
@@ -113,8 +126,8 @@ class Delete:
         return f"{', '.join(self.names + self.unused)} ({self.what})"
 
 
-Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, Delete]
-EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, Delete)
+Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, Delete]
+EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, Delete)
 
 
 def calls_glue(edit: Edit) -> bool:
@@ -220,7 +233,45 @@ def apply(module: cst.Module, edit: Edit, alias: str) -> Tuple[cst.Module, bool]
         return _replace_arms(module, fn, edit, alias)
     if isinstance(edit, ReplaceSpan):
         return _replace_span(module, fn, edit, alias)
+    if isinstance(edit, ReplaceCall):
+        return _replace_call(module, fn, edit, alias)
     return _and_condition(module, fn, edit, alias)
+
+
+class _SwapCalls(cst.CSTTransformer):
+    """``name()`` (no arguments) -> ``call``."""
+
+    def __init__(self, name: str, call: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name, self.call, self.swapped = name, call, 0
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if isinstance(updated.func, cst.Name) and updated.func.value == self.name and not updated.args:
+            self.swapped += 1
+            return self.call
+        return updated
+
+
+def _binds(stmt: cst.BaseStatement, name: str) -> bool:
+    """``stmt`` is ``name = <expression>`` (one target, one statement)."""
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Assign) and len(stmt.body[0].targets) == 1
+            and isinstance(stmt.body[0].targets[0].target, cst.Name)
+            and stmt.body[0].targets[0].target.value == name)
+
+
+def _replace_call(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceCall, alias: str):
+    body = _body(fn)
+    swap = _SwapCalls(edit.name, cst.parse_expression(_glue_call(alias, edit.call, edit.args)))
+    body = [stmt.visit(swap) for stmt in body]
+    if not swap.swapped:
+        if _calls(cst.Module(body=body), alias, edit.call):
+            return module, True
+        raise Mismatch(f"it no longer calls {edit.name}() (what the registry replaces)")
+    rest = [stmt for stmt in body if not _binds(stmt, edit.name)]
+    if edit.name not in reads(cst.Module(body=rest)).names:
+        body = rest
+    return _with_body(module, edit.qualname, fn, body), False
 
 
 def _glue_call(alias: str, call: str, args: Sequence[str]) -> str:

@@ -25,6 +25,7 @@ from .replace import (
     Delete,
     ReplaceArms,
     ReplaceBody,
+    ReplaceCall,
     ReplaceOperands,
     ReplaceSpan,
 )
@@ -178,6 +179,15 @@ STEPS: Tuple[Step, ...] = (
             FunctionSite("DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend",
                          ("self", "topk_indices", "dsa_impl"), "dsa_kpool_tail_backend",
                          ("self", "topk_indices", "dsa_impl")),
+        )),
+        # DSA's per-batch prefill pick: the MHA one-shot band (``get_device_sm()``) and
+        # flashmla_auto's FlashMLA variant (``is_blackwell()``), probes the method binds.
+        ModulePlan("srt/layers/attention/dsa_backend.py", "attention", (
+            ReplaceCall("DeepseekSparseAttnBackend.set_dsa_prefill_impl", ("self", "forward_batch"),
+                        "get_device_sm", "dsa_mha_band_sm_here", ("self",), what="MHA one-shot band's SM"),
+            ReplaceCall("DeepseekSparseAttnBackend.set_dsa_prefill_impl", ("self", "forward_batch"),
+                        "is_blackwell", "dsa_flashmla_sparse_band_here", ("self",),
+                        what="FlashMLA variant's Blackwell check"),
         )),
         # Linear attention: each phase's kernel default (policies/linear_attention.py).
         ModulePlan("srt/arg_groups/attention_hook.py", "attention", (

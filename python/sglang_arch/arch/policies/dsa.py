@@ -32,6 +32,7 @@ from typing import Optional, Tuple
 
 from .. import catalog
 from ..registry import Resolution
+from .platform import tier_fact
 
 KV_CACHE_DTYPES = ("bfloat16", "fp8_e4m3")
 GLM_DSA_ARCH = "GlmMoeDsaForCausalLM"
@@ -155,3 +156,57 @@ def kpool_tail_backend(res: Resolution, dsa_impl: str, cuda: Optional[Tuple[int,
     return TailDecision(dsa_impl, f"{why}, but on {res.requested} {backend}: {verdict.reason}; {PORTABLE}: "
                                   f"{portable.reason}: {dsa_impl} kept (SGLang's tail check refuses it)",
                         ((backend, verdict.reason), (PORTABLE, portable.reason)))
+
+
+# --- the prefill path of a batch: the MHA one-shot band and the FlashMLA variant ---------
+#
+# ``DeepseekSparseAttnBackend.set_dsa_prefill_impl`` (``srt/layers/attention/dsa_backend.py``)
+# decides, per batch, from two probes it reads on the device (bound at the backend's init):
+#
+# - ``get_device_sm()``: a short extend batch takes the dense MHA one-shot path ("H200/B200")
+#   only on SM 9.0 and SM 10.x (``device_sm == 90 or 100 <= device_sm < 110``), else MLA.
+#   ``_forward_standard_mha`` runs that path on the device's major: trtllm-gen's ragged
+#   attention on major >= 10, FA3 below;
+# - ``is_blackwell()`` (majors 10-12, CUDA >= 12.8: ``platform.tier_fact``): with ``flashmla_auto`` and an FP8 KV
+#   cache, an extend batch with fewer than 512 KV tokens per query token takes
+#   ``flashmla_sparse`` (after dequantizing the cache), else ``flashmla_kv``: a heuristic
+#   "based on benchmarking", between two kernels of the same FlashMLA build.
+#
+# Both are ranges of capabilities picking among runnable paths: decisions.  The registry
+# applies them to the resolved tier; the MHA band is kept only where the catalog has a build
+# of the kernel the device would run it with (FA3 is sm_90a only: a 9.x device that resolves
+# to 9.0 keeps MLA).  Both FlashMLA variants use one build (``kernels.py``), so the catalog
+# never separates them: where FlashMLA has no build, neither variant runs, whatever the band.
+MHA_BAND_SMS = (90,) + tuple(range(100, 110))
+
+
+@dataclass(frozen=True)
+class PrefillBands:
+    mha_one_shot: bool  # a short extend batch may take the dense MHA one-shot path
+    mha_kernel: Optional[str]  # the catalog choice that path runs on the device (None: not CUDA-decidable)
+    flashmla_sparse_band: bool  # flashmla_auto may pick flashmla_sparse (FP8 KV, short KV per query)
+    band_sm: int  # the SM set_dsa_prefill_impl's band test reads: the tier's, 0 where the band is dropped
+    reason: str
+
+
+def prefill_bands(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> PrefillBands:
+    """The MHA one-shot band and the FlashMLA variant band of DSA's per-batch prefill pick."""
+    tier = res.resolved
+    where = f"tier {tier} ({res.match})"
+    sm = tier.major * 10 + tier.minor
+    # _forward_standard_mha picks its kernel from the device's own major (identity).
+    kernel = "trtllm" if res.requested.major >= 10 else "fa3"
+    if sm in MHA_BAND_SMS:
+        verdict = catalog.choice_runs(DECISION, kernel, res.identities, cuda)
+        mha = verdict is None or verdict.runs
+        mha_why = (f"SM {sm} is in the MHA one-shot band ({kernel})" if mha else
+                   f"SM {sm} is in the MHA one-shot band, but on {res.requested} {kernel}: {verdict.reason}; MLA")
+    else:
+        mha, mha_why = False, f"SM {sm} is outside the MHA one-shot band (SM 9.0, 10.x): MLA"
+    blackwell = tier_fact(res, "is_blackwell", cuda)
+    fm_why = ("flashmla_auto may take flashmla_sparse (Blackwell)" if blackwell
+              else "flashmla_auto takes flashmla_kv (not Blackwell)")
+    # The tier's SM, except where its band's kernel has no build for the device: 0 there, as
+    # SGLang's probe answers without a GPU (outside every band).
+    band_sm = sm if mha or sm not in MHA_BAND_SMS else 0
+    return PrefillBands(mha, kernel, blackwell, band_sm, f"{where}: {mha_why}; {fm_why}")

@@ -14,6 +14,9 @@ the upstream rewriter inserts at the top of a routed function (``upstream/rewrit
 - ``scoped``: for the original's call, one name of its module (a probe it reads inside a
   larger function, or a table) answers the glue's decision; the series replaces that
   operand or look-up instead;
+- ``scoped_self``: the same for probes a method reads from its instance (bound at init,
+  ``self._get_device_sm``): for the original's call, each named attribute of ``self``
+  answers the glue's value; the series replaces the calls with the replace forms;
 - ``decides``: the glue answers ``(answer,)`` (the answer may be ``None``), or ``None``
   for the original's.
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Tuple
 
 from .glue import ArchDecisionError, platform
 
@@ -123,6 +126,38 @@ def scoped(ask: Callable, name: str, value: bool = False) -> Callable:
             setattr(module, name, probe)
 
     return _hook("scoped", ask, around)
+
+
+def scoped_self(ask: Callable, names: Tuple[str, ...]) -> Callable:
+    """``scoped_self`` form: while the original method runs, each probe ``self.<name>`` it
+    reads answers the matching value of ``ask(self)``, or all stay SGLang's where ``ask``
+    answers ``None``.  Per call: the glue's (cached) answer and one attribute swap per name."""
+    asking = _naming_the_kill_switch(ask)
+
+    def around(original: Callable, self: Any, *args: Any, **kwargs: Any) -> Any:
+        values = asking(self)
+        if values is None:
+            return original(self, *args, **kwargs)
+        saved = [self.__dict__.get(name, _MISSING) for name in names]
+        for name, value in zip(names, values):
+            setattr(self, name, functools.partial(_constant, value))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            for name, probe in zip(names, saved):
+                if probe is _MISSING:
+                    delattr(self, name)
+                else:
+                    setattr(self, name, probe)
+
+    return _hook("scoped_self", ask, around)
+
+
+_MISSING = object()
+
+
+def _constant(value: Any) -> Any:
+    return value
 
 
 def decides(ask: Callable) -> Callable:

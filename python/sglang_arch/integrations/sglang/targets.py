@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .glue import attention, collectives, fusion, moe
-from .hooks import answer, check, decides, done, fact, scoped
+from .hooks import answer, check, decides, done, fact, scoped, scoped_self
 
 logger = logging.getLogger("sglang_arch")
 
@@ -39,6 +39,7 @@ _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_se
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
 _KPOOL = "sglang.srt.layers.attention.dsa.dsa_backend_kpool"
+_DSA = "sglang.srt.layers.attention.dsa_backend.DeepseekSparseAttnBackend"
 _ARG_GROUPS = "sglang.srt.arg_groups"
 _LINEAR = "sglang.srt.layers.attention.linear"
 _DRAFT_WORKER = "sglang.srt.speculative.draft_worker_common"
@@ -287,6 +288,12 @@ def all_targets() -> List[Target]:
                ("model_config_of", "_DEEPSEEK_FAMILY_ARCHS", "logger", "_check_dsa_backend_constraints")),
         Target("DSA attention", f"{_KPOOL}.DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend",
                answer(attention.dsa_kpool_tail_backend), ("self", "topk_indices", "dsa_impl")),
+        # The per-batch prefill pick: the MHA one-shot band and flashmla_auto's variant are
+        # inline in set_dsa_prefill_impl, the smallest method that makes them, read through
+        # two probes the backend binds at init; the hook answers those two for the call.
+        Target("DSA attention", f"{_DSA}.set_dsa_prefill_impl",
+               scoped_self(attention.dsa_prefill_probes, ("_get_device_sm", "_is_blackwell")),
+               ("self", "forward_batch")),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
                covers=MOE_GUARD_COVERS),

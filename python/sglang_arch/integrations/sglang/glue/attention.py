@@ -783,6 +783,49 @@ def dsa_kpool_tail_backend(self: Any, topk_indices: Any, dsa_impl: str) -> Optio
     return _tail[key]
 
 
+# Asked once per forward batch: decided once per machine.
+_prefill: Dict[int, Any] = {}
+
+
+def _dsa_prefill_bands() -> Optional[Any]:
+    ctx = device_context()
+    if ctx is None:
+        return None
+    key = id(ctx)
+    if key not in _prefill:
+        _prefill[key] = ctx.dsa_prefill_bands()
+    return _prefill[key]
+
+
+@fail_open
+def dsa_prefill_probes(self: Any) -> Optional[Tuple[int, bool]]:
+    """What ``DeepseekSparseAttnBackend.set_dsa_prefill_impl``'s two probes answer for its
+    per-batch pick, from the registry: ``(get_device_sm(), is_blackwell())``.
+
+    The MHA one-shot band reads the first (the tier's SM; 0 where the band's kernel has no
+    build for the device), ``flashmla_auto``'s FlashMLA variant the second (the tier is
+    Blackwell).  None (SGLang's own probes) without an NVIDIA GPU.  The device is the one
+    SGLang's probes read (no platform override reaches them: they are bound at the
+    backend's init).
+    """
+    bands = _dsa_prefill_bands()
+    return None if bands is None else (bands.band_sm, bands.flashmla_sparse_band)
+
+
+def dsa_mha_band_sm_here(self: Any) -> int:
+    """The replace form of ``get_device_sm()`` in ``set_dsa_prefill_impl``: the registry's
+    answer, else SGLang's probe."""
+    probes = dsa_prefill_probes(self)
+    return probes[0] if probes is not None else self._get_device_sm()
+
+
+def dsa_flashmla_sparse_band_here(self: Any) -> bool:
+    """The replace form of ``is_blackwell()`` in ``set_dsa_prefill_impl``: the registry's
+    answer, else SGLang's probe."""
+    probes = dsa_prefill_probes(self)
+    return probes[1] if probes is not None else bool(self._is_blackwell())
+
+
 # --- linear attention (hybrid GDN / KDA models): the kernel backend defaults ---
 
 _ATTENTION_HOOK = "sglang.srt.arg_groups.attention_hook"
