@@ -197,3 +197,46 @@ def test_kpool_tail_moves_only_to_a_backend_built_for_the_device(major, minor, i
         assert decision.backend in ("trtllm", "fa3", "tilelang")  # what SGLang's tail check accepts
     else:
         assert impl != "flashmla_sparse" or major < 9 or not built_for("tilelang", cap), decision
+
+
+# --- the per-batch prefill pick (sglang 0.5.23 dsa_backend.py set_dsa_prefill_impl: MHA
+# one-shot when ``device_sm == 90 or 100 <= device_sm < 110``, run by trtllm-gen's ragged
+# kernel on major >= 10 and FA3 below (_forward_standard_mha); flashmla_auto's variant:
+# flashmla_sparse possible where ``is_blackwell()``: majors 10, 11, 12 with CUDA >= 12.8)
+
+def upstream_mha_band(sm):
+    return sm == 90 or 100 <= sm < 110
+
+
+@pytest.mark.parametrize("cap", sorted(UPSTREAM))
+def test_prefill_bands_on_known_tiers_are_upstreams(cap):
+    c = Capability(*map(int, cap.split(".")))
+    sm = c.major * 10 + c.minor
+    bands = dsa.prefill_bands(resolve(cap), (12, 9))
+    assert bands.mha_one_shot == upstream_mha_band(sm)
+    assert bands.band_sm == sm  # what SGLang's probe answers on the device itself
+    assert upstream_mha_band(bands.band_sm) == bands.mha_one_shot
+    assert bands.flashmla_sparse_band == (c.major in (10, 11, 12))
+    assert bands.mha_kernel == ("trtllm" if c.major >= 10 else "fa3")
+
+
+def test_flashmla_band_needs_cuda_12_8_as_is_blackwell_does():
+    assert not dsa.prefill_bands(resolve("10.0"), (12, 6)).flashmla_sparse_band
+    assert dsa.prefill_bands(resolve("10.0"), (12, 8)).flashmla_sparse_band
+
+
+def test_a_9x_device_on_tier_9_0_keeps_mla_fa3_is_sm_90a_only():
+    bands = dsa.prefill_bands(resolve("9.5"))
+    assert resolve("9.5").resolved == Capability(9, 0)
+    assert not bands.mha_one_shot and bands.band_sm == 0 and "fa3" in bands.reason
+
+
+@given(major=st.integers(min_value=0, max_value=30), minor=st.integers(min_value=0, max_value=9))
+def test_mha_one_shot_only_where_its_kernel_has_a_build_for_the_device(major, minor):
+    """The safety rule: the band's kernel (picked by the device's major, as SGLang does) has
+    a build for the device wherever the registry keeps MHA one-shot; the probe answer agrees."""
+    cap = Capability(major, minor)
+    bands = dsa.prefill_bands(resolve(cap))
+    if bands.mha_one_shot:
+        assert built_for("trtllm" if major >= 10 else "fa3", cap), bands
+    assert upstream_mha_band(bands.band_sm) == bands.mha_one_shot
