@@ -59,7 +59,10 @@ def test_to_dict_keys():
     assert d["attention"]["mha"] == {"prefill": "fa3", "decode": "fa3", "reason": "tier 9.0 prefers fa3",
                                      "dropped": []}
     assert set(d["attention"]["mla"]) == {"prefill", "decode", "reason", "dropped"}
-    assert set(d["attention"]) == {"mha", "mla", "deterministic", "dsa", "vision", "hybrid_linear_draft"}
+    assert set(d["attention"]) == {"mha", "mla", "deterministic", "dsa", "vision", "hybrid_linear_draft",
+                                   "fa4_page_size"}
+    # FA4 on Hopper: no tcgen05 kernel, the page size is kept (overrides.py _fa4_page_constraint: is_sm100)
+    assert d["attention"]["fa4_page_size"]["page_size"] is None
     assert set(d["attention"]["deterministic"]["mha"]) == {"backend", "upstream_rule", "reason", "dropped"}
     assert set(d["collectives"]["allreduce_fusion"]) == {"enabled", "backend", "reason", "dropped"}
 
@@ -86,6 +89,19 @@ def test_explain_lists_the_candidates_each_decision_dropped_and_why():
     # trtllm on a topology without P2P: dropped for the topology
     pcie = explain("12.0", world_size=8, topology="pcie").to_dict()["collectives"]["allreduce_fusion"]
     assert pcie["dropped"] == [{"choice": "trtllm", "reason": "needs peer-to-peer access; pcie has none"}]
+
+
+def test_explain_prints_the_fa4_page_size(capsys):
+    """FA4's tcgen05 kernel (10.x, 11.x) loads paged KV by TMA at page size 128 (D21 on 11.0)."""
+    from sglang_arch import cli
+
+    assert explain("11.0").to_dict()["attention"]["fa4_page_size"]["page_size"] == 128
+    assert cli.main(["explain", "10.0"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("FA4 page size")]
+    assert line.split()[3] == "128" and "TMA" in line
+    assert cli.main(["explain", "12.0"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("FA4 page size")]
+    assert line.split()[3] == "kept"
 
 
 def test_explain_text_prints_each_dropped_candidate_under_its_decision(capsys):

@@ -43,6 +43,8 @@ class Decisions:
     deep_gemm: Optional[moe.Choice] = None
     fp8_gemm: Optional[moe.Choice] = None
     fp4_gemm: Optional[moe.Choice] = None
+    # The page size a server gets with FA4 for a non-MLA model, no speculative top-k > 1
+    fa4_page_size: Optional[attention.PageSizeDecision] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -69,7 +71,8 @@ class Decisions:
             ("vision attention", self.vision.backend, self.vision.reason, self.vision.dropped),
             ("hybrid linear draft", self.hybrid_linear_draft.backend or "-", self.hybrid_linear_draft.reason,
              self.hybrid_linear_draft.dropped),
-        )
+        ) + ((("FA4 page size", _page(self.fa4_page_size), self.fa4_page_size.reason, ()),)
+             if self.fa4_page_size is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -118,6 +121,8 @@ class Decisions:
                 "hybrid_linear_draft": {"backend": self.hybrid_linear_draft.backend,
                                         "reason": self.hybrid_linear_draft.reason,
                                         "dropped": _dropped(self.hybrid_linear_draft.dropped)},
+                "fa4_page_size": None if self.fa4_page_size is None else {
+                    "page_size": self.fa4_page_size.page_size, "reason": self.fa4_page_size.reason},
             },
             "moe_gemm": {
                 "moe_runner": {kind: _choice(c) for kind, c in (self.moe_runner or {}).items()},
@@ -126,6 +131,10 @@ class Decisions:
                 "deep_gemm": _choice(self.deep_gemm),
             },
         }
+
+
+def _page(d: attention.PageSizeDecision) -> str:
+    return "kept" if d.page_size is None else str(d.page_size)
 
 
 def _choice(c: Optional[moe.Choice]) -> Optional[Dict[str, Any]]:
@@ -171,6 +180,7 @@ def decide(
         deep_gemm=moe.deep_gemm(res, traits.cuda),
         fp8_gemm=moe.fp8_gemm(res, traits.cuda),
         fp4_gemm=moe.fp4_gemm(res, traits.cuda),
+        fa4_page_size=attention.fa4_page_size(res, cuda=traits.cuda),
     )
 
 

@@ -129,6 +129,10 @@ class MachineContext:
         traits = attention.ModelTraits(kind=kind, cuda=self.cuda)
         return speculative.draft_worker_backend(self._res(), named, choices, traits, user_named)
 
+    def fa4_page_size(self, kind: str = "mha", eagle_topk: int = 0,
+                      diffusion: bool = False) -> attention.PageSizeDecision:
+        return attention.fa4_page_size(self._res(), kind, eagle_topk, diffusion, self.cuda)
+
     def dsa_kv_cache_dtype(self, attention_sinks: bool = False) -> dsa.KvCacheDecision:
         return dsa.kv_cache_dtype_default(self._res(), attention_sinks)
 

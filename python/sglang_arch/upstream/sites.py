@@ -148,6 +148,9 @@ STEPS: Tuple[Step, ...] = (
                          uses=("use_mla_backend", "model_config_of", "logger")),
             ReplaceBody("_deterministic_attention_backend", ("view",), "deterministic_backend_here", ("view",),
                         reads=("is_sm100", "is_sm120"), what="SM100/SM120 rule"),
+            # FA4's page size: the registry's rule for the tier (policies/attention.py).
+            FunctionSite("_fa4_page_constraint", ("view",), "fa4_page_size", ("view",),
+                         uses=("use_mla_backend", "model_config_of", "logger")),
             # DSA: the two passes hold XPU, NPU, ROCm, sinks and HiSparse arms besides the CUDA
             # ones; the registry answers the CUDA arms and the rest stays SGLang's.
             FunctionSite("_dsa_kv_cache_dtype_default", ("view",), "dsa_kv_cache_dtype_default", ("view",),

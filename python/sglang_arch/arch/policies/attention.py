@@ -178,3 +178,67 @@ def _portable_tail(res: Resolution, traits: ModelTraits) -> str:
     if check_backend(res, "triton", traits.kind, "prefill", traits.cuda).valid:
         return "triton"
     return "torch_native"
+
+
+# --- FA4's page size ---------------------------------------------------------------------
+#
+# SGLang 0.5.23's ``_fa4_page_constraint`` (``srt/arg_groups/overrides.py``) sets
+# ``page_size`` 128 (1 for DiffusionGemma, whose fa4 backend is the dLLM Triton backend)
+# when FA4 serves a non-MLA model on ``is_sm100`` (major 10) and EAGLE top-k is at most 1.
+# What the 128 is for is FA4's own (sglang/kernels/ops/attention/flash_attn/cute/):
+#
+# - ``interface.py`` runs one forward kernel for ``arch // 10 in [10, 11]``
+#   (FlashAttentionForwardSm100, line 1476), the tcgen05 kernel, with tile_n 128 (line 747);
+# - paged KV is loaded by TMA only when ``page_size == tile_n``, else by cp.async
+#   ("paged KV non-TMA", lines 1552 and 1320; flash_fwd_sm100.py:267), and the 2-CTA
+#   instructions need ``page_size in [None, 128]`` (line 936): a performance default;
+# - the head-dim-256 kernel of the same family (lines 945-947) refuses any other page size
+#   ("SM100 hd256 2CTA supports TMA paged KV only (page_size must equal tile_n=128)",
+#   sm100_hd256_2cta_fmha_forward.py:91-93), and an MXFP8 KV cache's scales are laid out for
+#   128 (interface.py:496-498): a requirement.
+#
+# Hopper's kernel (line 1471) picks its tile from the head dims, and SM12x runs its own
+# forward host (flashattention_backend.py:291, fa4_sm120/flash_fwd.py:76: no paged TMA):
+# neither has one page size to match.  So the registry keys the rule on the tier having the
+# tcgen05 family (10.x and 11.x: the family FA4 serves with that kernel) and FA4 having a
+# kernel for the device (the catalog), which on 11.x sets 128 where upstream's ``is_sm100``
+# does not (docs/differences.md D21).
+FA4 = "fa4"
+FA4_TMA_PAGE_SIZE = 128  # tile_n of FA4's tcgen05 kernel (flash_attn/cute/interface.py:747)
+FA4_TCGEN05_FEATURE = "tcgen05"
+DIFFUSION_PAGE_SIZE = 1  # DiffusionGemma's fa4 backend is the dLLM Triton backend
+
+
+@dataclass(frozen=True)
+class PageSizeDecision:
+    page_size: Optional[int]  # None: FA4 sets none here, the configured page size is kept
+    reason: str
+
+
+def fa4_page_size(res: Resolution, kind: str = "mha", eagle_topk: int = 0, diffusion: bool = False,
+                  cuda: Optional[Tuple[int, int]] = (13, 0)) -> PageSizeDecision:
+    """The page size a server whose attention (or prefill / decode) backend is FA4 gets.
+
+    ``kind``: the model's attention kind; ``eagle_topk``: EAGLE's top-k (0: none);
+    ``diffusion``: a DiffusionGemma model (its fa4 backend is the dLLM one, page size 1).
+    """
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"invalid model kind {kind!r}; accepted: {', '.join(MODEL_KINDS)}")
+    if kind == "mla":
+        return PageSizeDecision(None, "MLA: FA4's page-size rule is for non-MLA models; page size kept")
+    if eagle_topk > 1:
+        return PageSizeDecision(None, f"EAGLE top-k {eagle_topk} runs the page-tree cascade, which FA4 only "
+                                      "runs at page size 1; page size kept")
+    where = f"tier {res.resolved} ({res.match})"
+    if not res.has(FA4_TCGEN05_FEATURE):
+        return PageSizeDecision(None, f"{where}: FA4 has no tcgen05 kernel here (no fixed KV tile to match: "
+                                      "its Hopper and SM12x kernels size theirs); page size kept")
+    verdict = catalog.choice_runs(DECISION, FA4, res.identities, cuda, kind)
+    if verdict is not None and not verdict.runs:
+        return PageSizeDecision(None, f"{where}: {verdict.reason}; page size kept")
+    if diffusion:
+        return PageSizeDecision(DIFFUSION_PAGE_SIZE, f"{where}: DiffusionGemma's fa4 backend (dLLM) on the "
+                                                     "tcgen05 family uses page size 1")
+    return PageSizeDecision(FA4_TMA_PAGE_SIZE, f"{where}: FA4's tcgen05 kernel loads paged KV by TMA only at "
+                                               f"page size {FA4_TMA_PAGE_SIZE} (its KV tile; its head-dim-256 "
+                                               "kernel requires it)")

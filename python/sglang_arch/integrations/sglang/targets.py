@@ -239,6 +239,8 @@ def all_targets() -> List[Target]:
                answer(attention.attention_backend_default), ("view",),
                ("use_mla_backend", "model_config_of", "logger", "_deterministic_is_deepseek_model"),
                covers=_DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES),
+        Target("FA4 page size", f"{_OVERRIDES}._fa4_page_constraint", answer(attention.fa4_page_size), ("view",),
+               ("use_mla_backend", "model_config_of", "logger")),
         Target("attention backend", f"{_OVERRIDES}._deterministic_attention_backend",
                answer(attention.deterministic_backend), ("view",),
                ("use_mla_backend", "_deterministic_is_deepseek_model", "logger")),

@@ -647,6 +647,48 @@ def nvidia_default_backend(
 # --- DeepSeek sparse attention (DSA): the KV-cache default and the split backends ---
 
 
+_DIFFUSION_GEMMA = "DiffusionGemmaForBlockDiffusion"
+
+
+@fail_open
+def fa4_page_size(view: Any) -> Optional[dict]:
+    """``_fa4_page_constraint``: the page size FA4 sets, from the registry.
+
+    None (SGLang's own pass runs) without an NVIDIA GPU, off CUDA and where no backend
+    is FA4 (the pass sets nothing then); else the registry's decision for the model's
+    kind, its EAGLE top-k and DiffusionGemma: ``{}`` where the page size is kept.
+    """
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    backends = (
+        view.attention_backend,
+        view.prefill_attention_backend,
+        view.decode_attention_backend,
+    )
+    if "fa4" not in backends:
+        return None
+    overrides = sys.modules[_OVERRIDES]
+    use_mla = overrides.use_mla_backend(view)
+    architectures = overrides.model_config_of(view).hf_config.architectures or ()
+    decision = ctx.fa4_page_size(
+        "mla" if use_mla else "mha",
+        view.speculative_eagle_topk or 0,
+        _DIFFUSION_GEMMA in architectures,
+    )
+    if decision.page_size is None:
+        return {}
+    if decision.page_size != view.page_size:
+        overrides.logger.warning(
+            "FA4: changing page_size from %s to %s (%s; %s).",
+            view.page_size,
+            decision.page_size,
+            decision.reason,
+            REGISTRY,
+        )
+    return {"page_size": decision.page_size}
+
+
 def _dsa_cuda_model(view: Any) -> Optional[Any]:
     """The model's HF config when the registry decides DSA for it: a DSA model of the
     DeepSeek family on a CUDA (not ROCm) device; else None (SGLang's own arms)."""
