@@ -94,6 +94,27 @@ def _function(tree, name):
     return next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == name)
 
 
+def test_the_nvfp4_load_time_pick_runs_only_for_auto(installed):
+    """targets.MOE_LOAD_TIME_COVERS: ``create_moe_runner``'s capability check sits
+    under ``moe_runner_backend.is_auto()``, the runner the MoE guard leaves ``auto`` only
+    where its decision is SGLang's own pick."""
+    tree = ast.parse((Path(SGLANG) / "srt/layers/quantization/modelopt_quant.py").read_text())
+    method = next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                  and node.name == "ModelOptNvFp4FusedMoEMethod")
+    create = _function(method, "create_moe_runner")
+    autos = [branch for branch in ast.walk(create) if isinstance(branch, ast.If)
+             and ast.unparse(branch.test) == "moe_runner_backend.is_auto()"]
+    assert len(autos) == 1
+    inner = [ast.unparse(branch.test) for branch in ast.walk(autos[0]) if isinstance(branch, ast.If)]
+    assert "is_cuda() and (8, 0) <= get_device_capability() < (10, 0)" in inner
+    checks = [ast.unparse(branch.test) for branch in ast.walk(create) if isinstance(branch, ast.If)
+              and "get_device_capability" in ast.unparse(branch.test)]
+    assert checks == ["is_cuda() and (8, 0) <= get_device_capability() < (10, 0)"], checks
+    site = [s for s in installed.sites if s.file == "srt/layers/quantization/modelopt_quant.py"
+            and s.scope == "ModelOptNvFp4FusedMoEMethod.create_moe_runner" and s.kind == "decision"]
+    assert [(s.plugin, s.patched) for s in site] == [("routed", "routed")]
+
+
 def test_the_fp8_gemm_covers_rest_on_conditions_the_registry_decides(installed):
     """targets.FP8_GEMM_COVERS: SGLang's automatic FP8 block GEMM pick runs only while the
     backend is ``auto`` (the FP8 GEMM target names its own backend wherever SGLang's has no

@@ -29,7 +29,13 @@ from .replace import (
     ReplaceOperands,
     ReplaceSpan,
 )
-from ..integrations.sglang.targets import ATTENTION_GUARD_COVERS, BEAM_BAND_TABLE, FP8_GEMM_COVERS, MOE_GUARD_COVERS
+from ..integrations.sglang.targets import (
+    ATTENTION_GUARD_COVERS,
+    BEAM_BAND_TABLE,
+    FP8_GEMM_COVERS,
+    MOE_GUARD_COVERS,
+    MOE_LOAD_TIME_COVERS,
+)
 from .rewriter import FunctionSite, ModulePlan
 
 # The SGLang releases these sites were written against (and tested with).
@@ -260,7 +266,7 @@ STEPS: Tuple[Step, ...] = (
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why
         # each is there and what is left out).
-    ), covers=MOE_GUARD_COVERS + FP8_GEMM_COVERS),
+    ), covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS + FP8_GEMM_COVERS),
 )
 
 

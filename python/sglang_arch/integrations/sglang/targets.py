@@ -170,6 +170,14 @@ MOE_GUARD_COVERS = (
     'cfg.fp4_gemm_runner_backend == "auto":',
     f"{_OVERRIDES}._deepseek_moe_quant_resolution:if get_platform().is_sm100:",
 )
+# The NVFP4 experts' load-time pick for ``auto`` (marlin on SM80-SM9x, else trtllm-gen): it
+# runs only while the runner is still ``auto``, which the MoE guard leaves only where the
+# registry's decision is this pick (``policies/moe.upstream_moe_runner`` models it; the
+# matrix's NVFP4 row checks it per capability); test_audit.py reads the premise.
+MOE_LOAD_TIME_COVERS = (
+    "sglang.srt.layers.quantization.modelopt_quant.ModelOptNvFp4FusedMoEMethod.create_moe_runner:"
+    "if is_cuda() and (8, 0) <= get_device_capability() < (10, 0):",
+)
 
 # FP8 block GEMM picks inside SGLang's dispatch that the FP8 GEMM and DeepGEMM targets decide
 # for: ``_dispatch_auto_backend`` runs only while the backend is ``auto``, which the FP8 GEMM
@@ -298,7 +306,7 @@ def all_targets() -> List[Target]:
                ("self", "forward_batch")),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
-               covers=MOE_GUARD_COVERS),
+               covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS),
         Target("DeepGEMM", f"{_CONFIGURER}._compute_enable_deep_gemm", answer(moe.deep_gemm_enabled), (),
                ("ENABLE_JIT_DEEPGEMM", "DEEPGEMM_BLACKWELL", "DEEPGEMM_SCALE_UE8M0",
                 "DEEPGEMM_NEED_TMA_ALIGNED_SCALES", "DEEPGEMM_PAGED_SPARSE_MQA_LOGITS"),
