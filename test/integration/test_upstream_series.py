@@ -363,7 +363,8 @@ def test_a_changed_call_site_is_reported_and_its_file_left_byte_identical(tmp_pa
         "# sglang-arch: routed through sglang.srt.arch\nfrom sglang.srt.arch.glue import attention as arch_attention\n",
     ] + [f"    # sglang-arch: routed through sglang.srt.arch\n"
          f"    if (arch_answer := arch_attention.{call}(view)) is not None:\n        return arch_answer\n"
-         for call in ("attention_backend_default", "dsa_kv_cache_dtype_default", "dsa_split_backends")] + [
+         for call in ("attention_backend_default", "dsa_kv_cache_dtype_default", "dsa_split_backends",
+                      "fa4_page_size")] + [
         "# sglang-arch: routed through sglang.srt.arch\nfrom sglang.srt.arch.glue import moe as arch_moe\n",
         "    # sglang-arch: routed through sglang.srt.arch\n"
         "    if (arch_answer := arch_moe.moe_runner_backend(view)) is not None:\n        return arch_answer\n"]
