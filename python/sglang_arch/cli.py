@@ -46,34 +46,37 @@ def _size(nbytes: int) -> str:
 
 def render_decisions(d: Decisions) -> str:
     res = d.resolution
+    symm = (_size(d.symm_mem.max_bytes) + " " + (d.symm_mem.algorithm or "")).strip()
+    car = ((_size(d.custom_allreduce.max_bytes) + " " + (d.custom_allreduce.table or "default")).strip()
+           if d.custom_allreduce.enabled else "-")
+    rows = [("decision", "on", "value", "reason", ()),
+            ("torch symm mem", _yn(d.symm_mem.enabled), symm, d.symm_mem.reason, ()),
+            ("custom all-reduce", _yn(d.custom_allreduce.enabled), car, d.custom_allreduce.reason, ()),
+            ("all-reduce fusion", _yn(d.fusion.enabled), d.fusion.backend or "-", d.fusion.reason, d.fusion.dropped)]
+    rows += [(label, "", value, reason, dropped) for label, value, reason, dropped in d.named()]
+    for name, c in d.gemm_rows().items():
+        mark = "" if not c.changed else f" (upstream: {c.upstream})"
+        rows.append((name, "", (c.choice or "refused") + mark, c.reason, ()))
+    # Columns as wide as their longest cell (at least 20 and 26), so that no cell runs into
+    # the next (a 37-character "refused (upstream: flashinfer_trtllm)" once did).
+    label_w = max(20, max(len(row[0]) for row in rows) + 1)
+    value_w = max(26, max(len(row[2]) for row in rows) + 1)
     lines = [
         f"device     {res.requested} -> tier {res.resolved} {res.profile.name} [{res.match}]",
         f"           {res.reason}",
         f"machine    {d.world_size} GPU(s), {d.nnodes} node(s), topology {d.topology.name} ({d.topology.description})",
         "features   " + ", ".join(f"{k} {_yn(v)}" for k, v in res.features.items()),
         "",
-        f"{'decision':<20}{'on':<5}{'value':<26}reason",
-        f"{'torch symm mem':<20}{_yn(d.symm_mem.enabled):<5}"
-        f"{(_size(d.symm_mem.max_bytes) + ' ' + (d.symm_mem.algorithm or '')).strip():<26}{d.symm_mem.reason}",
-        f"{'custom all-reduce':<20}{_yn(d.custom_allreduce.enabled):<5}"
-        f"{(_size(d.custom_allreduce.max_bytes) + ' ' + (d.custom_allreduce.table or 'default')).strip() if d.custom_allreduce.enabled else '-':<26}"
-        f"{d.custom_allreduce.reason}",
-        f"{'all-reduce fusion':<20}{_yn(d.fusion.enabled):<5}{d.fusion.backend or '-':<26}{d.fusion.reason}",
     ]
-    if d.fusion.dropped:
-        lines += _dropped_lines(d.fusion.dropped)
-    for label, value, reason, dropped in d.named():
-        lines.append(f"{label:<20}{'':<5}{value:<26}{reason}")
-        lines += _dropped_lines(dropped)
-    for name, c in d.gemm_rows().items():
-        mark = "" if not c.changed else f" (upstream: {c.upstream})"
-        lines.append(f"{name:<20}{'':<5}{(c.choice or 'refused') + mark:<26}{c.reason}")
+    for label, on, value, reason, dropped in rows:
+        lines.append(f"{label:<{label_w}}{on:<5}{value:<{value_w}}{reason}")
+        lines += _dropped_lines(dropped, label_w + 5)
     return "\n".join(lines)
 
 
-def _dropped_lines(dropped) -> list:
+def _dropped_lines(dropped, indent: int = 25) -> list:
     """The candidates a decision left out, one line each, under it."""
-    return [f"{'':<25}dropped {choice}: {why}" for choice, why in dropped]
+    return [f"{'':<{indent}}dropped {choice}: {why}" for choice, why in dropped]
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
