@@ -133,10 +133,11 @@ def test_the_fp8_gemm_covers_rest_on_conditions_the_registry_decides(installed):
                and "weight_block_size == [32, 32]" in ast.unparse(branch.test)]
     assert len(block32) == 1 and isinstance(block32[0].test, ast.BoolOp) and isinstance(block32[0].test.op, ast.And)
     assert "deep_gemm_wrapper.ENABLE_JIT_DEEPGEMM" in [ast.unparse(v) for v in block32[0].test.values]
-    for site in [s for s in installed.sites if s.file == "srt/layers/quantization/fp8_utils.py"
-                 and s.scope in ("_dispatch_auto_backend", "dispatch_w8a8_block_fp8_linear")
-                 and s.kind == "decision"]:
-        assert (site.plugin, site.patched) == ("routed", "routed"), (site.line, site.code)
+    status = {("sm100" in s.code): (s.plugin, s.patched) for s in installed.sites
+              if s.file == "srt/layers/quantization/fp8_utils.py" and s.kind == "decision"
+              and s.scope in ("_dispatch_auto_backend", "dispatch_w8a8_block_fp8_linear")}
+    # The SM100 block-32 arm (explicit deep_gemm, UE8M0 scales) is not the registry's: uncovered.
+    assert status == {False: ("routed", "routed"), True: ("unrouted", "unrouted")}, status
 
 
 # Issue 19's misfilings: sites that pick an attention backend or all-reduce sizes, filed

@@ -939,3 +939,38 @@ def test_dsa_kpool_tail_backend_is_decided_once_per_machine(route, monkeypatch):
     for _ in range(3):
         assert ga.dsa_kpool_tail_backend(SimpleNamespace(dsa_index_kpool=2), object(), "flashmla_sparse") == "trtllm"
     assert asked == ["flashmla_sparse"]
+
+
+def test_scoped_self_answers_each_probe_and_falls_back_where_the_instance_cannot_take_them():
+    """hooks.scoped_self: the probes answer the glue's values of their own type during the
+    call and are put back after; an instance without a ``__dict__`` runs SGLang's own
+    probes (the plugin never breaks the forward pass)."""
+    from sglang_arch.integrations.sglang import hooks
+
+    def ask(self):
+        return (0, False)
+
+    hook = hooks.scoped_self(ask, ("_get_sm", "_is_bw"))
+
+    class Backend:
+        def __init__(self):
+            self._get_sm, self._is_bw = (lambda: 100), (lambda: True)
+
+    def original(self):
+        return self._get_sm(), self._is_bw()
+
+    backend = Backend()
+    sm, bw = hook(original, backend)
+    assert (sm, bw) == (0, False) and type(sm) is int and type(bw) is bool
+    assert (backend._get_sm(), backend._is_bw()) == (100, True)
+
+    class Slotted:
+        __slots__ = ()
+
+        def _get_sm(self):
+            return 90
+
+        def _is_bw(self):
+            return False
+
+    assert hook(original, Slotted()) == (90, False)

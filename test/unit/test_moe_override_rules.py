@@ -61,7 +61,7 @@ def test_a_gemm_backend_an_override_picked_is_replaced_by_auto_and_the_users_is_
     assert answer is None  # SGLang's own MoE pass still runs (its runner for these experts runs here)
     assert declared == [("_moe_runner_backend_quant_constraints", {field: "auto"})]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and f" {name}, picked by a model override, cannot run here" in warnings[0]
+    assert len(warnings) == 1 and f" {name}, picked by a model override or an earlier pass, cannot run here" in warnings[0]
     with pytest.raises(ArchDecisionError) as e:
         guard("12.0", FP8_BLOCK, user={field: name}, **{field: name})
     assert str(e.value).startswith(f"{flag} {name}: ")
@@ -82,7 +82,7 @@ def test_a_moe_runner_an_override_picked_is_replaced_and_the_users_is_refused(gu
     assert answer == {"moe_runner_backend": "flashinfer_cutlass"} and declared == []
     assert _runs("moe_runner", answer["moe_runner_backend"], "12.0", "nvfp4")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and warnings[0].startswith("MoE runner flashinfer_trtllm, picked by a model override")
+    assert len(warnings) == 1 and warnings[0].startswith("MoE runner flashinfer_trtllm, picked by a model override or an earlier pass")
     with pytest.raises(ArchDecisionError) as e:
         guard("12.0", NVFP4, user={"moe_runner_backend": "flashinfer_trtllm"}, moe_runner_backend="flashinfer_trtllm")
     assert str(e.value).startswith("--moe-runner-backend flashinfer_trtllm: ")
@@ -115,3 +115,15 @@ def test_compressed_tensors_fp4_experts_get_the_kind_sglang_serves_them_with():
     assert glue_moe.kind_of(None, _ct("pack-quantized", None)) == (None, False)
     assert glue_moe.kind_of("compressed-tensors", _ct("float-quantized", 8)) == (None, True)
 
+
+
+@pytest.mark.parametrize("cap", ["13.0", "12.0", "10.5", "9.0"])
+def test_compressed_tensors_experts_keep_sglangs_own_auto_pick(guard, cap):
+    """Their schemes pick their own runner for auto (W4A4 NVFP4: trtllm-gen on Blackwell,
+    else CUTLASS); the registry's auto rule models ModelOpt's method (marlin on 13.0 would
+    be declared for a scheme that has no Marlin path), so auto is left to SGLang."""
+    answer, declared = guard(cap, _ct("nvfp4-pack-quantized", 4))
+    assert answer is None and declared == []
+    # a ModelOpt NVFP4 checkpoint on the same GPU is still judged by the registry's auto rule
+    modelopt, _ = guard(cap, NVFP4)
+    assert modelopt is None or set(modelopt) == {"moe_runner_backend"}

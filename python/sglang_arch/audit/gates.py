@@ -63,17 +63,6 @@ KERNEL_GATES: Sequence[KernelGate] = (
                "FlashMLA sparse kernel head padding: 'num_heads to be a multiple of 64 (Hopper) or 128 (Blackwell)'"),
     KernelGate(_DSA, "DeepseekSparseAttnBackend.__init__", "self.device_sm_major >= 10 or self.dsa_decode_impl",
                "workspace of the TRT-LLM kernels: 'ragged attention on SM100/B200, or trtllm decode'"),
-    # The [B, next_n] context-length schedule is the layout of DeepGEMM's native MTP verify
-    # call (dsa_indexer.py: use_dg_native iff the metadata carries it), built for the kernel
-    # DeepGEMM compiles for the device itself: "DG-native q=[B,next_n,H,D] ... needs a
-    # [B, next_n] schedule ... SM90 supports DG-native next_n in {1,2} too -- enable once
-    # validated; for now DG-native is SM100+ only".  The replay check must agree with the build.
-    KernelGate(_DSA, "DeepseekSparseAttnBackend._build_paged_mqa_schedule_2d_ctx_lens", "get_platform().is_sm100",
-               "DeepGEMM's native paged-MQA schedule: 'DG-native q=[B,next_n,H,D] ... needs a [B, next_n] "
-               "schedule ... for now DG-native is SM100+ only' (the device's DeepGEMM kernel)"),
-    KernelGate(_DSA, "DeepseekSparseAttnBackend._apply_cuda_graph_metadata", "get_platform().is_sm100",
-               "replays the [B, next_n] schedule the capture built for DeepGEMM's native SM100 paged MQA "
-               "('for now DG-native is SM100+ only'): it must agree with the device's build"),
     KernelGate(f"{_ATT}/dsa/dsa_backend_kpool.py",
                "DeepseekSparseAttnBackendKPoolMixin._build_kpool_paged_mqa_schedule_metadata",
                "if self.device_sm_major == 9:", "DeepGEMM's paged-MQA schedule metadata, built for its SM90 kernel"),

@@ -30,7 +30,7 @@ import functools
 import sys
 from typing import Any, Callable, Tuple
 
-from .glue import ArchDecisionError, platform
+from .glue import ArchDecisionError, fail_open, platform
 
 KILL_SWITCH = "SGLANG_ARCH_DISABLE"
 
@@ -138,22 +138,42 @@ def scoped_self(ask: Callable, names: Tuple[str, ...]) -> Callable:
         values = asking(self)
         if values is None:
             return original(self, *args, **kwargs)
-        saved = [self.__dict__.get(name, _MISSING) for name in names]
-        for name, value in zip(names, values):
-            setattr(self, name, functools.partial(_constant, value))
+        saved = _swap(self, names, values)
+        if saved is None:  # the instance cannot take them (warned once): SGLang's own probes answer
+            return original(self, *args, **kwargs)
         try:
             return original(self, *args, **kwargs)
         finally:
-            for name, probe in zip(names, saved):
-                if probe is _MISSING:
-                    delattr(self, name)
-                else:
-                    setattr(self, name, probe)
+            _restore(self, names, saved)
 
     return _hook("scoped_self", ask, around)
 
 
 _MISSING = object()
+_CONSTANTS: dict = {}  # (type, value) -> its constant probe (a few values per machine: no allocation per call)
+
+
+@fail_open
+def _swap(self: Any, names: Tuple[str, ...], values: Tuple[Any, ...]) -> list:
+    """Set each probe ``self.<name>`` to answer its value; what was there before (to restore)."""
+    saved = [vars(self).get(name, _MISSING) for name in names]
+    try:
+        for name, value in zip(names, values):
+            key = (type(value), value)  # False and 0 are equal keys, but not the same answer
+            answer = _CONSTANTS.get(key) or _CONSTANTS.setdefault(key, functools.partial(_constant, value))
+            setattr(self, name, answer)
+    except Exception:
+        _restore(self, names, saved)
+        raise
+    return saved
+
+
+def _restore(self: Any, names: Tuple[str, ...], saved: list) -> None:
+    for name, probe in zip(names, saved):
+        if probe is _MISSING:
+            vars(self).pop(name, None)
+        else:
+            setattr(self, name, probe)
 
 
 def _constant(value: Any) -> Any:

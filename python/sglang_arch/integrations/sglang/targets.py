@@ -182,17 +182,19 @@ MOE_LOAD_TIME_COVERS = (
 # FP8 block GEMM picks inside SGLang's dispatch that the FP8 GEMM and DeepGEMM targets decide
 # for: ``_dispatch_auto_backend`` runs only while the backend is ``auto``, which the FP8 GEMM
 # target leaves only where SGLang's automatic pick has a build here (elsewhere it names the
-# registry's backend); the block-32 DeepGEMM pick needs ``ENABLE_JIT_DEEPGEMM``, which the
-# DeepGEMM target leaves on only where DeepGEMM has a build.  ``test_audit.py`` checks both
+# registry's backend); the SM90 block-32 DeepGEMM pick for ``auto`` needs
+# ``ENABLE_JIT_DEEPGEMM``, which the DeepGEMM target leaves on only where DeepGEMM has a
+# build, and is the registry's FP8 GEMM decision there (``deep_gemm`` where it is on).  ``test_audit.py`` checks both
 # premises against the installed release's source.
 _FP8_UTILS = "sglang.srt.layers.quantization.fp8_utils"
 FP8_GEMM_COVERS = (
     f"{_FP8_UTILS}._dispatch_auto_backend:elif get_platform().is_sm120:",
     f"{_FP8_UTILS}.dispatch_w8a8_block_fp8_linear:(get_platform().is_sm90 and (backend.is_auto() or "
     "backend.is_deep_gemm()))",
-    f"{_FP8_UTILS}.dispatch_w8a8_block_fp8_linear:or (get_platform().is_sm100 and backend.is_deep_gemm() and "
-    "act_scale_ue8m0)",
 )
+# Not covered: the same condition's SM100 arm (block-32 DeepGEMM for an explicit deep_gemm
+# with UE8M0 activation scales): the registry's FP8 GEMM rule does not model which block
+# sizes and scale formats DeepGEMM takes on SM100, so it stays SGLang's decision.
 
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
 # _PLATFORM_VALUES map them; checked against the installed release before use.

@@ -33,14 +33,26 @@ def _cuda_platform() -> bool:
     return bool(platform.is_cuda) and not platform.is_hip and not platform.is_npu
 
 
-def quant_kind(view: Any) -> Tuple[Optional[str], bool]:
-    """(kind of the MoE experts, whether ``--quantization`` named it); kind None: a
-    quantization the registry does not judge (SGLang decides)."""
+def _quant_config(view: Any) -> Any:
     hf_config = sys.modules[_OVERRIDES].model_config_of(view).hf_config
     config = getattr(hf_config, "quantization_config", None)
     if config is None:  # a multimodal wrapper's language model (Kimi-K3's text_config)
         config = getattr(getattr(hf_config, "text_config", None), "quantization_config", None)
-    return kind_of(view.quantization, config or {})
+    return config or {}
+
+
+def quant_kind(view: Any) -> Tuple[Optional[str], bool]:
+    """(kind of the MoE experts, whether ``--quantization`` named it); kind None: a
+    quantization the registry does not judge (SGLang decides)."""
+    return kind_of(view.quantization, _quant_config(view))
+
+
+def compressed_tensors(view: Any) -> bool:
+    """Whether the experts are an llm-compressor (compressed-tensors) checkpoint's."""
+    config = _quant_config(view)
+    if not isinstance(config, dict):
+        config = getattr(config, "__dict__", {}) or {}
+    return str(view.quantization or config.get("quant_method") or "").lower() == "compressed-tensors"
 
 
 def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
@@ -138,11 +150,15 @@ def _gemm_backends(ctx: Any, view: Any) -> dict:
             continue
         if _user_value(view, field) == name:
             _refuse(flag, name, check)
-        sys.modules[_OVERRIDES].logger.warning(
-            "%s %s, picked by a model override, cannot run here (%s); the registry's "
-            "choice for auto instead (%s).", what, name, check.reason, REGISTRY)
-        fixed[field] = "auto"
+        fixed[field] = (what, name, check.reason)
     return fixed
+
+
+def _warn_replaced_gemm(fixed: dict) -> None:
+    for what, name, reason in fixed.values():
+        sys.modules[_OVERRIDES].logger.warning(
+            "%s %s, picked by a model override or an earlier pass, cannot run here (%s); the "
+            "registry's choice for auto instead (%s).", what, name, reason, REGISTRY)
 
 
 def _declare(view: Any, fields: dict) -> None:
@@ -168,13 +184,13 @@ def moe_runner_backend(view: Any) -> Optional[dict]:
     ctx = routed_context()
     if ctx is None or not _cuda_platform():
         return None
-    gemm = _gemm_backends(ctx, view)
+    fixed = _gemm_backends(ctx, view)
+    gemm = {field: "auto" for field in fixed}
     runner = _moe_runner(ctx, view)
-    if runner is not None:
-        return {**gemm, **runner}
-    if gemm:
-        _declare(view, gemm)
-    return None
+    if runner is None and gemm:
+        _declare(view, gemm)  # before the warnings: a failed declaration leaves SGLang's pass alone
+    _warn_replaced_gemm(fixed)
+    return {**gemm, **runner} if runner is not None else None
 
 
 def _moe_runner(ctx: Any, view: Any) -> Optional[dict]:
@@ -184,6 +200,11 @@ def _moe_runner(ctx: Any, view: Any) -> Optional[dict]:
     if kind is None:
         return None
     runner = view.moe_runner_backend
+    if runner == "auto" and compressed_tensors(view):
+        # The compressed-tensors schemes pick their own runner for auto (W4A4 NVFP4:
+        # trtllm-gen on Blackwell, else CUTLASS); the registry's auto rule models ModelOpt's
+        # and GPT-OSS's methods, so it judges these experts only where an override named one.
+        return None
     if runner != "auto":
         check = ctx.check_moe_runner(runner, kind)
         if check.valid is not False or not ctx.moe_runner(kind).judged:
@@ -203,7 +224,8 @@ def _moe_runner(ctx: Any, view: Any) -> Optional[dict]:
         return None
     if runner != "auto":
         sys.modules[_OVERRIDES].logger.warning(
-            "MoE runner %s, picked by a model override, cannot run %s experts here (%s); %s instead (%s; %s).",
+            "MoE runner %s, picked by a model override or an earlier pass, cannot run %s experts here (%s); "
+            "%s instead (%s; %s).",
             runner, kind, check.reason, decision.choice, decision.reason, REGISTRY)
     else:
         sys.modules[_OVERRIDES].logger.warning("MoE runner %s for %s experts (%s; %s).", decision.choice, kind,
