@@ -106,3 +106,20 @@ def memoize_struct_fields():
 
     fields.memoized = True
     msgspec.structs.fields = fields
+
+
+def upstream_and_hook(path):
+    """(SGLang's own function at ``path``, the plugin's hook for it), for tests that call
+    both: the original through ``__wrapped__`` whether or not the plugin is applied; fails
+    where the release no longer has the shape the hook expects."""
+    import pkgutil
+
+    from sglang_arch.integrations.sglang import targets
+
+    owner, attr = path.rsplit(".", 1)
+    own = getattr(pkgutil.resolve_name(owner), attr)
+    own = getattr(own, "__wrapped__", own)
+    (target,) = [t for t in targets.all_targets() if t.path == path]
+    assert own.__module__ == target.module, (own.__module__, target.module)
+    assert targets.check_target(target) is None
+    return own, target.hook

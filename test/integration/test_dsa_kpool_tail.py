@@ -23,7 +23,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
 from sglang_arch.arch.capability import Capability  # noqa: E402
-from sglang_arch.integrations.sglang import glue, targets  # noqa: E402
+from helpers import upstream_and_hook  # noqa: E402
+from sglang_arch.integrations.sglang import glue  # noqa: E402
 from sglang_arch.integrations.sglang.glue import attention as ga  # noqa: E402
 
 PATH = "sglang.srt.layers.attention.dsa.dsa_backend_kpool.DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend"
@@ -35,14 +36,7 @@ IMPLS = ("flashmla_sparse", "flashmla_kv", "fa3", "tilelang", "trtllm", "flashin
 
 @pytest.fixture(scope="module")
 def sides():
-    from sglang.srt.layers.attention.dsa.dsa_backend_kpool import DeepseekSparseAttnBackendKPoolMixin
-
-    own = DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend
-    own = getattr(own, "__wrapped__", own)  # SGLang's function, whether or not the plugin is applied
-    assert own.__module__ == "sglang.srt.layers.attention.dsa.dsa_backend_kpool"
-    (target,) = [t for t in targets.all_targets() if t.path == PATH]
-    assert targets.check_target(target) is None  # the release still has the shape the hook expects
-    return own, target.hook
+    return upstream_and_hook(PATH)
 
 
 def _routed(monkeypatch, cap):

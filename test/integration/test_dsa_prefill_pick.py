@@ -24,7 +24,8 @@ if importlib.util.find_spec("sglang") is None:
 
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
 from sglang_arch.arch.capability import Capability  # noqa: E402
-from sglang_arch.integrations.sglang import glue, targets  # noqa: E402
+from helpers import upstream_and_hook  # noqa: E402
+from sglang_arch.integrations.sglang import glue  # noqa: E402
 from sglang_arch.integrations.sglang.glue import attention as ga  # noqa: E402
 
 MODULE = "sglang.srt.layers.attention.dsa_backend"
@@ -38,18 +39,14 @@ PROBES = ("_get_device_sm", "_is_blackwell")
 @pytest.fixture(scope="module")
 def sides():
     import torch
-    from sglang.srt.layers.attention.dsa_backend import DeepseekSparseAttnBackend
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-    own = DeepseekSparseAttnBackend.set_dsa_prefill_impl
-    own = getattr(own, "__wrapped__", own)  # SGLang's method, whether or not the plugin is applied
+    own, hook = upstream_and_hook(PATH)
     assert own.__module__ == MODULE
     # The hook's premise: the method reads its two probes from the instance.
     source = inspect.getsource(own)
     assert all(f"self.{name}" in source for name in PROBES)
-    (target,) = [t for t in targets.all_targets() if t.path == PATH]
-    assert targets.check_target(target) is None  # the release still has the shape the hook expects
-    return own, target.hook, torch, ForwardMode
+    return own, hook, torch, ForwardMode
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
 from sglang_arch.arch.capability import Capability  # noqa: E402
-from sglang_arch.integrations.sglang import glue, targets  # noqa: E402
+from helpers import upstream_and_hook  # noqa: E402
+from sglang_arch.integrations.sglang import glue  # noqa: E402
 from sglang_arch.integrations.sglang.plan import SIMULATED_MACHINE, upstream_platform_facts  # noqa: E402
 
 PATH = "sglang.srt.arg_groups.overrides._fa4_page_constraint"
@@ -52,14 +53,7 @@ settings_ = st.fixed_dictionaries({
 
 @pytest.fixture(scope="module")
 def sides():
-    from sglang.srt.arg_groups import overrides
-
-    own = overrides._fa4_page_constraint
-    own = getattr(own, "__wrapped__", own)  # SGLang's function, whether or not the plugin is applied
-    assert own.__module__ == "sglang.srt.arg_groups.overrides"
-    (target,) = [t for t in targets.all_targets() if t.path == PATH]
-    assert targets.check_target(target) is None  # the release still has the shape the hook expects
-    return own, target.hook
+    return upstream_and_hook(PATH)
 
 
 def _view(s):
