@@ -100,8 +100,9 @@ def test_where_the_overrides_pick_cannot_run_the_guard_replaces_it_with_one_that
 
 
 def test_each_covered_site_fires_in_the_suite_and_is_judged(rows):
-    """Every entry of MOE_GUARD_COVERS has a case whose override picks on some capability
-    here, and the narrowed resolution changed that pick."""
+    """Every file of MOE_GUARD_COVERS has a case whose override picks on some capability
+    here, and the narrowed resolution changed that pick; GPT-OSS's file holds two covered
+    arms (``is_sm100``, ``is_sm120``): each fires."""
     from sglang_arch.integrations.sglang.targets import MOE_GUARD_COVERS
 
     fired = {}
@@ -112,3 +113,4 @@ def test_each_covered_site_fires_in_the_suite_and_is_judged(rows):
     judged_files = {site.split(":")[0].rsplit("/", 1)[-1] for site in fired}
     assert files <= judged_files, files - judged_files
     assert fired["model_overrides/gpt_oss.py:110"] and fired["overrides.py:771"]
+    assert {cap.split(".")[0] for cap in fired["model_overrides/gpt_oss.py:65/70"]} >= {"10", "12"}
