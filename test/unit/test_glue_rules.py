@@ -238,7 +238,7 @@ def test_the_platform_decision_is_kept_per_machine_backend_and_node_count(route,
     _runtime_context(monkeypatch, "trtllm", 1)
     _add_norm(monkeypatch, backend="trtllm", nnodes=1)
     assert gf.fusion_runs_here() is False and gf.applies(16) is False
-    assert (id(ctx), "trtllm", 1) in gf._platform_ok
+    assert gf._platform_ok[("trtllm", 1)] == (ctx, False)
 
 
 def _add_norm(monkeypatch, backend="trtllm", nnodes=1, **over):
@@ -974,3 +974,20 @@ def test_scoped_self_answers_each_probe_and_falls_back_where_the_instance_cannot
             return False
 
     assert hook(original, Slotted()) == (90, False)
+
+
+def test_per_machine_decides_again_for_another_machine_context_even_under_a_reused_key():
+    """glue.per_machine: an answer cached for one machine context is not served to another
+    (``runtime.reset()`` builds a new one, which may reuse the old object's id)."""
+    from sglang_arch.integrations.sglang import glue
+
+    cache, calls = {}, []
+
+    def decide(answer):
+        return lambda: calls.append(answer) or answer
+
+    first, second = object(), object()
+    assert glue.per_machine(cache, first, "k", decide(1)) == 1
+    assert glue.per_machine(cache, first, "k", decide(2)) == 1  # decided once for this machine
+    assert glue.per_machine(cache, second, "k", decide(3)) == 3  # another machine: decided again
+    assert calls == [1, 3]

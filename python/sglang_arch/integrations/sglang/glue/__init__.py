@@ -189,6 +189,17 @@ def _described_context(
 _warned: Set[str] = set()
 
 
+def per_machine(cache: Dict[Any, Tuple[Any, Any]], ctx: Any, key: Any, decide: Callable[[], Any]) -> Any:
+    """An answer asked per call (a layer, a batch) and decided once per machine: ``cache``
+    maps ``key`` to (the machine context it was decided for, the answer).  A context
+    other than that one (after ``runtime.reset()``, even one that reuses the old object's
+    id) is decided again."""
+    entry = cache.get(key)
+    if entry is None or entry[0] is not ctx:
+        entry = cache[key] = (ctx, decide())
+    return entry[1]
+
+
 def fail_open(fn: F) -> F:
     """Answer ``None`` (SGLang decides) when ``fn`` fails unexpectedly; warn once."""
 

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.attention import ModelTraits
-from . import REGISTRY, ArchDecisionError, device_context, fail_open, routed_context
+from . import REGISTRY, ArchDecisionError, device_context, fail_open, per_machine, routed_context
 
 _BASE = "sglang.srt.arg_groups.model_override_base"
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
@@ -802,7 +802,7 @@ def dsa_split_backends(view: Any) -> Optional[dict]:
 
 
 # Asked per layer per forward pass: decided once per machine and backend.
-_tail: Dict[Tuple[int, str], str] = {}
+_tail: Dict[str, Tuple[Any, str]] = {}
 
 
 @fail_open
@@ -819,24 +819,18 @@ def dsa_kpool_tail_backend(self: Any, topk_indices: Any, dsa_impl: str) -> Optio
     ctx = device_context()
     if ctx is None:
         return None
-    key = (id(ctx), dsa_impl)
-    if key not in _tail:
-        _tail[key] = ctx.dsa_kpool_tail_backend(dsa_impl).backend
-    return _tail[key]
+    return per_machine(_tail, ctx, dsa_impl, lambda: ctx.dsa_kpool_tail_backend(dsa_impl).backend)
 
 
 # Asked once per forward batch: decided once per machine.
-_prefill: Dict[int, Any] = {}
+_prefill: Dict[Any, Tuple[Any, Any]] = {}
 
 
 def _dsa_prefill_bands() -> Optional[Any]:
     ctx = device_context()
     if ctx is None:
         return None
-    key = id(ctx)
-    if key not in _prefill:
-        _prefill[key] = ctx.dsa_prefill_bands()
-    return _prefill[key]
+    return per_machine(_prefill, ctx, None, ctx.dsa_prefill_bands)
 
 
 @fail_open

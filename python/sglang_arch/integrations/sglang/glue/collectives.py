@@ -30,7 +30,7 @@ from ....arch.policies.collectives import (
     CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES,
 )
 from ....arch.runtime import MachineContext
-from . import device_context, fail_open, routed_context
+from . import device_context, fail_open, per_machine, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ def all_reduce_configs_here() -> Dict[int, Any]:
 _BEAM = "sglang.srt.models.beam"
 _HIDDEN = 5120  # Beam's hidden size, the only one its fused kernel is built for
 _MAX_ROWS = 64  # the most rows the fused kernel takes (beam.py _all_reduce_limits)
-_beam_decided: Dict[Tuple[int, int], Optional[Tuple[int, int]]] = {}
+_beam_decided: Dict[int, Tuple[Any, Optional[Tuple[int, int]]]] = {}
 
 
 def _beam_limits(tp_size: int, device: Any) -> Optional[Tuple[int, int]]:
@@ -289,10 +289,9 @@ def beam_all_reduce_limits(model: Any, hidden_states: Any) -> Optional[tuple]:
     ):
         return (None,)
     parallel = beam.get_parallel()
-    key = (id(ctx), parallel.tp_size)  # asked every forward: decided once per TP size
-    if key not in _beam_decided:
-        _beam_decided[key] = ctx.beam_all_reduce_limits(parallel.tp_size).value
-    limits = _beam_decided[key]
+    # asked every forward: decided once per machine and TP size
+    limits = per_machine(_beam_decided, ctx, parallel.tp_size,
+                         lambda: ctx.beam_all_reduce_limits(parallel.tp_size).value)
     if (
         limits is None
         or beam.get_forward().sp_active

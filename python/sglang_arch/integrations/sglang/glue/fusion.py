@@ -19,7 +19,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.collectives import FUSION_REQUESTS
-from . import ArchDecisionError, device_context, fail_open, routed_context
+from . import ArchDecisionError, device_context, fail_open, per_machine, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def auto_enable(view: Any) -> Optional[dict]:
 
 # (machine, backend, nodes) -> whether the registry runs fusion there; the gate is asked
 # once per layer per forward pass, so its platform part is decided once.
-_platform_ok: Dict[Tuple[int, str, int], bool] = {}
+_platform_ok: Dict[Tuple[str, int], Tuple[Any, bool]] = {}
 
 
 @fail_open
@@ -118,13 +118,17 @@ def applies(batch_size: int) -> Optional[bool]:
     )
 
 
+def _fusion_enabled(ctx: Any, backend: str, nnodes: int) -> bool:
+    """Whether the registry enables fusion with ``backend`` here: decided once per machine,
+    backend and node count (the layers ask it every forward)."""
+    requested = backend if backend in FUSION_REQUESTS else "auto"
+    return per_machine(_platform_ok, ctx, (backend, nnodes),
+                       lambda: ctx.fusion(nnodes=nnodes, requested=requested).enabled)
+
+
 def _fusion_runs_here(ctx: Any, backend: str) -> bool:
     nnodes = sys.modules[_ADD_NORM].get_parallel().nnodes
-    key = (id(ctx), backend, nnodes)
-    if key not in _platform_ok:
-        requested = backend if backend in FUSION_REQUESTS else "auto"
-        _platform_ok[key] = ctx.fusion(nnodes=nnodes, requested=requested).enabled
-    return _platform_ok[key]
+    return _fusion_enabled(ctx, backend, nnodes)
 
 
 # --- the replace form (``sglang-arch upstream``: SGLang's SM90/SM100 checks are deleted) ---
@@ -173,11 +177,7 @@ def fusion_runs_here() -> bool:
         if backend is None:
             return False
         nnodes = get_parallel().nnodes
-        key = (id(ctx), backend, nnodes)
-        if key not in _platform_ok:
-            requested = backend if backend in FUSION_REQUESTS else "auto"
-            _platform_ok[key] = ctx.fusion(nnodes=nnodes, requested=requested).enabled
-        return _platform_ok[key]
+        return _fusion_enabled(ctx, backend, nnodes)
     except Exception as exc:
         logger.warning("FlashInfer all-reduce fusion gate: registry failed (%s); off", exc)
         return False
