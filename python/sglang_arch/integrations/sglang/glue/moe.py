@@ -49,20 +49,22 @@ def quant_kind(view: Any) -> Tuple[Optional[str], bool]:
 
 def compressed_tensors(view: Any) -> bool:
     """Whether the experts are an llm-compressor (compressed-tensors) checkpoint's."""
-    config = _quant_config(view)
+    return _method(view.quantization, _quant_config(view))[0] == "compressed-tensors"
+
+
+def _method(explicit: Optional[str], config: Any) -> Tuple[Optional[str], dict]:
+    """(the quantization method, lower case; None: unquantized, the config as a dict)."""
     if not isinstance(config, dict):
         config = getattr(config, "__dict__", {}) or {}
-    return str(view.quantization or config.get("quant_method") or "").lower() == "compressed-tensors"
+    method = explicit or config.get("quant_method")
+    return (None if method is None else str(method).lower()), config
 
 
 def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
     """The experts' kind from ``--quantization`` and the HF ``quantization_config``."""
-    if not isinstance(config, dict):
-        config = getattr(config, "__dict__", {}) or {}
-    method = explicit or config.get("quant_method")
+    method, config = _method(explicit, config)
     if method is None:
         return "unquantized", False
-    method = str(method).lower()
     algo = str(config.get("quant_algo", "")).upper()
     if method == "compressed-tensors":
         return _compressed_tensors_kind(config), bool(explicit)
