@@ -193,7 +193,7 @@ def prefill_bands(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> Pr
     """The MHA one-shot band and the FlashMLA variant band of DSA's per-batch prefill pick."""
     tier = res.resolved
     where = f"tier {tier} ({res.match})"
-    sm = tier.major * 10 + tier.minor
+    sm = tier.sm
     # _forward_standard_mha picks its kernel from the device's own major (identity).
     kernel = "trtllm" if res.requested.major >= 10 else "fa3"
     if sm in MHA_BAND_SMS:
