@@ -173,13 +173,21 @@ MOE_GUARD_COVERS = (
     f"{_MO}.deepseek_v4._deepseek_v4_overrides:or get_platform().is_sm120",
     f"{_MO}.deepseek_v4._deepseek_v4_overrides:and get_platform().is_sm100",
 )
-# The NVFP4 experts' load-time pick for ``auto`` (marlin on SM80-SM9x, else trtllm-gen): it
-# runs only while the runner is still ``auto``, which the MoE guard leaves only where the
-# registry's decision is this pick (``policies/moe.upstream_moe_runner`` models it; the
-# matrix's NVFP4 row checks it per capability); test_audit.py reads the premise.
+# The NVFP4 experts' load-time pick for ``auto`` (marlin on SM80-SM9x, else trtllm-gen), in
+# ModelOpt's MoE method and in Muse Spark's own ModelOpt-FP4 experts: it runs only while the
+# runner is still ``auto``, which the MoE guard leaves only where the registry's decision is
+# this pick (``policies/moe.upstream_moe_runner`` models it; the matrix's NVFP4 row checks
+# it per capability).  The FP4-expert split of Fp8Config's flashinfer_mxfp4 (CUTLASS on
+# is_sm90 / is_sm120, trtllm-gen elsewhere) runs only for that runner, which the guard
+# leaves only where the catalog runs it for the ``fp8_mxfp4`` kind, and the catalog's
+# runnable kernel there is the one the split picks.  test_audit.py reads the premises.
 MOE_LOAD_TIME_COVERS = (
     "sglang.srt.layers.quantization.modelopt_quant.ModelOptNvFp4FusedMoEMethod.create_moe_runner:"
     "if is_cuda() and (8, 0) <= get_device_capability() < (10, 0):",
+    "sglang.srt.layers.muse_spark.muse_spark_fp4_moe._resolve_moe_runner_backend:"
+    "if is_cuda() and (8, 0) <= get_device_capability() < (10, 0):",
+    "sglang.srt.layers.quantization.fp8.Fp8Config.get_quant_method:"
+    "if get_platform().is_sm90 or get_platform().is_sm120:",
 )
 
 # FP8 block GEMM picks inside SGLang's dispatch that the FP8 GEMM and DeepGEMM targets decide
