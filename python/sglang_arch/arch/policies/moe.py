@@ -183,9 +183,12 @@ def moe_runner(res: Resolution, quant: str, cuda: Cuda = (13, 0), model_arch: st
         return Choice(upstream, upstream, f"not judged on {res.requested}: below SM89 SGLang serves FP8 weights "
                                           f"through its own fallbacks", judged=False)
     if kind == "fp8_mxfp4" and upstream == "triton":
-        return Choice(upstream, upstream, "not judged: no model override picks a runner for these MXFP4 experts, "
-                                          "and SGLang's Fp8MoEMethod runs triton for auto (it reads them only "
-                                          "dequantized to FP8, SGLANG_DSV4_FP4_DEQUANT)", judged=False)
+        return Choice(upstream, upstream, f"not judged: no override picks a runner for these MXFP4 experts of "
+                                          f"{model_arch or 'this model'} on {res.requested} (DeepSeek-V4 and "
+                                          f"Bailing V3 take flashinfer_mxfp4 on majors 9, 10 and 12, MiMo-V2 on "
+                                          f"10, marlin on 9), and SGLang's Fp8MoEMethod runs triton for auto, "
+                                          f"which reads them only dequantized to FP8 (SGLANG_DSV4_FP4_DEQUANT)",
+                      judged=False)
     return _pick(MOE, upstream, MOE_FALLBACKS[kind], res, cuda, kind, f"{kind} MoE runner")
 
 
