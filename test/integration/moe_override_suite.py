@@ -31,6 +31,10 @@ _TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
 _MODELOPT_NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
                    "exclude_modules": ["lm_head"]}
 _FP8_BLOCK = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]}
+# An FP8 checkpoint whose routed experts are MXFP4 (ModelConfig.is_fp4_experts reads this key).
+_FP8_MXFP4_EXPERTS = dict(_FP8_BLOCK, routed_experts_quant_method="mxfp4")
+# DeepSeek-V4.1's MXFP8-shaped FP8 (32-wide UE8M0 blocks: model_overrides/deepseek_v4.py:35-37).
+_FP8_32_UE8M0 = dict(_FP8_BLOCK, weight_block_size=[32, 32], scale_fmt="ue8m0")
 
 
 def _ct(fmt: str, act_bits):
@@ -52,7 +56,9 @@ def _fixture(name):
 KINDS = {"glm4_moe": "unquantized", "gemma4_nvfp4": "nvfp4", "llama4_fp8": "fp8_block", "minimax_m2_nvfp4": "nvfp4",
          "cohere2_moe_ct_nvfp4": "nvfp4", "kimi_k3_ct_mxfp4": "mxfp4", "beam_nvfp4": "nvfp4",
          "gpt_oss_mxfp4": "mxfp4", "gpt_oss_bf16": "unquantized", "gpt_oss_bf16_driver_595": "unquantized",
-         "deepseek_v3_fp8": "fp8_block", "longcat_fp8": "fp8_block", "muse_glimmer": "unquantized"}
+         "deepseek_v3_fp8": "fp8_block", "longcat_fp8": "fp8_block", "muse_glimmer": "unquantized",
+         "bailing_moe_v3_fp4_experts": "fp8_mxfp4", "deepseek_v4_fp4_experts": "fp8_mxfp4",
+         "deepseek_v41_mxfp8": "fp8_mxfp4"}  # V4's experts are MXFP4 unless the checkpoint's probe says FP8
 # The NVIDIA driver gpt_oss.py reads for its Blackwell arm (line 110), per case.
 DRIVERS = {"gpt_oss_bf16_driver_595": (595, 0)}
 
@@ -60,6 +66,10 @@ DRIVERS = {"gpt_oss_bf16_driver_595": (595, 0)}
 def cases():
     """name -> (the site it exercises, config.json, extra server arguments)."""
     moe = dict(_TINY, moe_intermediate_size=128, num_experts_per_tok=2)
+    _DSV4 = dict(moe, architectures=["DeepseekV4ForCausalLM"], model_type="deepseek_v4", n_routed_experts=8,
+                 n_shared_experts=1, n_group=1, topk_group=1, num_key_value_heads=1, q_lora_rank=64,
+                 qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, kv_lora_rank=64, o_lora_rank=64,
+                 o_groups=2, index_n_heads=4, index_head_dim=32, compress_ratios=[0, 0], sliding_window=128)
     return {
         "glm4_moe": ("model_overrides/glm4_moe.py:19", dict(
             moe, architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", n_routed_experts=8, n_shared_experts=1,
@@ -92,6 +102,14 @@ def cases():
                                 rope_parameters={"rope_type": "default", "rope_theta": 1e6},
                                 final_logit_softcapping=30.0, qk_scale_factor=1.0)}, ()),
         "deepseek_v3_fp8": ("overrides.py:771", _fixture("deepseek-v3-fp8"), ()),
+        "bailing_moe_v3_fp4_experts": ("model_overrides/bailing_moe_v3.py:30", dict(
+            moe, architectures=["BailingMoeV3ForCausalLM"], model_type="bailing_hybrid", num_experts=8,
+            num_shared_experts=1, n_group=1, topk_group=1, first_k_dense_replace=0,
+            quantization_config=_FP8_MXFP4_EXPERTS), ()),
+        "deepseek_v4_fp4_experts": ("model_overrides/deepseek_v4.py:82-84", dict(
+            _DSV4, quantization_config=_FP8_MXFP4_EXPERTS), ()),
+        "deepseek_v41_mxfp8": ("model_overrides/deepseek_v4.py:33", dict(
+            _DSV4, model_type="deepseek_v41", quantization_config=_FP8_32_UE8M0), ()),
         "longcat_fp8": ("overrides.py:771 (LongCat FP8 GEMM)", dict(
             moe, architectures=["LongcatFlashForCausalLM"], model_type="longcat_flash", n_routed_experts=8,
             quantization_config=_FP8_BLOCK), ()),
@@ -133,7 +151,9 @@ def main():
     from sglang_arch.integrations.sglang.plan import SIMULATED_MACHINE, upstream_platform_facts
 
     quantization.QUANTIZATION_METHODS.setdefault("mxfp4", quantization.Mxfp4Config)  # as on a CUDA host
+    import sglang.srt.arg_groups.model_overrides.deepseek_v4 as deepseek_v4
     import sglang.srt.arg_groups.model_overrides.gpt_oss as gpt_oss
+    deepseek_v4.is_flashinfer_available = lambda: True  # as on a CUDA host with FlashInfer (line 38)
     routed = overrides._moe_runner_backend_quant_constraints
     original = getattr(routed, "__wrapped__", None)
     assert original is not None, "the plugin did not route the MoE pass in this interpreter"

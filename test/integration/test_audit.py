@@ -115,6 +115,71 @@ def test_the_nvfp4_load_time_pick_runs_only_for_auto(installed):
     assert [(s.plugin, s.patched) for s in site] == [("routed", "routed")]
 
 
+def test_muse_sparks_nvfp4_experts_pick_for_auto_is_modelopts(installed):
+    """targets.MOE_LOAD_TIME_COVERS: Muse Spark's ModelOpt-FP4 experts resolve ``auto``
+    themselves (``_resolve_moe_runner_backend``): the capability check comes after an early
+    return for any runner but ``auto``, and picks marlin on SM80-SM9x, trtllm-gen elsewhere,
+    the NVFP4 rule the registry models; these experts exist only for ``modelopt_fp4``
+    checkpoints, which the guard judges as NVFP4."""
+    from sglang_arch.arch import parse_capability
+    from sglang_arch.arch.policies import moe
+    from sglang_arch.integrations.sglang.glue.moe import kind_of
+
+    tree = ast.parse((Path(SGLANG) / "srt/layers/muse_spark/muse_spark_fp4_moe.py").read_text())
+    resolve = _function(tree, "_resolve_moe_runner_backend")
+    ifs = [node for node in resolve.body if isinstance(node, ast.If)]
+    assert [ast.unparse(node.test) for node in ifs] == [
+        "not backend.is_auto()", "is_cuda() and (8, 0) <= get_device_capability() < (10, 0)"]
+    assert ast.unparse(ifs[0].body[0]) == "return backend"
+    assert ast.unparse(ifs[1].body[0]) == "return MoeRunnerBackend.MARLIN"
+    assert ast.unparse(resolve.body[-1]) == "return MoeRunnerBackend.FLASHINFER_TRTLLM"
+    for cap, runner in (("8.0", "marlin"), ("8.9", "marlin"), ("9.0", "marlin"), ("10.0", "flashinfer_trtllm"),
+                        ("10.3", "flashinfer_trtllm")):
+        assert moe.upstream_moe_runner(parse_capability(cap), "nvfp4") == runner, cap
+    model = ast.parse((Path(SGLANG) / "srt/models/muse_spark.py").read_text())
+    uses = _function(model, "_uses_nvfp4_experts")
+    assert "_quantization_name(quant_config) != 'modelopt_fp4'" in [
+        ast.unparse(node.test) for node in ast.walk(uses) if isinstance(node, ast.If)]
+    assert kind_of("modelopt_fp4", {})[0] == "nvfp4"
+    site = [s for s in installed.sites if s.file == "srt/layers/muse_spark/muse_spark_fp4_moe.py"
+            and s.kind == "decision"]
+    assert [(s.plugin, s.patched) for s in site] == [("routed", "routed")]
+
+
+def test_the_fp4_experts_flashinfer_mxfp4_split_is_the_catalogs(installed):
+    """targets.MOE_LOAD_TIME_COVERS: Fp8Config picks its FP4-expert wrapper for
+    flashinfer_mxfp4 only under that runner (which the MoE guard leaves only where the
+    catalog runs it for ``fp8_mxfp4``): CUTLASS on is_sm90 / is_sm120 (majors 9 and 12),
+    trtllm-gen elsewhere.  Wherever the catalog runs the runner for these experts, the
+    kernel it runs is the one this split picks."""
+    from sglang_arch.arch import catalog
+    from sglang_arch.arch.capability import Capability
+
+    tree = ast.parse((Path(SGLANG) / "srt/layers/quantization/fp8.py").read_text())
+    config = next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "Fp8Config")
+    method = _function(config, "get_quant_method")
+    outer = [node for node in ast.walk(method) if isinstance(node, ast.If)
+             and ast.unparse(node.test) == "self.is_fp4_experts and get_moe_runner_backend().is_flashinfer_mxfp4()"]
+    assert len(outer) == 1
+    split = [node for node in outer[0].body if isinstance(node, ast.If)]
+    assert [ast.unparse(node.test) for node in split] == ["get_platform().is_sm90 or get_platform().is_sm120"]
+    assert "Mxfp4FlashinferCutlassMoEMethod" in ast.unparse(split[0].body)
+    assert "Mxfp4FlashinferTrtllmMoEMethod" in ast.unparse(outer[0].body[1:])
+    cutlass = {"flashinfer_cutlass_moe_sm90", "flashinfer_cutlass_moe_sm120"}
+    ran = set()
+    for major in range(7, 14):
+        for minor in range(10):
+            verdict = catalog.choice_runs("moe_runner", "flashinfer_mxfp4", Capability(major, minor), (13, 0),
+                                          "fp8_mxfp4")
+            if verdict.runs:
+                assert (verdict.kernel in cutlass) == (major in (9, 12)), (major, minor, verdict.kernel)
+                ran.add(verdict.kernel)
+    assert ran == cutlass | {"flashinfer_trtllm_gen_moe"}
+    site = [s for s in installed.sites if s.file == "srt/layers/quantization/fp8.py" and s.kind == "decision"
+            and s.scope == "Fp8Config.get_quant_method"]
+    assert [(s.plugin, s.patched) for s in site] == [("routed", "routed")]
+
+
 def test_the_fp8_gemm_covers_rest_on_conditions_the_registry_decides(installed):
     """targets.FP8_GEMM_COVERS: SGLang's automatic FP8 block GEMM pick runs only while the
     backend is ``auto`` (the FP8 GEMM target names its own backend wherever SGLang's has no

@@ -96,3 +96,24 @@ def test_a_planted_difference_is_seen(tmp_path):
     planted = tmp_path / "gen.py"
     planted.write_text("def gen():\n    f(supported_major_versions=[9, 11])\n")
     assert _majors_declared(planted, "gen") == [9, 11] != [9, 10, 12]
+
+
+def _capabilities_decorated(file: Path, function: str) -> list:
+    """The compute capabilities of ``@supported_compute_capability([...])`` on ``function``."""
+    tree = ast.parse(file.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            for deco in node.decorator_list:
+                if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "supported_compute_capability":
+                    return sorted(ast.literal_eval(deco.args[0]))
+    pytest.fail(f"{file}:{function} has no @supported_compute_capability")
+
+
+def test_cutedsl_mxfp8_gemm_targets_are_flashinfers_supported_capabilities():
+    """``--fp8-gemm-backend flashinfer_cutedsl`` runs FlashInfer's ``mm_mxfp8`` with the
+    ``cute-dsl`` backend (sglang 0.5.23 fp8_utils.dispatch_block_fp8_mxfp8_linear), which
+    FlashInfer declares for the capabilities its requirement function lists."""
+    declared = _capabilities_decorated(SITE / "flashinfer/gemm/gemm_base.py", "_cute_dsl_gemm_mxfp8_requirement")
+    kernel = catalog.CATALOG["flashinfer_cutedsl_gemm_mxfp8"]
+    assert all(t.kind == "jit_exact" for t in kernel.targets)
+    assert sorted(t.capability.major * 10 + t.capability.minor for t in kernel.targets) == declared

@@ -25,7 +25,7 @@ if importlib.util.find_spec("sglang") is None:  # located, not imported: each SG
 from helpers import clean_env  # noqa: E402
 
 SUITE = Path(__file__).with_name("moe_override_suite.py")
-CAPS = ("10.0", "10.7", "11.0", "12.0", "12.1")  # the majors the covered probes name, and 11
+CAPS = ("9.0", "10.0", "10.7", "11.0", "12.0", "12.1")  # the majors the covered probes name, and 11
 CUDA = (13, 0)
 DECISIONS = {"moe": "moe_runner", "fp8_gemm": "fp8_gemm", "fp4_gemm": "fp4_gemm"}
 
@@ -55,7 +55,7 @@ def _picks(resolution):
 
 def test_every_case_resolves_on_both_sides(rows):
     names = {key.split("|")[0] for key in rows}
-    assert len(names) == 13 and len(rows) == len(CAPS) * len(names)
+    assert len(names) == 16 and len(rows) == len(CAPS) * len(names)
     for key, row in rows.items():
         assert "error" not in row["upstream"], (key, row["upstream"])
         assert "error" not in row["routed"], (key, row["routed"])
@@ -102,7 +102,8 @@ def test_where_the_overrides_pick_cannot_run_the_guard_replaces_it_with_one_that
 def test_each_covered_site_fires_in_the_suite_and_is_judged(rows):
     """Every file of MOE_GUARD_COVERS has a case whose override picks on some capability
     here, and the narrowed resolution changed that pick; GPT-OSS's file holds two covered
-    arms (``is_sm100``, ``is_sm120``): each fires."""
+    arms (``is_sm100``, ``is_sm120``): each fires, and so do DeepSeek-V4's (the MXFP4
+    experts' runner on 10.x and 12.x, V4.1's FP8 GEMM on 10.x) and Bailing V3's."""
     from sglang_arch.integrations.sglang.targets import MOE_GUARD_COVERS
 
     fired = {}
@@ -114,3 +115,8 @@ def test_each_covered_site_fires_in_the_suite_and_is_judged(rows):
     assert files <= judged_files, files - judged_files
     assert fired["model_overrides/gpt_oss.py:110"] and fired["overrides.py:771"]
     assert {cap.split(".")[0] for cap in fired["model_overrides/gpt_oss.py:65/70"]} >= {"10", "12"}
+    for site in ("model_overrides/deepseek_v4.py:82-84", "model_overrides/bailing_moe_v3.py:30"):
+        assert {cap.split(".")[0] for cap in fired[site]} == {"9", "10", "12"}, site
+    gemm = {key.split("|")[1] for key, row in rows.items() if row["site"] == "model_overrides/deepseek_v4.py:33"
+            and row["upstream"].get("fp8_gemm") == "flashinfer_cutedsl" and row.get("narrow", {}).get("fp8_gemm") == "auto"}
+    assert gemm and {cap.split(".")[0] for cap in gemm} == {"10"}, gemm

@@ -116,6 +116,16 @@ def test_compressed_tensors_fp4_experts_get_the_kind_sglang_serves_them_with():
     assert glue_moe.kind_of("compressed-tensors", _ct("float-quantized", 8)) == (None, True)
 
 
+def test_fp8_checkpoints_with_mxfp4_experts_are_the_fp8_mxfp4_kind():
+    fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    assert glue_moe.kind_of(None, fp8) == ("fp8_block", False)
+    assert glue_moe.kind_of(None, dict(fp8, routed_experts_quant_method="mxfp4")) == ("fp8_mxfp4", False)
+    # SGLang's model config decides where it reads more than the config (DeepSeek-V4's probe, dequantization)
+    assert glue_moe.kind_of(None, fp8, fp4_experts=True) == ("fp8_mxfp4", False)
+    assert glue_moe.kind_of(None, dict(fp8, routed_experts_quant_method="mxfp4"), fp4_experts=False) == (
+        "fp8_block", False)
+
+
 
 @pytest.mark.parametrize("cap", ["13.0", "12.0", "10.5", "9.0"])
 def test_compressed_tensors_experts_keep_sglangs_own_auto_pick(guard, cap):

@@ -19,8 +19,13 @@ def _res(cap):
     return resolve(parse_capability(cap) if isinstance(cap, str) else cap)
 
 
+# Models whose override picks the runner of FP8 checkpoints with MXFP4 experts (fp8_mxfp4)
+FP4_EXPERT_MODELS = ("DeepseekV4ForCausalLM", "BailingMoeV3ForCausalLM", "MiMoV2FlashForCausalLM")
+
+
 def _decisions(res):
     out = [(moe.MOE, moe.moe_runner(res, kind), kind) for kind in moe.QUANT_KINDS]
+    out += [(moe.MOE, moe.moe_runner(res, "fp8_mxfp4", arch), "fp8_mxfp4") for arch in FP4_EXPERT_MODELS]
     out += [(moe.FP8_GEMM, moe.fp8_gemm(res), None), (moe.FP4_GEMM, moe.fp4_gemm(res), None)]
     dg = moe.deep_gemm(res)
     if dg.choice == "on":
@@ -121,11 +126,51 @@ def test_upstream_rules_are_sglangs_0_5_23_rules():
     assert moe.upstream_fp4_gemm(cap("8.9")) == "marlin"
 
 
+def test_fp8_checkpoints_with_mxfp4_experts_are_their_own_kind():
+    """Bailing V3 / DeepSeek-V4 / MiMo-V2 mixed checkpoints: Fp8Config's own MXFP4 wrappers
+    (fp8.py get_quant_method), whose runners the overrides pick from is_sm90 / is_sm100 /
+    is_sm120; Fp8MoEMethod's triton reads no packed MXFP4 (model_overrides/mimo_v2.py)."""
+    cap = parse_capability
+    for arch in ("DeepseekV4ForCausalLM", "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration"):
+        for major in ("9.0", "10.0", "10.3", "12.0", "12.1"):
+            assert moe.upstream_moe_runner(cap(major), "fp8_mxfp4", arch) == "flashinfer_mxfp4", (arch, major)
+        assert moe.upstream_moe_runner(cap("11.0"), "fp8_mxfp4", arch) == "triton"
+        assert moe.upstream_moe_runner(cap("8.9"), "fp8_mxfp4", arch) == "triton"
+    assert moe.upstream_moe_runner(cap("10.0"), "fp8_mxfp4", "MiMoV2FlashForCausalLM") == "flashinfer_mxfp4"
+    assert moe.upstream_moe_runner(cap("9.0"), "fp8_mxfp4", "MiMoV2FlashForCausalLM") == "marlin"
+    assert moe.upstream_moe_runner(cap("12.0"), "fp8_mxfp4", "MiMoV2FlashForCausalLM") == "triton"
+    # the fall-through to Fp8MoEMethod's triton is SGLang's own, not judged
+    d = moe.moe_runner(_res("11.0"), "fp8_mxfp4", model_arch="DeepseekV4ForCausalLM")
+    assert (d.choice, d.judged) == ("triton", False)
+    # an override's pick on a GPU outside the table: only what has a build for it
+    d = moe.moe_runner(_res("13.0"), "fp8_mxfp4", model_arch="DeepseekV4ForCausalLM")
+    assert (d.choice, d.upstream) == ("marlin", "flashinfer_mxfp4")
+    for c in ("10.0", "10.3", "12.0", "12.1", "9.0"):
+        d = moe.moe_runner(_res(c), "fp8_mxfp4", model_arch="BailingMoeV3ForCausalLM")
+        assert (d.choice, d.upstream) == ("flashinfer_mxfp4", "flashinfer_mxfp4"), c
+    # flashinfer_mxfp4 for these experts: CUTLASS on is_sm90 / is_sm120, trtllm-gen elsewhere
+    check = moe.check_moe_runner(_res("11.0"), "flashinfer_mxfp4", "fp8_mxfp4")
+    assert check.valid is False and "marlin" in check.alternatives and "triton" not in check.alternatives
+    assert moe.check_moe_runner(_res("12.1"), "flashinfer_mxfp4", "fp8_mxfp4").valid is True
+    assert moe.check_moe_runner(_res("12.1"), "triton", "fp8_mxfp4").valid is None  # no kernel of its own
+
+
+def test_flashinfer_cutedsl_fp8_gemm_runs_on_sm100_datacenter_parts_only():
+    """DeepSeek-V4.1's MXFP8 dense GEMM (FlashInfer mm_mxfp8 cute-dsl: 100, 103, 107)."""
+    for c in ("10.0", "10.3", "10.7"):
+        assert moe.check_gemm(_res(c), moe.FP8_GEMM, "flashinfer_cutedsl").valid is True, c
+    for c in ("9.0", "11.0", "12.0", "12.1", "10.5"):
+        check = moe.check_gemm(_res(c), moe.FP8_GEMM, "flashinfer_cutedsl")
+        assert check.valid is False and "flashinfer_cutedsl" not in check.alternatives, c
+
+
 def test_fp8_below_sm89_is_left_to_sglang():
     for cap in ("7.0", "8.0", "8.6"):
         assert not moe.moe_runner(_res(cap), "fp8_block").judged and not moe.fp8_gemm(_res(cap)).judged
         assert not moe.moe_runner(_res(cap), "fp8_block").changed
     assert moe.moe_runner(_res("8.9"), "fp8_block").judged
+    assert moe.check_moe_runner(_res("8.0"), "cutlass", "fp8_block").valid is None
+    assert moe.check_moe_runner(_res("8.9"), "cutlass", "fp8_block").valid is False
 
 
 def test_bad_kinds_and_decisions_are_refused():

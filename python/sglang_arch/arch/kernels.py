@@ -357,6 +357,17 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "declared_in": _CUTE,
         "sources": [_CUTE_ARCHS, "sglang 0.5.23 arg_groups/moe_hook.py: flashinfer_cutedsl MoE on SM100"],
     },
+    "flashinfer_cutedsl_gemm_mxfp8": {
+        "summary": "FlashInfer CuTe DSL MXFP8 dense GEMM (mm_mxfp8 backend cute-dsl): --fp8-gemm-backend "
+                   "flashinfer_cutedsl, FP8 weights with 32-wide UE8M0 scale blocks served as MXFP8",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    _FI + " gemm/gemm_base.py _cute_dsl_gemm_mxfp8_requirement: "
+                          "supported_compute_capability([100, 103, 107])",
+                    "sglang 0.5.23 fp8_utils.resolve_mxfp8_dense_gemm_backend: flashinfer_cutedsl 'requires an "
+                    "SM100/SM103 GPU and FlashInfer' (is_backend_supported('cute-dsl', sm))"],
+    },
     "flashinfer_cutedsl_gemm_fp4": {
         "summary": "FlashInfer CuTe DSL FP4 GEMM (SM100 datacenter kernels)",
         "targets": ["jit:10.0", "jit:10.3"],
@@ -429,6 +440,13 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     # --moe-runner-backend, per quantization kind of the MoE experts (policies/moe.py QUANT_KINDS).
     # A choice with no use for a kind is not judged for it (SGLang itself reroutes, e.g.
     # flashinfer_cutlass has no FP8 path and runs those experts on triton).
+    # fp8_mxfp4: an FP8 checkpoint whose routed experts are MXFP4 (Fp8Config.is_fp4_experts),
+    # served by sglang 0.5.23 fp8.py Fp8Config.get_quant_method: marlin -> Mxfp4MarlinMoEMethod,
+    # flashinfer_mxfp4 -> Mxfp4FlashinferCutlassMoEMethod on is_sm90 / is_sm120 (FlashInfer's
+    # CUTLASS fused MoE) and Mxfp4FlashinferTrtllmMoEMethod elsewhere (trtllm-gen), megamoe /
+    # flashinfer_megamoe -> Fp8MoEMethod's FP4-expert weights for them; triton has no use
+    # ("The auto runner resolves to Triton FP8, which cannot read packed MXFP4",
+    # model_overrides/mimo_v2.py), nor humming / deep_gemm (not in the catalog for them).
     "moe_runner": {
         "triton": [{"kernel": "triton", "kinds": ["unquantized", "mxfp4"]},
                    {"kernel": "triton_fp8", "kinds": ["fp8_block"]}],
@@ -442,13 +460,13 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
                                {"kernel": "flashinfer_cutlass_moe_sm90", "kinds": ["unquantized", "mxfp4"]}],
         "flashinfer_trtllm": [{"kernel": "flashinfer_trtllm_gen_moe"}],
         "flashinfer_trtllm_routed": [{"kernel": "flashinfer_trtllm_gen_moe"}],
-        "flashinfer_mxfp4": [{"kernel": "flashinfer_trtllm_gen_moe", "kinds": ["mxfp4"]},
-                             {"kernel": "flashinfer_cutlass_moe_sm120", "kinds": ["mxfp4"]},
-                             {"kernel": "flashinfer_cutlass_moe_sm90", "kinds": ["mxfp4"]}],
+        "flashinfer_mxfp4": [{"kernel": "flashinfer_trtllm_gen_moe", "kinds": ["mxfp4", "fp8_mxfp4"]},
+                             {"kernel": "flashinfer_cutlass_moe_sm120", "kinds": ["mxfp4", "fp8_mxfp4"]},
+                             {"kernel": "flashinfer_cutlass_moe_sm90", "kinds": ["mxfp4", "fp8_mxfp4"]}],
         "flashinfer_cutedsl": [{"kernel": "flashinfer_cutedsl_moe", "kinds": ["nvfp4"]}],
-        "flashinfer_megamoe": [{"kernel": "flashinfer_megamoe", "kinds": ["nvfp4", "mxfp8"]}],
-        "megamoe": [{"kernel": "deep_gemm_mega", "kinds": ["fp8_block", "mxfp8", "nvfp4"]}],
-        "marlin": [{"kernel": "marlin", "kinds": ["nvfp4", "mxfp4"]}],
+        "flashinfer_megamoe": [{"kernel": "flashinfer_megamoe", "kinds": ["nvfp4", "mxfp8", "fp8_mxfp4"]}],
+        "megamoe": [{"kernel": "deep_gemm_mega", "kinds": ["fp8_block", "mxfp8", "nvfp4", "fp8_mxfp4"]}],
+        "marlin": [{"kernel": "marlin", "kinds": ["nvfp4", "mxfp4", "fp8_mxfp4"]}],
     },
     # --fp8-gemm-backend (FP8 block-scale dense GEMM)
     "fp8_gemm": {
@@ -457,6 +475,7 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
         "flashinfer_trtllm": [{"kernel": "flashinfer_trtllm_gen_gemm"}],
         "flashinfer_cutlass": [{"kernel": "flashinfer_cutlass_gemm_fp8"}],
         "flashinfer_deepgemm": [{"kernel": "flashinfer_deepgemm_sm90"}],
+        "flashinfer_cutedsl": [{"kernel": "flashinfer_cutedsl_gemm_mxfp8"}],
         "triton": [{"kernel": "triton_fp8"}],
     },
     # --fp4-gemm-backend (NVFP4 dense GEMM)

@@ -22,8 +22,11 @@ from .. import catalog
 from ..capability import Capability
 from ..registry import Resolution
 
-# The experts' quantization as the MoE runner sees it.
-QUANT_KINDS = ("unquantized", "fp8_block", "mxfp8", "nvfp4", "mxfp4")
+# The experts' quantization as the MoE runner sees it.  ``fp8_mxfp4``: an FP8 checkpoint
+# whose routed experts are MXFP4 (``ModelConfig.is_fp4_experts``: DeepSeek-V4, Bailing V3,
+# MiMo-V2 mixed checkpoints), served by ``Fp8Config.get_quant_method``'s own MXFP4 wrappers,
+# not by the mxfp4 kind's ``Mxfp4MoEMethod``.
+QUANT_KINDS = ("unquantized", "fp8_block", "mxfp8", "nvfp4", "mxfp4", "fp8_mxfp4")
 MOE, FP8_GEMM, FP4_GEMM, DEEP_GEMM = "moe_runner", "fp8_gemm", "fp4_gemm", "deep_gemm"
 
 # What runs instead, per kind, when upstream's choice has no build for the device: the
@@ -34,7 +37,13 @@ MOE_FALLBACKS = {
     "mxfp8": ("flashinfer_trtllm", "cutlass", "deep_gemm"),  # SGLang's MXFP8 runner list
     "nvfp4": ("flashinfer_cutlass", "marlin"),
     "mxfp4": ("flashinfer_mxfp4", "triton_kernel", "triton"),
+    "fp8_mxfp4": ("flashinfer_mxfp4", "marlin"),  # marlin: MiMo-V2's own pick on SM90 for these experts
 }
+# The models whose override picks flashinfer_mxfp4 for FP8 checkpoints with MXFP4 experts on
+# majors 9, 10 and 12 (model_overrides/deepseek_v4.py, bailing_moe_v3.py: is_sm90 / is_sm100 /
+# is_sm120), and MiMo-V2's (model_overrides/mimo_v2.py: flashinfer_mxfp4 on is_sm100, marlin on is_sm90).
+FP4_EXPERTS_OVERRIDES = ("DeepseekV4ForCausalLM", "BailingMoeV3ForCausalLM", "BailingMoeV3VLForConditionalGeneration")
+MIMO_V2 = ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM")
 FP8_GEMM_FALLBACKS = ("cutlass", "triton")
 FP4_GEMM_FALLBACKS = ("flashinfer_cutlass", "marlin")
 
@@ -93,6 +102,12 @@ def upstream_moe_runner(cap: Capability, quant: str, model_arch: str = "", expli
         return "triton_kernel"  # gpt_oss.py: ep_size 1, triton_kernels available, no --quantization
     if quant == "unquantized" and model_arch == "GptOssForCausalLM" and not explicit_quantization:
         return "triton_kernel"  # gpt_oss.py: BF16 GPT-OSS too (ep_size 1, triton_kernels available)
+    if quant == "fp8_mxfp4":
+        if model_arch in FP4_EXPERTS_OVERRIDES and cap.major in (9, 10, 12):
+            return "flashinfer_mxfp4"
+        if model_arch in MIMO_V2 and cap.major in (9, 10):
+            return "flashinfer_mxfp4" if cap.major == 10 else "marlin"
+        return "triton"  # Fp8MoEMethod.create_moe_runner's auto (without DeepEP)
     if quant == "fp8_block" and model_arch == "DeepseekV3ForCausalLM" and cap.major == 10:
         return "flashinfer_trtllm"  # _deepseek_moe_quant_resolution on is_sm100
     return "triton"  # Fp8MoEMethod / unquantized auto without DeepEP
@@ -167,6 +182,13 @@ def moe_runner(res: Resolution, quant: str, cuda: Cuda = (13, 0), model_arch: st
     if kind == "fp8_block" and _below_fp8(res):
         return Choice(upstream, upstream, f"not judged on {res.requested}: below SM89 SGLang serves FP8 weights "
                                           f"through its own fallbacks", judged=False)
+    if kind == "fp8_mxfp4" and upstream == "triton":
+        return Choice(upstream, upstream, f"not judged: no override picks a runner for these MXFP4 experts of "
+                                          f"{model_arch or 'this model'} on {res.requested} (DeepSeek-V4 and "
+                                          f"Bailing V3 take flashinfer_mxfp4 on majors 9, 10 and 12, MiMo-V2 on "
+                                          f"10, marlin on 9), and SGLang's Fp8MoEMethod runs triton for auto, "
+                                          f"which reads them only dequantized to FP8 (SGLANG_DSV4_FP4_DEQUANT)",
+                      judged=False)
     return _pick(MOE, upstream, MOE_FALLBACKS[kind], res, cuda, kind, f"{kind} MoE runner")
 
 
@@ -175,6 +197,9 @@ def check_moe_runner(res: Resolution, name: str, quant: str, cuda: Cuda = (13, 0
     kind = _kind(quant)
     if name in ("auto",) or not catalog.kernels_of(MOE, name):
         return Validity(None, f"{name!r} has no entry in the kernel catalog; not checked")
+    if kind == "fp8_block" and _below_fp8(res):
+        return Validity(None, f"not checked on {res.requested}: below SM89 SGLang serves FP8 weights through its "
+                              f"own fallbacks")
     if not any(use.serves(kind, None) for use in catalog.kernels_of(MOE, name)):
         return Validity(None, f"{name} has no {kind} kernel of its own (SGLang reroutes those experts); not checked")
     verdict = _runs(MOE, name, res, cuda, kind)

@@ -144,14 +144,11 @@ ATTENTION_GUARD_COVERS = _DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SIT
 # test_moe_override_guard.py.  Formats the guard does not judge stay SGLang's at a covered
 # site: Llama-4 / DeepSeek per-tensor FP8 (modelopt_fp8, no weight_block_size), DeepSeek's
 # modelopt_mixed and Kimi-K2 INT4.
+# FP8 checkpoints whose routed experts are MXFP4 (Bailing V3, DeepSeek-V4) are the
+# ``fp8_mxfp4`` kind: Fp8Config's own dispatch serves them (fp8.py ``get_quant_method``:
+# marlin, flashinfer_mxfp4, ...), and DeepSeek-V4.1's ``flashinfer_cutedsl`` is FlashInfer's
+# CuTe DSL MXFP8 GEMM (catalog ``flashinfer_cutedsl_gemm_mxfp8``).
 # Left out on purpose:
-# - bailing_moe_v3 (``is_sm90 or is_sm100 or is_sm120``) and deepseek_v4's
-#   ``is_fp4_experts`` arm (``is_sm90`` / ``is_sm100`` / ``is_sm120``): FP8 checkpoints
-#   whose routed experts are MXFP4 are served by Fp8Config's own dispatch (fp8.py
-#   ``get_quant_method``: marlin, humming, flashinfer_mxfp4, else Fp8MoEMethod), not the
-#   mxfp4 kind's runner set (triton_kernel is Mxfp4MoEMethod's): no kind models them yet;
-# - deepseek_v4's DeepSeek-V4.1 ``fp8_gemm_runner_backend = flashinfer_cutedsl``: the
-#   catalog has no FP8 GEMM entry for it, so the guard cannot judge it;
 # - gpt_oss's ``is_blackwell and driver >= 595`` arm (triton instead of triton_kernel, which
 #   segfaults there), and mimo_v2, nemotron_h, qwen3_moe, minimax_m3: their sites are kernel
 #   gates (audit/gates.py), not decisions; the guard still judges what they leave.
@@ -169,14 +166,28 @@ MOE_GUARD_COVERS = (
     f'{_MO}.muse_glimmer._muse_glimmer_fp4_gemm_runner_overrides:if get_platform().is_sm120 and '
     'cfg.fp4_gemm_runner_backend == "auto":',
     f"{_OVERRIDES}._deepseek_moe_quant_resolution:if get_platform().is_sm100:",
+    f"{_MO}.bailing_moe_v3._bailing_moe_v3_overrides:"
+    "get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120",
+    f"{_MO}.deepseek_v4._deepseek_v4_overrides:get_platform().is_sm90",
+    f"{_MO}.deepseek_v4._deepseek_v4_overrides:or get_platform().is_sm100",
+    f"{_MO}.deepseek_v4._deepseek_v4_overrides:or get_platform().is_sm120",
+    f"{_MO}.deepseek_v4._deepseek_v4_overrides:and get_platform().is_sm100",
 )
-# The NVFP4 experts' load-time pick for ``auto`` (marlin on SM80-SM9x, else trtllm-gen): it
-# runs only while the runner is still ``auto``, which the MoE guard leaves only where the
-# registry's decision is this pick (``policies/moe.upstream_moe_runner`` models it; the
-# matrix's NVFP4 row checks it per capability); test_audit.py reads the premise.
+# The NVFP4 experts' load-time pick for ``auto`` (marlin on SM80-SM9x, else trtllm-gen), in
+# ModelOpt's MoE method and in Muse Spark's own ModelOpt-FP4 experts: it runs only while the
+# runner is still ``auto``, which the MoE guard leaves only where the registry's decision is
+# this pick (``policies/moe.upstream_moe_runner`` models it; the matrix's NVFP4 row checks
+# it per capability).  The FP4-expert split of Fp8Config's flashinfer_mxfp4 (CUTLASS on
+# is_sm90 / is_sm120, trtllm-gen elsewhere) runs only for that runner, which the guard
+# leaves only where the catalog runs it for the ``fp8_mxfp4`` kind, and the catalog's
+# runnable kernel there is the one the split picks.  test_audit.py reads the premises.
 MOE_LOAD_TIME_COVERS = (
     "sglang.srt.layers.quantization.modelopt_quant.ModelOptNvFp4FusedMoEMethod.create_moe_runner:"
     "if is_cuda() and (8, 0) <= get_device_capability() < (10, 0):",
+    "sglang.srt.layers.muse_spark.muse_spark_fp4_moe._resolve_moe_runner_backend:"
+    "if is_cuda() and (8, 0) <= get_device_capability() < (10, 0):",
+    "sglang.srt.layers.quantization.fp8.Fp8Config.get_quant_method:"
+    "if get_platform().is_sm90 or get_platform().is_sm120:",
 )
 
 # FP8 block GEMM picks inside SGLang's dispatch that the FP8 GEMM and DeepGEMM targets decide

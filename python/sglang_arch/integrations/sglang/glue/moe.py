@@ -44,7 +44,20 @@ def _quant_config(view: Any) -> Any:
 def quant_kind(view: Any) -> Tuple[Optional[str], bool]:
     """(kind of the MoE experts, whether ``--quantization`` named it); kind None: a
     quantization the registry does not judge (SGLang decides)."""
-    return kind_of(view.quantization, _quant_config(view))
+    return kind_of(view.quantization, _quant_config(view), _fp4_experts(view))
+
+
+def _fp4_experts(view: Any) -> bool:
+    """Whether the routed experts of an FP8 checkpoint are MXFP4 as SGLang serves them:
+    ``ModelConfig.is_fp4_experts`` (the config's ``routed_experts_quant_method``, MiMo-V2's
+    ``store_dtype``, DeepSeek-V4's checkpoint probe), unless SGLang dequantizes them to FP8
+    (``SGLANG_DSV4_FP4_DEQUANT``) or a hybrid checkpoint serves them as NVFP4."""
+    from sglang.srt.environ import envs
+
+    model_config = sys.modules[_OVERRIDES].model_config_of(view)
+    return (bool(getattr(model_config, "is_fp4_experts", False))
+            and getattr(model_config, "nvfp4_moe_meta", None) is None
+            and not envs.SGLANG_DSV4_FP4_DEQUANT.get())
 
 
 def compressed_tensors(view: Any) -> bool:
@@ -60,8 +73,12 @@ def _method(explicit: Optional[str], config: Any) -> Tuple[Optional[str], dict]:
     return (None if method is None else str(method).lower()), config
 
 
-def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
-    """The experts' kind from ``--quantization`` and the HF ``quantization_config``."""
+def kind_of(explicit: Optional[str], config: Any,
+            fp4_experts: Optional[bool] = None) -> Tuple[Optional[str], bool]:
+    """The experts' kind from ``--quantization`` and the HF ``quantization_config``;
+    ``fp4_experts``: whether an FP8 checkpoint's routed experts are served as MXFP4
+    (``_fp4_experts``, from SGLang's model config); None: as the config's
+    ``routed_experts_quant_method`` says."""
     method, config = _method(explicit, config)
     if method is None:
         return "unquantized", False
@@ -69,6 +86,10 @@ def kind_of(explicit: Optional[str], config: Any) -> Tuple[Optional[str], bool]:
     if method == "compressed-tensors":
         return _compressed_tensors_kind(config), bool(explicit)
     if method == "fp8":
+        if fp4_experts is None:
+            fp4_experts = config.get("routed_experts_quant_method") == "mxfp4"
+        if fp4_experts:
+            return "fp8_mxfp4", bool(explicit)  # Fp8Config.get_quant_method's MXFP4 expert wrappers
         return ("fp8_block" if config.get("weight_block_size") else None), bool(explicit)
     if method == "mxfp8" or (method.startswith("modelopt") and algo == "MXFP8"):
         return "mxfp8", bool(explicit)
@@ -209,7 +230,7 @@ def _moe_runner(ctx: Any, view: Any) -> Optional[dict]:
         return None
     if runner != "auto":
         check = ctx.check_moe_runner(runner, kind)
-        if check.valid is not False or not ctx.moe_runner(kind).judged:
+        if check.valid is not False:
             return None
         if _user_value(view, "moe_runner_backend") == runner:
             _refuse("--moe-runner-backend", runner, check)
