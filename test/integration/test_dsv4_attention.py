@@ -259,3 +259,45 @@ def test_the_commit_kv_hook_answers_only_its_own_module(commit_sides):
         mp.undo()
     assert seen == {"module": True, "sglang": False}
     assert dspark.get_platform is runtime_context.get_platform
+
+
+# --- an explicit --dsv4-attn-backend flashmla_mega ---------------------------------------------
+
+APPLY = "sglang.srt.arg_groups.deepseek_v4_hook.apply_deepseek_v4_defaults"
+
+
+def _sglang_asserts_mega(cap, cuda):
+    """Whether SGLang's own assertion (deepseek_v4_hook.py) lets an explicit flashmla_mega
+    through on ``cap``: read from its source, with its probe answering for the GPU."""
+    import inspect
+
+    import sglang.srt.arg_groups.deepseek_v4_hook as hook_module
+
+    source = inspect.getsource(hook_module.apply_deepseek_v4_defaults)
+    assert 'if cfg.dsv4_attn_backend == "flashmla_mega":' in source
+    assert "and is_sm100_supported()" in source.split('== "flashmla_mega":')[1].split("if cfg.")[0]
+    return upstream_platform_facts(resolve(cap).requested, cuda)["is_sm100"]
+
+
+@pytest.mark.parametrize("cap", TIERS + UNKNOWN)
+def test_an_explicit_megaattention_is_refused_where_sglang_would_run_it_without_a_build(cap):
+    from sglang_arch.integrations.sglang.glue import ArchDecisionError
+
+    own, hook = upstream_and_hook(APPLY)
+    ran = []
+    passed = SimpleNamespace(_raw_input={"dsv4_attn_backend": "flashmla_mega"}, dsv4_attn_backend="flashmla_mega")
+    mp = pytest.MonkeyPatch()
+    try:
+        ctx = _machine(cap, (13, 0))
+        mp.setattr(glue, "current", lambda: ctx)
+        sglang_lets_it_through = _sglang_asserts_mega(cap, (13, 0))
+        runs = catalog.choice_runs("dsv4_attention", "flashmla_mega", resolve(cap).requested, (13, 0)).runs
+        if sglang_lets_it_through and not runs:
+            with pytest.raises(ArchDecisionError, match="flashmla_mega has no build"):
+                hook(lambda *a: ran.append(a), passed, "DeepseekV4ForCausalLM")
+            assert cap == "10.5" and not ran
+        else:  # SGLang's own code judges it (its assertion, or MegaAttention runs here)
+            hook(lambda *a: ran.append(a), passed, "DeepseekV4ForCausalLM")
+            assert ran and cap != "10.5"
+    finally:
+        mp.undo()

@@ -206,3 +206,53 @@ def test_replace_fact_replaces_the_one_fact_it_names():
     assert replace.apply(patched, edit, "glue")[1] is True
     with pytest.raises(Mismatch, match=r"no longer reads get_platform\(\).is_blackwell"):
         replace.apply(cst.parse_module(DSPARK.replace("is_blackwell", "is_hopper")), edit, "glue")
+
+
+# --- an explicit --dsv4-attn-backend flashmla_mega ---------------------------------------------
+
+@pytest.mark.parametrize("cap", ["10.5", "10.1", "10.9"])
+def test_explicit_mega_is_refused_only_where_sglangs_assertion_lets_it_through_without_a_build(cap):
+    res = resolve(cap)
+    assert upstream_is_sm100(res.requested, (13, 0))  # SGLang's assertion passes here
+    assert f"flashmla_mega has no build for {cap}" in dsa.dsv4_explicit_mega(res, (13, 0))
+
+
+@pytest.mark.parametrize("tier", EXACT)
+@pytest.mark.parametrize("cuda", CUDAS)
+def test_explicit_mega_on_exact_tiers_is_sglangs_to_judge(tier, cuda):
+    """Where MegaAttention has a build the registry has nothing to say, and off major 10
+    SGLang's own assertion refuses it: the registry adds no refusal on any exact tier."""
+    assert dsa.dsv4_explicit_mega(resolve(tier), cuda) is None
+
+
+@pytest.fixture
+def device(monkeypatch):
+    from sglang_arch.arch import runtime
+    from sglang_arch.integrations.sglang import glue
+
+    def use(cap):
+        ctx = SimpleNamespace(resolution=None) if cap is None else runtime.machine(capability=cap, cuda=(13, 0))
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+
+    yield use
+    runtime.reset()
+
+
+def test_the_check_judges_only_what_the_user_passed(device):
+    from sglang_arch.integrations.sglang.glue import ArchDecisionError, attention
+
+    hook = hooks.check(attention.check_dsv4_attn_backend)
+
+    def original(server_args, model_arch):
+        return "sglang ran"
+
+    passed = SimpleNamespace(_raw_input={"dsv4_attn_backend": "flashmla_mega"}, dsv4_attn_backend="flashmla_mega")
+    declared = SimpleNamespace(_raw_input={"dsv4_attn_backend": "auto"}, dsv4_attn_backend="flashmla_mega")
+    device("10.5")
+    with pytest.raises(ArchDecisionError, match=r"flashmla_mega: flashmla_mega has no build for 10\.5.*"
+                                                r"SGLANG_ARCH_DISABLE=1"):
+        hook(original, passed, "DeepseekV4ForCausalLM")
+    assert hook(original, declared, "DeepseekV4ForCausalLM") == "sglang ran"  # not the user's: not judged
+    for cap in ("10.0", "10.3", "10.7", "9.0", "12.0", None):
+        device(cap)
+        assert hook(original, passed, "DeepseekV4ForCausalLM") == "sglang ran", cap

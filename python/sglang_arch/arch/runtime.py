@@ -148,6 +148,9 @@ class MachineContext:
     def dsv4_mega_default(self) -> dsa.Dsv4MegaDecision:
         return dsa.dsv4_mega_default(self._res(), self.cuda)
 
+    def dsv4_explicit_mega(self) -> Optional[str]:
+        return dsa.dsv4_explicit_mega(self._res(), self.cuda)
+
     def dspark_commit_kv_views(self) -> dsa.CommitKvViews:
         return dsa.dspark_commit_kv_views(self._res(), self.cuda)
 

@@ -202,6 +202,8 @@ STEPS: Tuple[Step, ...] = (
         # DeepSeek-V4: ``--dsv4-attn-backend auto``'s SM100 probe (imported in the function
         # body, which then imports it no more), and DSpark's commit-KV Blackwell fact.
         ModulePlan("srt/arg_groups/deepseek_v4_hook.py", "attention", (
+            FunctionSite("apply_deepseek_v4_defaults", ("server_args", "model_arch"), "check_dsv4_attn_backend",
+                         ("server_args", "model_arch"), form="check"),
             ReplaceCall("_default_dsv4_attention_backend", ("server_args",), "is_sm100_supported",
                         "dsv4_flashmla_mega_default_here", (), what="MegaAttention's SM100 condition"),
         )),

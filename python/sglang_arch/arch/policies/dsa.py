@@ -267,3 +267,17 @@ def dspark_commit_kv_views(res: Resolution, cuda: Optional[Tuple[int, int]] = No
         return CommitKvViews(True, f"{where}: Blackwell (majors 10-12, CUDA >= 12.8): strided views, no copies "
                                    "(the writer reads the row stride)")
     return CommitKvViews(False, f"{where}: not Blackwell: contiguous copies")
+
+
+def dsv4_explicit_mega(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> Optional[str]:
+    """An explicit ``--dsv4-attn-backend flashmla_mega`` judged where SGLang's own assertion
+    lets it through (``is_sm100_supported``: the device's major 10, CUDA >= 12.8): the reason
+    it cannot run (MegaAttention has no SASS for the device, e.g. a 10.x the table does not
+    list), else None.  Where SGLang's assertion refuses it, SGLang's refusal stands."""
+    device = res.requested
+    if device.major != 10 or (cuda is not None and cuda < (12, 8)):
+        return None
+    verdict = catalog.choice_runs(DSV4_DECISION, DSV4_MEGA, res.identities, cuda)
+    if verdict is None or verdict.runs:
+        return None
+    return verdict.reason

@@ -314,6 +314,10 @@ def all_targets() -> List[Target]:
         Target("DeepSeek-V4 attention", f"{_DSV4_HOOK}._default_dsv4_attention_backend",
                scoped(attention.dsv4_flashmla_mega_default, "is_sm100_supported", module=_COMMON),
                ("server_args",)),
+        # An explicit --dsv4-attn-backend flashmla_mega, judged only where SGLang's own
+        # assertion (is_sm100_supported) would let it through without a build.
+        Target("DeepSeek-V4 attention", f"{_DSV4_HOOK}.apply_deepseek_v4_defaults",
+               check(attention.check_dsv4_attn_backend), ("server_args", "model_arch")),
         # DSpark's commit-KV views: one platform fact read inline, beside SGLang's unified-KV
         # and uniform-FP8 checks; the hook answers that fact to the method's module for the call.
         Target("DeepSeek-V4 attention", f"{_DSPARK}.project_commit_kv",

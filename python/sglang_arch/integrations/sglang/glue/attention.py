@@ -889,6 +889,28 @@ def dsv4_flashmla_mega_default_here() -> bool:
     return bool(is_sm100_supported())
 
 
+@fail_open
+def check_dsv4_attn_backend(server_args: Any, model_arch: str) -> None:
+    """``apply_deepseek_v4_defaults``: refuse a ``--dsv4-attn-backend flashmla_mega`` the user
+    passed where SGLang's own assertion would let it through but MegaAttention has no build
+    for the GPU (``policies/dsa.dsv4_explicit_mega``: a 10.x the table does not list).  Only
+    the user's value is judged; elsewhere SGLang's checks run as they are (they refuse it off
+    SM100 themselves).  Nothing is checked without an NVIDIA GPU."""
+    ctx = device_context()  # SGLang's assertion reads the direct probe: the device
+    if ctx is None:
+        return None
+    raw = _user_passed(server_args)
+    name = getattr(server_args, "dsv4_attn_backend", None) if raw is None else raw.get("dsv4_attn_backend")
+    if name != "flashmla_mega":
+        return None
+    reason = ctx.dsv4_explicit_mega()
+    if reason is not None:
+        raise ArchDecisionError(
+            f"--dsv4-attn-backend flashmla_mega: {reason}. Valid here: flashmla. (checked by {REGISTRY})"
+        )
+    return None
+
+
 # Asked once per DSpark draft step: decided once per machine.
 _commit_kv: Dict[Any, Tuple[Any, Any]] = {}
 
