@@ -117,3 +117,65 @@ def test_cutedsl_mxfp8_gemm_targets_are_flashinfers_supported_capabilities():
     kernel = catalog.CATALOG["flashinfer_cutedsl_gemm_mxfp8"]
     assert all(t.kind == "jit_exact" for t in kernel.targets)
     assert sorted(t.capability.major * 10 + t.capability.minor for t in kernel.targets) == declared
+
+
+# --- one kernel inside a binary: which of the file's builds carry its code ---------------------
+#
+# A binary's SASS list says which GPUs load the file, not which of its kernels have code for
+# each: FlashMLA's legacy file ships sm_90a for its Hopper kernels, and its sm_90a build of
+# MegaAttention is a stub (compiled out by the kernel's own arch guard: 768 bytes, 24
+# registers, no shared memory).  A kernel named here is checked in each file that holds it:
+# the builds where its code uses shared memory (the real kernel's tiles) are its catalog
+# targets.
+KERNEL_SYMBOLS = {
+    # catalog kernel: (mangled-name fragment of its kernel, the files that hold it)
+    "flashmla_mega": ("fused_norm_rope_attn_rope_cast_fwd9core_attn",
+                      ("flash_mla/cuda.abi3.so", "flash_mla/_C_legacy.abi3.so")),
+}
+
+
+def _builds_with_code(tool: Path, binary: Path, fragment: str) -> dict:
+    """arch -> whether any function whose name holds ``fragment`` uses shared memory there
+    (``cuobjdump --dump-resource-usage``)."""
+    out = subprocess.run([str(tool), "--dump-resource-usage", str(binary)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-300:]
+    builds, arch, function = {}, None, None
+    for line in out.stdout.splitlines():
+        words = line.split()
+        if line.startswith("arch = "):
+            arch = words[-1]
+        elif line.strip().startswith("Function "):
+            function = line
+        elif function is not None and "SHARED:" in line:
+            if fragment in function:
+                shared = int(line.split("SHARED:")[1].split()[0])
+                builds[arch] = builds.get(arch, False) or shared > 0
+            function = None
+    return builds
+
+
+@pytest.mark.parametrize("name", sorted(KERNEL_SYMBOLS))
+def test_a_kernel_has_code_exactly_on_its_catalog_targets(name):
+    fragment, binaries = KERNEL_SYMBOLS[name]
+    kernel = catalog.CATALOG[name]
+    assert kernel.binary in binaries
+    targets = {t.text for t in kernel.targets}
+    assert all(t.kind == "arch" for t in kernel.targets)
+    tool = _cuobjdump()
+    for binary in binaries:
+        builds = _builds_with_code(tool, SITE / binary, fragment)
+        assert builds, f"{binary} holds no function named like {fragment}"
+        assert {arch for arch, code in builds.items() if code} == targets, (binary, builds)
+
+
+def test_a_stub_build_is_not_counted(tmp_path):
+    """The parser counts a build only where the kernel uses shared memory."""
+    planted = ("arch = sm_90a\n Function _Zfused_norm_rope_attn_rope_cast_fwd9core_attnX:\n"
+               " REG:24 STACK:0 SHARED:0 LOCAL:0\narch = sm_100a\n Function _Zfused_norm_rope_attn_rope_cast_fwd9"
+               "core_attnX:\n REG:128 STACK:0 SHARED:1024 LOCAL:0\n")
+    tool = tmp_path / "cuobjdump"
+    tool.write_text(f"#!/bin/sh\ncat <<'END'\n{planted}END\n")
+    tool.chmod(0o755)
+    assert _builds_with_code(tool, tmp_path / "x.so", "fused_norm_rope_attn_rope_cast_fwd9core_attn") == {
+        "sm_90a": False, "sm_100a": True}

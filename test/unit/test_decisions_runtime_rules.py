@@ -60,7 +60,7 @@ def test_to_dict_keys():
                                      "dropped": []}
     assert set(d["attention"]["mla"]) == {"prefill", "decode", "reason", "dropped"}
     assert set(d["attention"]) == {"mha", "mla", "deterministic", "dsa", "vision", "hybrid_linear_draft",
-                                   "fa4_page_size"}
+                                   "fa4_page_size", "dsv4_attention"}
     # FA4 on Hopper: no tcgen05 kernel, the page size is kept (overrides.py _fa4_page_constraint: is_sm100)
     assert d["attention"]["fa4_page_size"]["page_size"] is None
     assert set(d["attention"]["deterministic"]["mha"]) == {"backend", "upstream_rule", "reason", "dropped"}
@@ -201,3 +201,17 @@ def test_check_backend_passes_kind_and_phase(clean_env):
     assert prefill.valid is False and prefill.reason.endswith("has no kernel for MLA prefill")
     mha = m.check_backend("cutedsl_mla", "mha", "decode")
     assert mha.valid is False and "MHA decode" in mha.reason
+
+
+def test_explain_prints_deepseek_v4s_auto_attention_backend(capsys):
+    """MegaAttention is the SM100 family's default where sgl-flash-mla has its SASS (sm_100a,
+    sm_103a, sm_107a); 10.5 resolves to the 10.3 tier but has no build: flashmla."""
+    from sglang_arch import cli
+
+    assert explain("10.3").to_dict()["attention"]["dsv4_attention"]["auto"] == "flashmla_mega"
+    assert explain("9.0").to_dict()["attention"]["dsv4_attention"]["auto"] == "flashmla"
+    d = explain("10.5").to_dict()["attention"]["dsv4_attention"]
+    assert d["auto"] == "flashmla" and "no build for 10.5" in d["reason"]
+    assert cli.main(["explain", "10.0"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("DeepSeek-V4.1 auto")]
+    assert line.split()[2] == "flashmla_mega"

@@ -45,6 +45,8 @@ class Decisions:
     fp4_gemm: Optional[moe.Choice] = None
     # The page size a server gets with FA4 for a non-MLA model, no speculative top-k > 1
     fa4_page_size: Optional[attention.PageSizeDecision] = None
+    # What DeepSeek-V4.1's --dsv4-attn-backend auto may become (SGLang's other conditions apart)
+    dsv4_attention: Optional[dsa.Dsv4MegaDecision] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -72,7 +74,9 @@ class Decisions:
             ("hybrid linear draft", self.hybrid_linear_draft.backend or "-", self.hybrid_linear_draft.reason,
              self.hybrid_linear_draft.dropped),
         ) + ((("FA4 page size", _page(self.fa4_page_size), self.fa4_page_size.reason, ()),)
-             if self.fa4_page_size is not None else ())
+             if self.fa4_page_size is not None else ()) + (
+            (("DeepSeek-V4.1 auto", _dsv4(self.dsv4_attention), self.dsv4_attention.reason, ()),)
+            if self.dsv4_attention is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -123,6 +127,8 @@ class Decisions:
                                         "dropped": _dropped(self.hybrid_linear_draft.dropped)},
                 "fa4_page_size": None if self.fa4_page_size is None else {
                     "page_size": self.fa4_page_size.page_size, "reason": self.fa4_page_size.reason},
+                "dsv4_attention": None if self.dsv4_attention is None else {
+                    "auto": _dsv4(self.dsv4_attention), "reason": self.dsv4_attention.reason},
             },
             "moe_gemm": {
                 "moe_runner": {kind: _choice(c) for kind, c in (self.moe_runner or {}).items()},
@@ -135,6 +141,11 @@ class Decisions:
 
 def _page(d: attention.PageSizeDecision) -> str:
     return "kept" if d.page_size is None else str(d.page_size)
+
+
+def _dsv4(d: dsa.Dsv4MegaDecision) -> str:
+    """What ``auto`` becomes for DeepSeek-V4.1 with an FP8 KV cache, no attention TP and a V4.1 layout."""
+    return dsa.DSV4_MEGA if d.allowed else "flashmla"
 
 
 def _choice(c: Optional[moe.Choice]) -> Optional[Dict[str, Any]]:
@@ -181,6 +192,7 @@ def decide(
         fp8_gemm=moe.fp8_gemm(res, traits.cuda),
         fp4_gemm=moe.fp4_gemm(res, traits.cuda),
         fa4_page_size=attention.fa4_page_size(res, cuda=traits.cuda),
+        dsv4_attention=dsa.dsv4_mega_default(res, traits.cuda),
     )
 
 

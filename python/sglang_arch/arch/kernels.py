@@ -110,6 +110,21 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "sources": [_CUOBJDUMP + ": sgl-flash-mla 1.0.0 _C_legacy.abi3.so = sm_90a sm_100a sm_103a sm_107a; "
                                  "cuda.abi3.so = sm_100a sm_103a sm_107a"],
     },
+    "flashmla_mega": {
+        "summary": "FlashMLA MegaAttention (sgl-flash-mla fused_norm_rope_attn_rope_cast: norm + RoPE + sparse "
+                   "attention + output cast in one kernel), DeepSeek-V4.1's --dsv4-attn-backend flashmla_mega",
+        "targets": ["sm_100a", "sm_103a", "sm_107a"],
+        "binary": "flash_mla/cuda.abi3.so",
+        "sources": [_CUOBJDUMP + ": sgl-flash-mla 1.0.0 cuda.abi3.so = sm_100a sm_103a sm_107a; its "
+                                 "fused_norm_rope_attn_rope_cast_fwd::core_attn::fwd_kernel has code for those three "
+                                 "in both cuda.abi3.so and _C_legacy.abi3.so (the legacy file's sm_90a build of it is "
+                                 "a 768-byte stub: 24 registers, no shared memory; cuobjdump -elf / -res-usage)",
+                    "sgl-flash-mla 1.0.0 fused_norm_rope_attn_rope_cast.py prefill / decode: 'Only support sm100 / "
+                    "sm103 GPU architecture'",
+                    "sglang 0.5.23 kernels/ops/attention/flash_mla_interface.py flash_mla_mega_prefill / "
+                    "flash_mla_mega_decode (deepseek_v4_mega_backend.py); deepseek_v4_hook.py: 'flashmla_mega "
+                    "requires DeepSeek-V4.1 on SM100/SM103'"],
+    },
     "triton": {
         "summary": "Triton kernels, compiled for the device (sm_XY, 'a' from 9.0) by Triton's own ptxas",
         "targets": ["jit:7.0+"],
@@ -414,6 +429,12 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
         "fa3": [{"kernel": "fa3_sm90"}],
         "flashinfer_sparse_mla": [{"kernel": "flashinfer_sparse_mla_sm12x"}],
         "tilelang": [{"kernel": "tilelang"}],
+    },
+    # --dsv4-attn-backend (DeepSeek-V4's attention backend): FlashMLA's sparse kernels, or its
+    # MegaAttention kernel (sglang 0.5.23 deepseek_v4_trtllm_backend.create_deepseek_v4_attn_backend)
+    "dsv4_attention": {
+        "flashmla": [{"kernel": "flashmla"}],
+        "flashmla_mega": [{"kernel": "flashmla_mega"}],
     },
     # --linear-attn-backend / --linear-attn-{prefill,decode,verify}-backend, per kernel
     # family ("gdn", "kda") and phase ("prefill", "decode", "verify")

@@ -145,6 +145,15 @@ class MachineContext:
     def dsa_prefill_bands(self) -> dsa.PrefillBands:
         return dsa.prefill_bands(self._res(), self.cuda)
 
+    def dsv4_mega_default(self) -> dsa.Dsv4MegaDecision:
+        return dsa.dsv4_mega_default(self._res(), self.cuda)
+
+    def dsv4_explicit_mega(self) -> Optional[str]:
+        return dsa.dsv4_explicit_mega(self._res(), self.cuda)
+
+    def dspark_commit_kv_views(self) -> dsa.CommitKvViews:
+        return dsa.dspark_commit_kv_views(self._res(), self.cuda)
+
     def moe_runner(self, quant: str, model_arch: str = "", explicit_quantization: bool = False) -> moe.Choice:
         return moe.moe_runner(self._res(), quant, self.cuda, model_arch, explicit_quantization)
 

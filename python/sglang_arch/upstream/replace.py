@@ -13,9 +13,12 @@ comes and goes between releases, and puts one read of the registry in its place:
 - ``ReplaceSpan``: the statements that read a capability-keyed table, and those that
   read the local it was bound to, become the given statements;
 - ``AndCondition``: an ``if`` whose test reads an attribute gets ``and <glue call>``;
-- ``ReplaceCall``: every call of a probe a method binds to a local (``get_device_sm =
-  self._get_device_sm`` ... ``get_device_sm()``) becomes one glue call, and the binding,
-  read by nothing else, goes;
+- ``ReplaceCall``: every call of a probe a function binds to a local (``get_device_sm =
+  self._get_device_sm`` ... ``get_device_sm()``, or ``from ... import is_sm100_supported``
+  in its body) becomes one glue call, and the binding or the local import, read by
+  nothing else, goes;
+- ``ReplaceFact``: every inline read of one platform fact (``get_platform().is_blackwell``)
+  in a function becomes one glue call;
 - ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
   code reads any more; a module left without code is removed.
 
@@ -116,6 +119,16 @@ class ReplaceCall(_Labelled):
 
 
 @dataclass(frozen=True)
+class ReplaceFact(_Labelled):
+    qualname: str
+    params: Tuple[str, ...]
+    fact: str  # the platform fact read as ``get_platform().<fact>``
+    call: str
+    args: Tuple[str, ...]
+    what: str = "platform fact"
+
+
+@dataclass(frozen=True)
 class Delete:
     names: Tuple[str, ...]  # module-level names, or ``Class.attr``: must be gone afterwards
     unused: Tuple[str, ...] = ()  # deleted only where present and no longer read (dead after the step)
@@ -126,8 +139,9 @@ class Delete:
         return f"{', '.join(self.names + self.unused)} ({self.what})"
 
 
-Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, Delete]
-EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, Delete)
+Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact,
+             Delete]
+EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact, Delete)
 
 
 def calls_glue(edit: Edit) -> bool:
@@ -235,6 +249,8 @@ def apply(module: cst.Module, edit: Edit, alias: str) -> Tuple[cst.Module, bool]
         return _replace_span(module, fn, edit, alias)
     if isinstance(edit, ReplaceCall):
         return _replace_call(module, fn, edit, alias)
+    if isinstance(edit, ReplaceFact):
+        return _replace_fact(module, fn, edit, alias)
     return _and_condition(module, fn, edit, alias)
 
 
@@ -268,9 +284,43 @@ def _replace_call(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceCall, al
         if _calls(cst.Module(body=body), alias, edit.call):
             return module, True
         raise Mismatch(f"it no longer calls {edit.name}() (what the registry replaces)")
-    rest = [stmt for stmt in body if not _binds(stmt, edit.name)]
+    rest = []
+    for stmt in body:
+        if _binds(stmt, edit.name):
+            continue
+        kept, _ = _drop_import(stmt, edit.name)  # a local ``from ... import <name>``
+        if kept is not None:
+            rest.append(kept)
     if edit.name not in reads(cst.Module(body=rest)).names:
+        if rest and rest[0] is not body[0]:  # the first statement went: no blank line after the def
+            rest[0] = rest[0].with_changes(leading_lines=body[0].leading_lines)
         body = rest
+    return _with_body(module, edit.qualname, fn, body), False
+
+
+class _SwapFact(cst.CSTTransformer):
+    """``get_platform().<fact>`` -> ``call``."""
+
+    def __init__(self, fact: str, call: cst.BaseExpression) -> None:
+        super().__init__()
+        self.fact, self.call, self.swapped = fact, call, 0
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        value = updated.value
+        if (updated.attr.value == self.fact and isinstance(value, cst.Call) and not value.args
+                and (dotted_name(value.func) or "").split(".")[-1] == "get_platform"):
+            self.swapped += 1
+            return self.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return updated
+
+
+def _replace_fact(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceFact, alias: str):
+    swap = _SwapFact(edit.fact, cst.parse_expression(_glue_call(alias, edit.call, edit.args)))
+    body = [stmt.visit(swap) for stmt in _body(fn)]
+    if not swap.swapped:
+        if _calls(cst.Module(body=body), alias, edit.call):
+            return module, True
+        raise Mismatch(f"it no longer reads get_platform().{edit.fact} (what the registry replaces)")
     return _with_body(module, edit.qualname, fn, body), False
 
 

@@ -26,6 +26,7 @@ from .replace import (
     ReplaceArms,
     ReplaceBody,
     ReplaceCall,
+    ReplaceFact,
     ReplaceOperands,
     ReplaceSpan,
 )
@@ -197,6 +198,18 @@ STEPS: Tuple[Step, ...] = (
             ReplaceCall("DeepseekSparseAttnBackend.set_dsa_prefill_impl", ("self", "forward_batch"),
                         "is_blackwell", "dsa_flashmla_sparse_band_here", ("self",),
                         what="FlashMLA variant's Blackwell check"),
+        )),
+        # DeepSeek-V4: ``--dsv4-attn-backend auto``'s SM100 probe (imported in the function
+        # body, which then imports it no more), and DSpark's commit-KV Blackwell fact.
+        ModulePlan("srt/arg_groups/deepseek_v4_hook.py", "attention", (
+            FunctionSite("apply_deepseek_v4_defaults", ("server_args", "model_arch"), "check_dsv4_attn_backend",
+                         ("server_args", "model_arch"), form="check"),
+            ReplaceCall("_default_dsv4_attention_backend", ("server_args",), "is_sm100_supported",
+                        "dsv4_flashmla_mega_default_here", (), what="MegaAttention's SM100 condition"),
+        )),
+        ModulePlan("srt/models/deepseek_v4_dspark.py", "attention", (
+            ReplaceFact("DeepseekV4ForCausalLMDSpark.project_commit_kv", ("self", "main_hidden", "pool"),
+                        "is_blackwell", "dspark_commit_kv_views_here", (), what="commit-KV views' Blackwell check"),
         )),
         # Linear attention: each phase's kernel default (policies/linear_attention.py).
         ModulePlan("srt/arg_groups/attention_hook.py", "attention", (

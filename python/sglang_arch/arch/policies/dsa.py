@@ -210,3 +210,74 @@ def prefill_bands(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> Pr
     # SGLang's probe answers without a GPU (outside every band).
     band_sm = sm if mha or sm not in MHA_BAND_SMS else 0
     return PrefillBands(mha, kernel, blackwell, band_sm, f"{where}: {mha_why}; {fm_why}")
+
+
+# --- DeepSeek-V4: the attention backend default and the commit-KV views -------------------
+#
+# ``_default_dsv4_attention_backend`` (``srt/arg_groups/deepseek_v4_hook.py``) picks what
+# ``--dsv4-attn-backend auto`` becomes: ``flashmla_mega`` (FlashMLA's MegaAttention kernel,
+# ``deepseek_v4_mega_backend.py``) for DeepSeek-V4.1 with an FP8 KV cache, no attention TP
+# outside PD and a V4.1 KV layout, on ``is_sm100_supported()`` (major 10, CUDA >= 12.8);
+# ``flashmla`` otherwise.  The model, device, dtype, parallelism and layout conditions stay
+# SGLang's; the registry answers the capability one: the same rule on the resolved tier,
+# kept only where the catalog has a build of MegaAttention for the device (sm_100a, sm_103a,
+# sm_107a: every exact tier of major 10, so the registry equals upstream on every exact tier;
+# a 10.x the table does not list, e.g. 10.5, keeps ``flashmla``).
+DSV4_DECISION = "dsv4_attention"  # the kernel catalog's name for --dsv4-attn-backend
+DSV4_MEGA = "flashmla_mega"
+
+
+@dataclass(frozen=True)
+class Dsv4MegaDecision:
+    allowed: bool  # ``auto`` may become flashmla_mega here (SGLang's other conditions still apply)
+    reason: str
+
+
+def dsv4_mega_default(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> Dsv4MegaDecision:
+    """Whether DeepSeek-V4's ``--dsv4-attn-backend auto`` may become ``flashmla_mega`` here."""
+    where = f"tier {res.resolved} ({res.match})"
+    if not tier_fact(res, "is_sm100", cuda):
+        return Dsv4MegaDecision(False, f"{where}: MegaAttention is the SM100 family's default (major 10, "
+                                       "CUDA >= 12.8), not this tier's: flashmla")
+    verdict = catalog.choice_runs(DSV4_DECISION, DSV4_MEGA, res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        return Dsv4MegaDecision(False, f"{where}: the SM100 family's default, but {verdict.reason}: flashmla")
+    return Dsv4MegaDecision(True, f"{where}: the SM100 family's default, {verdict.reason if verdict else DSV4_MEGA}")
+
+
+# ``DeepseekV4ForCausalLMDSpark.project_commit_kv`` (``srt/models/deepseek_v4_dspark.py``)
+# lets the fused commit-KV projection hand its per-stage slices to the KV writer as strided
+# views (``allow_strided_output``) instead of contiguous copies, on ``is_blackwell`` (majors
+# 10-12, CUDA >= 12.8) with the FlashMLA-layout pool (not unified KV, not uniform FP8).  That
+# writer (``fused_k_norm_rope_flashmla``: SGLang's JIT ``FusedKNormRopeFlashMLAKernel``,
+# ``main_norm_rope.cuh``) is the same on every CUDA GPU and reads the row stride on every one
+# (``with_strides({-1, 1})``, ``kv_stride_batch``, for the V4 and V4.1 layouts alike): the
+# probe picks no kernel, only whether the copies are skipped.  A decision, made by the
+# registry with the same rule on the resolved tier (equal to upstream on every exact tier).
+@dataclass(frozen=True)
+class CommitKvViews:
+    strided: bool  # the commit-KV slices may reach the writer as strided views (no copies)
+    reason: str
+
+
+def dspark_commit_kv_views(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> CommitKvViews:
+    """Whether DSpark's commit-KV projection may pass strided views to the FlashMLA-layout writer."""
+    where = f"tier {res.resolved} ({res.match})"
+    if tier_fact(res, "is_blackwell", cuda):
+        return CommitKvViews(True, f"{where}: Blackwell (majors 10-12, CUDA >= 12.8): strided views, no copies "
+                                   "(the writer reads the row stride)")
+    return CommitKvViews(False, f"{where}: not Blackwell: contiguous copies")
+
+
+def dsv4_explicit_mega(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> Optional[str]:
+    """An explicit ``--dsv4-attn-backend flashmla_mega`` judged where SGLang's own assertion
+    lets it through (``is_sm100_supported``: the device's major 10, CUDA >= 12.8): the reason
+    it cannot run (MegaAttention has no SASS for the device, e.g. a 10.x the table does not
+    list), else None.  Where SGLang's assertion refuses it, SGLang's refusal stands."""
+    device = res.requested
+    if device.major != 10 or (cuda is not None and cuda < (12, 8)):
+        return None
+    verdict = catalog.choice_runs(DSV4_DECISION, DSV4_MEGA, res.identities, cuda)
+    if verdict is None or verdict.runs:
+        return None
+    return verdict.reason

@@ -14,6 +14,11 @@ the upstream rewriter inserts at the top of a routed function (``upstream/rewrit
 - ``scoped``: for the original's call, one name of its module (a probe it reads inside a
   larger function, or a table) answers the glue's decision; the series replaces that
   operand or look-up instead;
+  (``module``: a probe the function imports locally answers in the module it is imported
+  from);
+- ``scoped_fact``: the same for one platform fact a method reads inline
+  (``get_platform().is_blackwell``): for the original's call, its module's ``get_platform()``
+  answers SGLang's platform with that one fact the glue's; the series replaces the read;
 - ``scoped_self``: the same for probes a method reads from its instance (bound at init,
   ``self._get_device_sm``): for the original's call, each named attribute of ``self``
   answers the glue's value; the series replaces the calls with the replace forms;
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from .glue import ArchDecisionError, fail_open, platform
 
@@ -106,26 +111,82 @@ def fact(name: str) -> Callable:
     return around
 
 
-def scoped(ask: Callable, name: str, value: bool = False) -> Callable:
+def scoped(ask: Callable, name: str, value: bool = False, module: Optional[str] = None) -> Callable:
     """``scoped`` form: while the original runs, its module's ``name`` (a probe it calls
     inside a larger function; ``value``: a table it reads) answers ``ask()``, or stays
-    SGLang's where ``ask`` answers ``None``.  The series replaces the same operand or
-    look-up with the same glue function's replace form."""
+    SGLang's where ``ask`` answers ``None``.  ``module``: the module that holds ``name``
+    when it is not the original's (a probe the original imports inside its body, from
+    that module, when it runs); SGLang's own where that module lacks it.  The series
+    replaces the same operand or look-up with the same glue function's replace form."""
     asking = _naming_the_kill_switch(ask)
 
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
         arch_answer = asking()
         if arch_answer is None:
             return original(*args, **kwargs)
-        module = sys.modules[original.__module__]
-        probe = getattr(module, name)
-        setattr(module, name, arch_answer if value else (lambda *a, **k: arch_answer))
+        holder = sys.modules.get(module or original.__module__)
+        probe = getattr(holder, name, _MISSING)
+        if probe is _MISSING:  # not there (a release that moved it): SGLang's own probe answers
+            return original(*args, **kwargs)
+        setattr(holder, name, arch_answer if value else (lambda *a, **k: arch_answer))
         try:
             return original(*args, **kwargs)
         finally:
-            setattr(module, name, probe)
+            setattr(holder, name, probe)
 
     return _hook("scoped", ask, around)
+
+
+def scoped_fact(ask: Callable, fact_name: str) -> Callable:
+    """``scoped_fact`` form: while the original runs, its module's ``get_platform()``
+    answers SGLang's platform with fact ``fact_name`` set to ``ask()`` (every other
+    attribute SGLang's), or stays SGLang's where ``ask`` answers ``None``.  Only code of
+    the original's module sees it, so the kernels it calls keep reading the device.  Per
+    call: the glue's (cached) answer and one module attribute swapped; the replacement
+    getter is built once per (module, fact, answer)."""
+    asking = _naming_the_kill_switch(ask)
+
+    def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        arch_answer = asking()
+        if arch_answer is None:
+            return original(*args, **kwargs)
+        holder = sys.modules.get(original.__module__)
+        getter = getattr(holder, "get_platform", None)
+        if getter is None:  # a release whose module no longer reads get_platform: nothing to answer
+            return original(*args, **kwargs)
+        setattr(holder, "get_platform", _fact_getter(holder.__name__, getter, fact_name, arch_answer))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            setattr(holder, "get_platform", getter)
+
+    return _hook("scoped_fact", ask, around)
+
+
+class _PlatformWithFact:
+    """SGLang's platform (read anew on each attribute) with one fact answered by the registry."""
+
+    __slots__ = ("_get_platform", "_fact", "_value")
+
+    def __init__(self, get_platform: Callable, fact_name: str, value: Any) -> None:
+        self._get_platform, self._fact, self._value = get_platform, fact_name, value
+
+    def __getattr__(self, name: str) -> Any:
+        if name == self._fact:
+            return self._value
+        return getattr(self._get_platform(), name)
+
+
+_FACT_GETTERS: dict = {}  # (module, getter, fact, type, value) -> the module's get_platform for the call
+
+
+def _fact_getter(module: str, getter: Callable, fact_name: str, value: Any) -> Callable:
+    key = (module, getter, fact_name, type(value), value)
+    found = _FACT_GETTERS.get(key)
+    if found is None:
+        view = _PlatformWithFact(getter, fact_name, value)
+        found = _FACT_GETTERS.setdefault(key, functools.partial(_constant, view))
+    return found
 
 
 def scoped_self(ask: Callable, names: Tuple[str, ...]) -> Callable:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .glue import attention, collectives, fusion, moe
-from .hooks import answer, check, decides, done, fact, scoped, scoped_self
+from .hooks import answer, check, decides, done, fact, scoped, scoped_fact, scoped_self
 
 logger = logging.getLogger("sglang_arch")
 
@@ -47,6 +47,8 @@ _GEMMA4_VISION = "sglang.srt.models.gemma4_vision.Gemma4VisionAttention"
 _KIMI_K3_VL = "sglang.srt.models.kimi_k3_vl"
 _MIMO_AUDIO = "sglang.srt.models.mimo_audio.AudioEncoderMixin"
 _BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
+_DSV4_HOOK = "sglang.srt.arg_groups.deepseek_v4_hook"
+_DSPARK = "sglang.srt.models.deepseek_v4_dspark.DeepseekV4ForCausalLMDSpark"
 # Beam's module-level (capability, TP) -> token band table: the band target decides it
 # (the series deletes it in the same step).
 BEAM_BAND_TABLE = "sglang.srt.models.beam._FLASHINFER_AR_TOKEN_BAND"
@@ -85,11 +87,11 @@ class Target:
 # ["attention"]) into a field the guards read (docs/differences.md D17).  Where the catalog
 # runs the pick the guards keep it; elsewhere the registry's default is what is built.
 # One check per entry, so a decision added beside one stays unrouted until judged here.
-# Left out on purpose: backends the catalog has no entry for (minicpm_flash*, dsv4's
-# flashmla_mega), linear-attention kernels (routed by their own targets below, not judged by
-# these guards), DSA-internal and vision/audio kernels, sizes, MoE, and
-# sites that also pick what these guards do not judge (MiniMax-M3's off-Blackwell NVFP4 arm
-# picks the MoE runner too).
+# Left out on purpose: backends the catalog has no entry for (minicpm_flash*), DeepSeek-V4's
+# --dsv4-attn-backend (its own target below; not an --attention-backend), linear-attention
+# kernels (routed by their own targets below, not judged by these guards), DSA-internal and
+# vision/audio kernels, sizes, MoE, and sites that also pick what these guards do not judge
+# (MiniMax-M3's off-Blackwell NVFP4 arm picks the MoE runner too).
 _MO = "sglang.srt.arg_groups.model_overrides"
 # Model overrides that declare --attention-backend (or its prefill / decode split): the
 # resolution-time answer (``_attention_backend_default``) replaces a declared backend that
@@ -317,6 +319,21 @@ def all_targets() -> List[Target]:
         Target("DSA attention", f"{_DSA}.set_dsa_prefill_impl",
                scoped_self(attention.dsa_prefill_probes, ("_get_device_sm", "_is_blackwell")),
                ("self", "forward_batch")),
+        # DeepSeek-V4's --dsv4-attn-backend auto: the one capability condition among SGLang's
+        # model, dtype, parallelism and layout ones is a probe the function imports when it
+        # runs (from sglang.srt.utils.common); the hook answers that probe for the call.
+        Target("DeepSeek-V4 attention", f"{_DSV4_HOOK}._default_dsv4_attention_backend",
+               scoped(attention.dsv4_flashmla_mega_default, "is_sm100_supported", module=_COMMON),
+               ("server_args",)),
+        # An explicit --dsv4-attn-backend flashmla_mega, judged only where SGLang's own
+        # assertion (is_sm100_supported) would let it through without a build.
+        Target("DeepSeek-V4 attention", f"{_DSV4_HOOK}.apply_deepseek_v4_defaults",
+               check(attention.check_dsv4_attn_backend), ("server_args", "model_arch")),
+        # DSpark's commit-KV views: one platform fact read inline, beside SGLang's unified-KV
+        # and uniform-FP8 checks; the hook answers that fact to the method's module for the call.
+        Target("DeepSeek-V4 attention", f"{_DSPARK}.project_commit_kv",
+               scoped_fact(attention.dspark_commit_kv_views, "is_blackwell"), ("self", "main_hidden", "pool"),
+               ("get_platform",)),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
                covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS),

@@ -862,6 +862,82 @@ def dsa_flashmla_sparse_band_here(self: Any) -> bool:
     return probes[1] if probes is not None else bool(self._is_blackwell())
 
 
+# --- DeepSeek-V4: the attention backend default and DSpark's commit-KV views ---
+
+
+@fail_open
+def dsv4_flashmla_mega_default() -> Optional[bool]:
+    """``_default_dsv4_attention_backend``'s ``is_sm100_supported()``: whether
+    ``--dsv4-attn-backend auto`` may become ``flashmla_mega`` on this GPU, as the registry
+    decides (``policies/dsa.dsv4_mega_default``); SGLang's model, KV-dtype, parallelism and
+    layout conditions stay around it.  None (SGLang's probe) without an NVIDIA GPU.  The
+    device is the one SGLang's probe reads (a direct probe, which no platform override
+    reaches)."""
+    ctx = device_context()
+    if ctx is None:
+        return None
+    return ctx.dsv4_mega_default().allowed
+
+
+def dsv4_flashmla_mega_default_here() -> bool:
+    """The replace form of the same call: the registry's answer, else SGLang's probe."""
+    routed = dsv4_flashmla_mega_default()
+    if routed is not None:
+        return routed
+    from sglang.srt.utils.common import is_sm100_supported
+
+    return bool(is_sm100_supported())
+
+
+@fail_open
+def check_dsv4_attn_backend(server_args: Any, model_arch: str) -> None:
+    """``apply_deepseek_v4_defaults``: refuse a ``--dsv4-attn-backend flashmla_mega`` the user
+    passed where SGLang's own assertion would let it through but MegaAttention has no build
+    for the GPU (``policies/dsa.dsv4_explicit_mega``: a 10.x the table does not list).  Only
+    the user's value is judged; elsewhere SGLang's checks run as they are (they refuse it off
+    SM100 themselves).  Nothing is checked without an NVIDIA GPU."""
+    ctx = device_context()  # SGLang's assertion reads the direct probe: the device
+    if ctx is None:
+        return None
+    raw = _user_passed(server_args)
+    name = getattr(server_args, "dsv4_attn_backend", None) if raw is None else raw.get("dsv4_attn_backend")
+    if name != "flashmla_mega":
+        return None
+    reason = ctx.dsv4_explicit_mega()
+    if reason is not None:
+        raise ArchDecisionError(
+            f"--dsv4-attn-backend flashmla_mega: {reason}. Valid here: flashmla. (checked by {REGISTRY})"
+        )
+    return None
+
+
+# Asked once per DSpark draft step: decided once per machine.
+_commit_kv: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def dspark_commit_kv_views() -> Optional[bool]:
+    """``DeepseekV4ForCausalLMDSpark.project_commit_kv``'s ``get_platform().is_blackwell``:
+    whether the commit-KV slices may reach the FlashMLA-layout writer as strided views, as
+    the registry decides (``policies/dsa.dspark_commit_kv_views``); the unified-KV and
+    uniform-FP8 conditions stay SGLang's.  None (SGLang's fact) without an NVIDIA GPU, off
+    CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    return per_machine(_commit_kv, ctx, None, lambda: ctx.dspark_commit_kv_views().strided)
+
+
+def dspark_commit_kv_views_here() -> bool:
+    """The replace form of the same fact read: the registry's answer, else SGLang's."""
+    routed = dspark_commit_kv_views()
+    if routed is not None:
+        return routed
+    from sglang.srt.runtime_context import get_platform
+
+    return bool(get_platform().is_blackwell)
+
+
 # --- linear attention (hybrid GDN / KDA models): the kernel backend defaults ---
 
 _ATTENTION_HOOK = "sglang.srt.arg_groups.attention_hook"
