@@ -6,16 +6,17 @@ comes and goes between releases, and puts one read of the registry in its place:
 
 - ``ReplaceBody``: a function whose whole body is the per-GPU decision becomes
   ``return <glue call>`` (its docstring stays);
-- ``ReplaceOperands``: in the condition of a top-level ``if``/``return`` of a function,
-  the ``and`` operands that read a platform fact become one glue call;
+- ``ReplaceOperands``: in the condition of a top-level ``if``/``return`` of a function
+  (``anywhere``: of any ``if``/``elif`` in it, however nested), the ``and`` operands that
+  read a platform fact become one glue call;
 - ``ReplaceArms``: the ``if``/``elif`` arms whose test reads a platform fact are deleted
   and one branch that asks the glue is inserted after an anchor statement;
 - ``ReplaceSpan``: the statements that read a capability-keyed table, and those that
   read the local it was bound to, become the given statements;
 - ``AndCondition``: an ``if`` whose test reads an attribute gets ``and <glue call>``;
-- ``ReplaceCall``: every call of a probe a method binds to a local (``get_device_sm =
-  self._get_device_sm`` ... ``get_device_sm()``) becomes one glue call, and the binding,
-  read by nothing else, goes;
+- ``ReplaceCall``: every call of a probe a function binds to a local (``get_device_sm =
+  self._get_device_sm``, or ``from m import get_device_sm`` in its body) ...
+  ``get_device_sm()`` becomes one glue call, and the binding, read by nothing else, goes;
 - ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
   code reads any more; a module left without code is removed.
 
@@ -69,6 +70,7 @@ class ReplaceOperands(_Labelled):
     call: str
     args: Tuple[str, ...]
     what: str = "capability condition"
+    anywhere: bool = False  # the conditions of every ``if``/``elif`` in the function, not only top-level ones
 
 
 
@@ -268,7 +270,13 @@ def _replace_call(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceCall, al
         if _calls(cst.Module(body=body), alias, edit.call):
             return module, True
         raise Mismatch(f"it no longer calls {edit.name}() (what the registry replaces)")
-    rest = [stmt for stmt in body if not _binds(stmt, edit.name)]
+    rest = []
+    for stmt in body:
+        if _binds(stmt, edit.name):
+            continue
+        stmt, _ = _drop_import(stmt, edit.name)  # ``from m import name`` in the body
+        if stmt is not None:
+            rest.append(stmt)
     if edit.name not in reads(cst.Module(body=rest)).names:
         body = rest
     return _with_body(module, edit.qualname, fn, body), False
@@ -322,35 +330,70 @@ def _replace_operands(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceOper
     flags = fact_flags(module)
     call = cst.parse_expression(_glue_call(alias, edit.call, edit.args))
     body = _body(fn)
-    done = already = False
-    for i, stmt in enumerate(body):
-        expr, rebuild = _condition_of(stmt)
-        chain = _and_chain(expr) if expr is not None else None
-        if chain is None:
-            continue
-        outer, operands, ops = chain
-        if any(_calls(o, alias, edit.call) for o in operands):
-            already = True
-            continue
-        hits = [k for k, o in enumerate(operands) if reads_fact(o, flags)]
-        if not hits:
-            continue
-        keep_operands, keep_ops = [], []
-        for k, operand in enumerate(operands):
-            if k == hits[0]:
-                operand = call
-            elif k in hits:
-                continue
-            if keep_operands:
-                keep_ops.append(ops[k - 1])
-            keep_operands.append(operand)
-        body[i] = rebuild(_rebuild_and(outer, keep_operands, keep_ops))
-        done = True
+    if edit.anywhere:
+        swap = _SwapOperands(lambda test: _swap_operands(test, call, alias, edit.call, flags))
+        body = [stmt.visit(swap) for stmt in body]
+        done, already = swap.done, swap.already
+    else:
+        done = already = False
+        for i, stmt in enumerate(body):
+            expr, rebuild = _condition_of(stmt)
+            swapped = _swap_operands(expr, call, alias, edit.call, flags) if expr is not None else None
+            if swapped is _ALREADY:
+                already = True
+            elif swapped is not None:
+                body[i] = rebuild(swapped)
+                done = True
     if done:
         return _with_body(module, edit.qualname, fn, body), False
     if already:
         return module, True
-    raise Mismatch("no top-level condition of it reads a platform fact (is_sm90, is_sm100, ...) any more")
+    where = "condition" if edit.anywhere else "top-level condition"
+    raise Mismatch(f"no {where} of it reads a platform fact (is_sm90, is_sm100, ...) any more")
+
+
+_ALREADY = object()
+
+
+def _swap_operands(expr: cst.BaseExpression, call: cst.BaseExpression, alias: str, glue: str, flags: Set[str]):
+    """``expr`` (an ``and`` chain) with its operands that read a platform fact made one glue
+    call; None where it has none, ``_ALREADY`` where it calls the glue already."""
+    chain = _and_chain(expr)
+    if chain is None:
+        return None
+    outer, operands, ops = chain
+    if any(_calls(o, alias, glue) for o in operands):
+        return _ALREADY
+    hits = [k for k, o in enumerate(operands) if reads_fact(o, flags)]
+    if not hits:
+        return None
+    keep_operands, keep_ops = [], []
+    for k, operand in enumerate(operands):
+        if k == hits[0]:
+            operand = call
+        elif k in hits:
+            continue
+        if keep_operands:
+            keep_ops.append(ops[k - 1])
+        keep_operands.append(operand)
+    return _rebuild_and(outer, keep_operands, keep_ops)
+
+
+class _SwapOperands(cst.CSTTransformer):
+    """The test of every ``if``/``elif``, however nested: ``swap(test)`` in its place."""
+
+    def __init__(self, swap) -> None:
+        super().__init__()
+        self.swap, self.done, self.already = swap, False, False
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
+        swapped = self.swap(updated.test)
+        if swapped is _ALREADY:
+            self.already = True
+        elif swapped is not None:
+            self.done = True
+            return updated.with_changes(test=swapped)
+        return updated
 
 
 def _condition_of(stmt: cst.BaseStatement):
@@ -546,7 +589,8 @@ def _drop_import(stmt: cst.BaseStatement, name: str):
         return stmt, 0
     if not kept:
         return None, 1
-    kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    if kept[-1] is not names[-1]:  # the last went: the new last takes its comma (a trailing one, or none)
+        kept[-1] = kept[-1].with_changes(comma=names[-1].comma)
     return stmt.with_changes(body=[imp.with_changes(names=kept)]), 1
 
 

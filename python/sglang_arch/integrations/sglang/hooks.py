@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from .glue import ArchDecisionError, fail_open, platform
 
@@ -106,24 +106,27 @@ def fact(name: str) -> Callable:
     return around
 
 
-def scoped(ask: Callable, name: str, value: bool = False) -> Callable:
+def scoped(ask: Callable, name: str, value: bool = False, module: Optional[str] = None) -> Callable:
     """``scoped`` form: while the original runs, its module's ``name`` (a probe it calls
-    inside a larger function; ``value``: a table it reads) answers ``ask()``, or stays
-    SGLang's where ``ask`` answers ``None``.  The series replaces the same operand or
-    look-up with the same glue function's replace form."""
+    inside a larger function) answers ``ask()``, or stays SGLang's where ``ask`` answers
+    ``None``.  ``value``: the answer itself takes the name's place (a table it reads, or a
+    stand-in it calls, made once by the glue).  ``module``: the module whose ``name`` it is,
+    where the original imports it inside its body (``from m import name`` reads ``m`` when
+    it runs).  The series replaces the same operand, call or look-up with the same glue
+    function's replace form."""
     asking = _naming_the_kill_switch(ask)
 
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
         arch_answer = asking()
         if arch_answer is None:
             return original(*args, **kwargs)
-        module = sys.modules[original.__module__]
-        probe = getattr(module, name)
-        setattr(module, name, arch_answer if value else (lambda *a, **k: arch_answer))
+        owner = sys.modules[module or original.__module__]
+        probe = getattr(owner, name)
+        setattr(owner, name, arch_answer if value else (lambda *a, **k: arch_answer))
         try:
             return original(*args, **kwargs)
         finally:
-            setattr(module, name, probe)
+            setattr(owner, name, probe)
 
     return _hook("scoped", ask, around)
 

@@ -47,6 +47,10 @@ _GEMMA4_VISION = "sglang.srt.models.gemma4_vision.Gemma4VisionAttention"
 _KIMI_K3_VL = "sglang.srt.models.kimi_k3_vl"
 _MIMO_AUDIO = "sglang.srt.models.mimo_audio.AudioEncoderMixin"
 _BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
+_K3_SP = "sglang.srt.layers.communication.k3_sp_collective"
+# DeepseekSparseAttnBackend._apply_cuda_graph_metadata's parameters (the plugin target and the series site)
+DSA_REPLAY_PARAMS = ("self", "bs", "req_pool_indices", "seq_lens", "seq_lens_cpu", "forward_mode",
+                     "spec_info", "out_cache_loc", "actual_forward_mode")
 # Beam's module-level (capability, TP) -> token band table: the band target decides it
 # (the series deletes it in the same step).
 BEAM_BAND_TABLE = "sglang.srt.models.beam._FLASHINFER_AR_TOKEN_BAND"
@@ -234,6 +238,11 @@ def all_targets() -> List[Target]:
                 "is_flashinfer_allreduce_unavailable", "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
         Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable",
                answer(fusion.auto_enable), ("view",)),
+        # Kimi K3's SP collective: _init_state imports get_device_sm from utils.common inside
+        # its body and reads it for the collective's SM band; for that one call the name answers
+        # the registry's SM.
+        Target("K3 SP collective", f"{_K3_SP}._init_state",
+               scoped(collectives.k3_sp_collective_sm, "get_device_sm", module=_COMMON), ()),
         Target("Beam fused all-reduce", f"{_BEAM_MODEL}._all_reduce_limits",
                decides(collectives.beam_all_reduce_limits), ("self", "hidden_states"),
                ("torch", "get_parallel", "get_forward", "_beam_owns_tp_boundaries",
@@ -306,6 +315,15 @@ def all_targets() -> List[Target]:
         Target("DSA attention", f"{_DSA}.set_dsa_prefill_impl",
                scoped_self(attention.dsa_prefill_probes, ("_get_device_sm", "_is_blackwell")),
                ("self", "forward_batch")),
+        # DSA's MTP verify layout (DeepGEMM's native [B, next_n] schedule): both methods read
+        # get_platform().is_sm100 of their module for it; during the call that name answers a
+        # platform whose is_sm100 is the registry's one decision, every other fact SGLang's.
+        Target("DSA attention", f"{_DSA}._build_paged_mqa_schedule_2d_ctx_lens",
+               scoped(attention.dsa_dg_native_platform, "get_platform", value=True),
+               ("self", "forward_mode", "cache_seqlens_int32", "seqlens_expanded", "batch_size"), ("get_platform",)),
+        Target("DSA attention", f"{_DSA}._apply_cuda_graph_metadata",
+               scoped(attention.dsa_dg_native_platform, "get_platform", value=True),
+               DSA_REPLAY_PARAMS, ("get_platform",)),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
                covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS),

@@ -862,6 +862,73 @@ def dsa_flashmla_sparse_band_here(self: Any) -> bool:
     return probes[1] if probes is not None else bool(self._is_blackwell())
 
 
+# --- DSA's MTP verify: DeepGEMM's native [B, next_n] paged-MQA schedule ---
+#
+# ``DeepseekSparseAttnBackend._build_paged_mqa_schedule_2d_ctx_lens`` (per verify batch)
+# and ``_apply_cuda_graph_metadata`` (per CUDA-graph replay) read ``get_platform().is_sm100``
+# for one decision, whether target_verify with ``next_n >= 2`` takes the native layout
+# (policies/dsa.dg_native_verify).  Both follow the same per-machine answer.
+
+_RUNTIME_CONTEXT = "sglang.srt.runtime_context"
+_dg_native: Dict[Any, Tuple[Any, Any]] = {}
+
+
+def _dg_native_verify() -> Optional[bool]:
+    ctx = routed_context()  # the sites read get_platform(): an override_platform scope's GPU
+    if ctx is None:
+        return None
+    return per_machine(_dg_native, ctx, None, lambda: ctx.dsa_dg_native_verify().native)
+
+
+@fail_open
+def dsa_dg_native_verify() -> Optional[bool]:
+    """Whether DSA's MTP verify takes DeepGEMM's native ``[B, next_n]`` schedule, from the
+    registry; None (SGLang's ``is_sm100``) without an NVIDIA GPU."""
+    return _dg_native_verify()
+
+
+class _VerifyPlatform:
+    """SGLang's platform context, except ``is_sm100``: the DG-native verify decision, the
+    one thing the two DSA sites read it for.  Every other fact is SGLang's, read when asked."""
+
+    __slots__ = ("is_sm100",)
+
+    def __init__(self, native: bool) -> None:
+        self.is_sm100 = native
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys.modules[_RUNTIME_CONTEXT].get_platform(), name)
+
+
+_verify_platforms: Dict[bool, Any] = {}  # the decision -> its get_platform stand-in, made once
+
+
+@fail_open
+def dsa_dg_native_platform() -> Optional[Any]:
+    """The ``scoped`` form over the two DSA sites: what their module's ``get_platform``
+    answers during the call (a function returning a ``_VerifyPlatform``), or None (SGLang's
+    own) without an NVIDIA GPU.  Made once per answer, so a replay allocates nothing."""
+    native = _dg_native_verify()
+    if native is None:
+        return None
+    getter = _verify_platforms.get(native)
+    if getter is None:
+        platform = _VerifyPlatform(native)
+        getter = _verify_platforms.setdefault(native, lambda: platform)
+    return getter
+
+
+def dsa_dg_native_verify_here() -> bool:
+    """The replace form of ``get_platform().is_sm100`` at the two DSA sites: the registry's
+    answer, else SGLang's fact."""
+    native = dsa_dg_native_verify()
+    if native is not None:
+        return native
+    from sglang.srt.runtime_context import get_platform
+
+    return bool(get_platform().is_sm100)
+
+
 # --- linear attention (hybrid GDN / KDA models): the kernel backend defaults ---
 
 _ATTENTION_HOOK = "sglang.srt.arg_groups.attention_hook"
