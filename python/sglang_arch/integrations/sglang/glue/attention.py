@@ -877,7 +877,7 @@ def _dg_native_verify() -> Optional[bool]:
     ctx = routed_context()  # the sites read get_platform(): an override_platform scope's GPU
     if ctx is None:
         return None
-    return per_machine(_dg_native, ctx, None, lambda: ctx.dsa_dg_native_verify().native)
+    return per_machine(_dg_native, ctx, None, ctx.dsa_dg_native_verify).native
 
 
 @fail_open
