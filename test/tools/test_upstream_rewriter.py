@@ -740,3 +740,85 @@ def test_into_git_names_paths_literally_not_as_patterns(synthetic_tree, tmp_path
     other.write_text(other.read_text() + "# local edit\n")
     assert main(["upstream", str(repo / "s*"), "--into-git"]) == 0, capsys.readouterr().err
     assert _git(repo, "status", "--porcelain").strip() == "M sX/python/sglang/srt/layers/flashinfer_comm_fusion.py"
+
+
+# --- replace edits: a nested condition, a probe imported in the body -------------------
+
+NESTED_SOURCE = '''\
+from sglang.srt.runtime_context import (
+    get_parallel,
+    get_platform,
+    get_spec,
+)
+
+
+class Backend:
+    def replay(self, bs, mode):
+        if mode.is_decode():
+            pass
+        elif mode.is_verify():
+            if (
+                self.next_n >= 2
+                and get_platform().is_sm100
+                and bs > 0
+            ):
+                return True
+        return get_parallel(), get_spec()
+'''
+
+
+def test_replace_operands_anywhere_reaches_a_condition_nested_in_an_elif():
+    from sglang_arch.upstream.replace import Delete, ReplaceOperands
+
+    top = ModulePlan("srt/backend.py", "attention", (
+        ReplaceOperands("Backend.replay", ("self", "bs", "mode"), "native_here", ()),
+    ))
+    result = rewrite_source(NESTED_SOURCE, top)  # top-level conditions only: nothing there reads a fact
+    assert [o.status for o in result.outcomes] == [UNTOUCHED]
+    assert "no top-level condition of it reads a platform fact" in result.outcomes[0].reason
+    anywhere = ModulePlan("srt/backend.py", "attention", (
+        ReplaceOperands("Backend.replay", ("self", "bs", "mode"), "native_here", (), anywhere=True),
+        Delete((), unused=("get_platform",), what="platform import"),
+    ))
+    result = rewrite_source(NESTED_SOURCE, anywhere)
+    assert [o.status for o in result.outcomes] == [REWRITTEN, REWRITTEN]
+    assert ("                self.next_n >= 2\n"
+            "                and arch_attention.native_here()\n"
+            "                and bs > 0\n") in result.new
+    # the import keeps its layout: one line less, the trailing comma stays
+    assert "    get_parallel,\n    get_spec,\n)\n" in result.new and "get_platform" not in result.new
+    compile(result.new, "backend.py", "exec")
+    again = rewrite_source(result.new, anywhere)
+    assert [o.status for o in again.outcomes][0] == ALREADY and again.new == result.new
+
+
+LOCAL_IMPORT_SOURCE = '''\
+def _init_state():
+    from sglang.srt.other import helper
+    from sglang.srt.utils.common import get_device_sm
+
+    device_sm = get_device_sm()
+    if device_sm not in (100, 103):
+        return None
+    return helper(device_sm)
+'''
+
+
+def test_replace_call_of_a_probe_imported_in_the_body_drops_the_import():
+    from sglang_arch.upstream.replace import ReplaceCall
+
+    plan = ModulePlan("srt/k3.py", "collectives", (
+        ReplaceCall("_init_state", (), "get_device_sm", "band_sm_here", ()),
+    ))
+    result = rewrite_source(LOCAL_IMPORT_SOURCE, plan)
+    assert [o.status for o in result.outcomes] == [REWRITTEN]
+    body = result.new.split("def _init_state():\n", 1)[1]
+    assert body.startswith("    from sglang.srt.other import helper\n\n"
+                           "    device_sm = arch_collectives.band_sm_here()\n")
+    assert "get_device_sm" not in result.new
+    compile(result.new, "k3.py", "exec")
+    # a probe still read elsewhere keeps its import
+    kept = LOCAL_IMPORT_SOURCE.replace("helper(device_sm)", "helper(get_device_sm)")
+    result = rewrite_source(kept, plan)
+    assert "from sglang.srt.utils.common import get_device_sm" in result.new
+    assert "device_sm = arch_collectives.band_sm_here()" in result.new

@@ -991,3 +991,91 @@ def test_per_machine_decides_again_for_another_machine_context_even_under_a_reus
     assert glue.per_machine(cache, first, "k", decide(2)) == 1  # decided once for this machine
     assert glue.per_machine(cache, second, "k", decide(3)) == 3  # another machine: decided again
     assert calls == [1, 3]
+
+
+def test_scoped_with_a_module_swaps_a_name_the_original_imports_inside_its_body(monkeypatch):
+    """hooks.scoped(module=...): a function that runs ``from m import probe`` in its body reads
+    ``m.probe`` when it runs, so during the call that name (of ``m``, not of the function's own
+    module) answers the glue's value; it is put back after, also when the call raises, and the
+    original's module is left alone.  ``None`` from the glue: SGLang's own probe answers."""
+    import sys
+    import types
+
+    from sglang_arch.integrations.sglang import hooks
+
+    owner = types.ModuleType("arch_test_probes")
+    owner.get_device_sm = lambda: 120
+    own = types.ModuleType("arch_test_user")
+    own.get_device_sm = lambda: -1  # a same-named global of the original's module: not the one swapped
+    monkeypatch.setitem(sys.modules, owner.__name__, owner)
+    monkeypatch.setitem(sys.modules, own.__name__, own)
+    exec("def band(fail=False):\n"
+         "    from arch_test_probes import get_device_sm\n"
+         "    if fail:\n"
+         "        raise RuntimeError(get_device_sm())\n"
+         "    return get_device_sm()\n", own.__dict__)
+    original, probe = own.band, owner.get_device_sm
+    answers = [100]
+    hook = hooks.scoped(lambda: answers[0], "get_device_sm", module=owner.__name__)
+    assert hook(original) == 100 and original() == 120
+    assert owner.get_device_sm is probe and own.get_device_sm() == -1
+    with pytest.raises(RuntimeError, match="100"):
+        hook(original, fail=True)
+    assert owner.get_device_sm is probe
+    answers[0] = None
+    assert hook(original) == 120
+
+
+def test_dsa_dg_native_platform_answers_is_sm100_and_delegates_every_other_fact(monkeypatch):
+    """glue.attention.dsa_dg_native_platform: the stand-in for dsa_backend's get_platform
+    answers ``is_sm100`` with the registry's DG-native decision and every other fact from
+    SGLang's platform context (read when asked); one stand-in per answer (a replay allocates
+    nothing); None without an NVIDIA GPU."""
+    import sys
+    import types
+
+    from sglang_arch.arch import runtime
+    from sglang_arch.integrations.sglang import glue
+    from sglang_arch.integrations.sglang.glue import attention as ga
+
+    rc = types.ModuleType("sglang.srt.runtime_context")
+    facts = {"is_sm100": True, "device_sm": 107, "is_blackwell": True}
+    rc.get_platform = lambda: types.SimpleNamespace(**facts)
+    monkeypatch.setitem(sys.modules, "sglang.srt.runtime_context", rc)
+    monkeypatch.setattr(ga, "_dg_native", {})
+    for cap, native in (("10.0", True), ("10.3", True), ("10.7", False), ("9.0", False), ("10.5", False)):
+        ctx = runtime.machine(capability=cap, cuda=(12, 9))
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+        getter = ga.dsa_dg_native_platform()
+        assert getter() is getter() and getter is ga.dsa_dg_native_platform()
+        platform = getter()
+        assert platform.is_sm100 is native, cap
+        facts["device_sm"] = 90
+        assert (platform.device_sm, platform.is_blackwell) == (90, True)  # SGLang's, read now
+        facts["device_sm"] = 107
+        assert ga.dsa_dg_native_verify_here() is native
+    monkeypatch.setattr(glue, "current", lambda: types.SimpleNamespace(resolution=None))
+    assert ga.dsa_dg_native_platform() is None
+    assert ga.dsa_dg_native_verify_here() is True  # SGLang's own is_sm100
+    runtime.reset()
+
+
+def test_k3_sp_collective_sm_is_the_band_sm_and_sglangs_probe_without_a_gpu(monkeypatch):
+    """glue.collectives.k3_sp_collective_sm(_here): the SM _init_state's band reads."""
+    import sys
+    import types
+
+    from sglang_arch.arch import runtime
+    from sglang_arch.integrations.sglang import glue
+    from sglang_arch.integrations.sglang.glue import collectives as gc
+
+    for cap, sm in (("10.0", 100), ("10.3", 103), ("10.5", 103), ("10.7", 107), ("9.0", 90), ("11.5", 115)):
+        ctx = runtime.machine(capability=cap, cuda=(12, 9))
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+        assert gc.k3_sp_collective_sm() == sm == gc.k3_sp_collective_sm_here(), cap
+    common = types.ModuleType("sglang.srt.utils.common")
+    common.get_device_sm = lambda: 86
+    monkeypatch.setitem(sys.modules, "sglang.srt.utils.common", common)
+    monkeypatch.setattr(glue, "current", lambda: types.SimpleNamespace(resolution=None))
+    assert gc.k3_sp_collective_sm() is None and gc.k3_sp_collective_sm_here() == 86
+    runtime.reset()
