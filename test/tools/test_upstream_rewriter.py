@@ -740,3 +740,47 @@ def test_into_git_names_paths_literally_not_as_patterns(synthetic_tree, tmp_path
     other.write_text(other.read_text() + "# local edit\n")
     assert main(["upstream", str(repo / "s*"), "--into-git"]) == 0, capsys.readouterr().err
     assert _git(repo, "status", "--porcelain").strip() == "M sX/python/sglang/srt/layers/flashinfer_comm_fusion.py"
+
+
+# --- replace edits: a nested condition, a probe imported in the body -------------------
+
+NESTED_SOURCE = '''\
+from sglang.srt.runtime_context import (
+    get_parallel,
+    get_platform,
+    get_spec,
+)
+
+
+class Backend:
+    def replay(self, bs, mode):
+        if mode.is_decode():
+            pass
+        elif mode.is_verify():
+            if (
+                self.next_n >= 2
+                and get_platform().is_sm100
+                and bs > 0
+            ):
+                return True
+        return get_parallel(), get_spec()
+'''
+
+
+def test_replace_fact_reaches_a_read_nested_in_an_elif_and_the_import_keeps_its_layout():
+    from sglang_arch.upstream.replace import Delete, ReplaceFact
+
+    plan = ModulePlan("srt/backend.py", "attention", (
+        ReplaceFact("Backend.replay", ("self", "bs", "mode"), "is_sm100", "native_here", ()),
+        Delete((), unused=("get_platform",), what="platform import"),
+    ))
+    result = rewrite_source(NESTED_SOURCE, plan)
+    assert [o.status for o in result.outcomes] == [REWRITTEN, REWRITTEN]
+    assert ("                self.next_n >= 2\n"
+            "                and arch_attention.native_here()\n"
+            "                and bs > 0\n") in result.new
+    # the import keeps its layout: one line less, the trailing comma stays
+    assert "    get_parallel,\n    get_spec,\n)\n" in result.new and "get_platform" not in result.new
+    compile(result.new, "backend.py", "exec")
+    again = rewrite_source(result.new, plan)
+    assert [o.status for o in again.outcomes][0] == ALREADY and again.new == result.new

@@ -106,6 +106,11 @@ def test_scoped_with_a_module_answers_a_locally_imported_probe(modules):
     assert hook(user.decide) == "flashmla"  # the registry's answer during the call
     assert holder.probe is own  # put back
     assert hook(user.decide) == "mega"  # None: SGLang's own probe
+    user.fails = lambda: (_ for _ in ()).throw(RuntimeError("in the call"))
+    exec("def failing():\n    from h23_holder import probe\n    probe()\n    fails()\n", user.__dict__)
+    with pytest.raises(RuntimeError, match="in the call"):
+        hooks.scoped(lambda: False, "probe", module="h23_holder")(user.failing)
+    assert holder.probe is own  # put back when the call raises too
 
 
 def test_scoped_without_a_module_does_not_reach_a_locally_imported_probe(modules):

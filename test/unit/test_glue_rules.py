@@ -991,3 +991,51 @@ def test_per_machine_decides_again_for_another_machine_context_even_under_a_reus
     assert glue.per_machine(cache, first, "k", decide(2)) == 1  # decided once for this machine
     assert glue.per_machine(cache, second, "k", decide(3)) == 3  # another machine: decided again
     assert calls == [1, 3]
+
+
+def test_dsa_dg_native_verify_is_the_registrys_decision_and_sglangs_fact_without_a_gpu(monkeypatch):
+    """glue.attention.dsa_dg_native_verify(_here): what dsa_backend's two ``is_sm100`` reads
+    answer (the scoped_fact hook and the series' replace form): the registry's DG-native
+    decision per machine (10.7 and an unknown 10.5 keep the per-token schedule), SGLang's
+    own ``is_sm100`` without an NVIDIA GPU."""
+    import sys
+    import types
+
+    from sglang_arch.arch import runtime
+    from sglang_arch.integrations.sglang import glue
+    from sglang_arch.integrations.sglang.glue import attention as ga
+
+    rc = types.ModuleType("sglang.srt.runtime_context")
+    rc.get_platform = lambda: types.SimpleNamespace(is_sm100=True, is_cuda=True, is_hip=False)
+    monkeypatch.setitem(sys.modules, "sglang.srt.runtime_context", rc)
+    monkeypatch.setattr(ga, "_dg_native", {})
+    for cap, native in (("10.0", True), ("10.3", True), ("10.7", False), ("9.0", False), ("10.5", False)):
+        ctx = runtime.machine(capability=cap, cuda=(12, 9))
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+        assert ga.dsa_dg_native_verify() is native, cap
+        assert ga.dsa_dg_native_verify_here() is native, cap
+    monkeypatch.setattr(glue, "current", lambda: types.SimpleNamespace(resolution=None))
+    assert ga.dsa_dg_native_verify() is None
+    assert ga.dsa_dg_native_verify_here() is True  # SGLang's own is_sm100
+    runtime.reset()
+
+
+def test_k3_sp_collective_sm_is_the_band_sm_and_sglangs_probe_without_a_gpu(monkeypatch):
+    """glue.collectives.k3_sp_collective_sm(_here): the SM _init_state's band reads."""
+    import sys
+    import types
+
+    from sglang_arch.arch import runtime
+    from sglang_arch.integrations.sglang import glue
+    from sglang_arch.integrations.sglang.glue import collectives as gc
+
+    for cap, sm in (("10.0", 100), ("10.3", 103), ("10.5", 103), ("10.7", 107), ("9.0", 90), ("11.5", 115)):
+        ctx = runtime.machine(capability=cap, cuda=(12, 9))
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+        assert gc.k3_sp_collective_sm() == sm == gc.k3_sp_collective_sm_here(), cap
+    common = types.ModuleType("sglang.srt.utils.common")
+    common.get_device_sm = lambda: 86
+    monkeypatch.setitem(sys.modules, "sglang.srt.utils.common", common)
+    monkeypatch.setattr(glue, "current", lambda: types.SimpleNamespace(resolution=None))
+    assert gc.k3_sp_collective_sm() is None and gc.k3_sp_collective_sm_here() == 86
+    runtime.reset()

@@ -210,6 +210,24 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "sources": ["sglang 0.5.23 jit_kernel: compiled for the running device's arch (tvm-ffi + nvcc)",
                     "measured 2026-11-30 on the H200 host: built in 22.5 s with nvcc 13.0 (ARCH-FACTS)"],
     },
+    "sglang_jit_sp_collective": {
+        "summary": "Kimi K3's sequence-parallel reduce-scatter / all-gather over CustomAllReduceV2's multicast "
+                   "push workspace (sglang/kernels JIT, nvcc for the device)",
+        "targets": ["jit:9.0+"],
+        "sources": ["sglang 0.5.23 kernels/ops/communication/sp_collective.py _jit_module: load_jit of "
+                    "kimi_k3/comm/sp_collective.cuh for the running device's arch (kernels/jit/utils/arch.py "
+                    "get_jit_cuda_arch)",
+                    "sglang 0.5.23 kernels/jit/include/sgl_kernel/distributed/ptx.cuh: the multimem loads and stores "
+                    "it uses need SGL_ARCH_HOPPER_OR_GREATER ('only supported on Hopper or later architecture')"],
+    },
+    "sglang_jit_attn_res_tma": {
+        "summary": "Kimi K3's attention-residual aggregation fused with the SP collective (attn_res_fused_tma, "
+                   "sglang/kernels JIT for the device with its arch-specific target)",
+        "targets": ["jit:10.x", "jit:11.x", "jit:13.0+"],
+        "sources": ["sglang 0.5.23 kernels/ops/attention/attn_res.py _jit_fused_tma_module: 'requires SM100+ "
+                    "excluding SM12x' (refuses major < 10 and major == 12), compiled for the device's own "
+                    "major.minor with the 'a' suffix; kernels/ops/communication/attn_res_collective.py uses it"],
+    },
     "flashinfer_trtllm_comm": {
         "summary": "FlashInfer trtllm all-reduce (+ RMSNorm) fusion kernels, nvcc JIT",
         "targets": ["jit:9.x", "jit:10.x", "jit:12.x"],
@@ -252,6 +270,17 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "targets": ["jit:10.0", "jit:10.3"],
         "sources": ["sglang 0.5.23 arg_groups/moe_hook.py: megamoe requires is_sm100_supported",
                     "deep_gemm/_C.so: the mega kernels check arch_major == 10"],
+    },
+    "deep_gemm_paged_mqa_sm100": {
+        "summary": "DeepGEMM's SM100 FP8 paged MQA-logits kernel (the DSA indexer), which takes a native "
+                   "[B, next_n] query and schedule for MTP verify",
+        "targets": ["jit:10.0", "jit:10.3"],
+        "sources": ["deep-gemm 0.2.3.post2 in the sglang 0.5.23 environment: deep_gemm/_C.so dispatches "
+                    "fp8_fp4_paged_mqa_logits to sm100_paged_mqa_logits on arch_major == 10 (sm90_fp8_paged_mqa_logits, "
+                    "'next_n == 1 or next_n == 2', on 9; SM120 kernels on 12) and JIT-compiles it for the 100f family; "
+                    "the same builds as deep_gemm's (10.0, 10.3)",
+                    "sglang 0.5.23 dsa_backend.py _build_paged_mqa_schedule_2d_ctx_lens: 'for now DG-native is SM100+ "
+                    "only'"],
     },
     "cutlass_fp8_blockwise_sm12x": {
         "summary": "SGLang's CUTLASS FP8 block-scale GEMM for SM12x (sglang/kernels JIT, --fp8-gemm-backend cutlass)",
@@ -515,6 +544,16 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     # DeepGEMM JIT enablement (SGLANG_ENABLE_JIT_DEEPGEMM; deep_gemm_wrapper.ENABLE_JIT_DEEPGEMM)
     "deep_gemm": {
         "jit": [{"kernel": "deep_gemm"}],
+    },
+    # DSA's MTP verify (target_verify with next_n >= 2): the native [B, next_n] paged-MQA layout
+    "dsa_indexer": {
+        "dg_native": [{"kernel": "deep_gemm_paged_mqa_sm100"}],
+    },
+    # Kimi K3's sequence-parallel collective (SGLANG_K3_SP_COLLECTIVE) and its attention-residual
+    # carry (SGLANG_K3_SP_ATTN_RES)
+    "k3_sp_collective": {
+        "sp": [{"kernel": "sglang_jit_sp_collective"}],
+        "attn_res": [{"kernel": "sglang_jit_attn_res_tma"}],
     },
     # --flashinfer-allreduce-fusion-backend
     "fusion": {

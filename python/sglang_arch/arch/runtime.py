@@ -71,6 +71,9 @@ class MachineContext:
     def beam_all_reduce_limits(self, tp_size: int) -> collectives.TokenLimits:
         return collectives.beam_all_reduce_limits(self._res(), tp_size)
 
+    def k3_sp_collective(self) -> collectives.K3SpDecision:
+        return collectives.k3_sp_collective(self._res())
+
     def beam_flashinfer_band(self, tp_size: int) -> collectives.TokenLimits:
         return collectives.beam_flashinfer_band(self._res(), tp_size)
 
@@ -153,6 +156,8 @@ class MachineContext:
 
     def dspark_commit_kv_views(self) -> dsa.CommitKvViews:
         return dsa.dspark_commit_kv_views(self._res(), self.cuda)
+    def dsa_dg_native_verify(self) -> dsa.VerifyLayout:
+        return dsa.dg_native_verify(self._res(), self.cuda)
 
     def moe_runner(self, quant: str, model_arch: str = "", explicit_quantization: bool = False) -> moe.Choice:
         return moe.moe_runner(self._res(), quant, self.cuda, model_arch, explicit_quantization)

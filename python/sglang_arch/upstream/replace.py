@@ -596,7 +596,8 @@ def _drop_import(stmt: cst.BaseStatement, name: str):
         return stmt, 0
     if not kept:
         return None, 1
-    kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    if kept[-1] is not names[-1]:  # the last went: the new last takes its comma (a trailing one, or none)
+        kept[-1] = kept[-1].with_changes(comma=names[-1].comma)
     return stmt.with_changes(body=[imp.with_changes(names=kept)]), 1
 
 

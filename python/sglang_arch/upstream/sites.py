@@ -33,6 +33,7 @@ from .replace import (
 from ..integrations.sglang.targets import (
     ATTENTION_GUARD_COVERS,
     BEAM_BAND_TABLE,
+    DSA_REPLAY_PARAMS,
     FP8_GEMM_COVERS,
     MOE_GUARD_COVERS,
     MOE_LOAD_TIME_COVERS,
@@ -114,6 +115,11 @@ STEPS: Tuple[Step, ...] = (
             ReplaceBody("_get_all_reduce_configs", (), "all_reduce_configs_here", (),
                         reads=("get_device_capability", "_sm90_configs", "_sm100_configs"),
                         what="per-capability table choice"),
+        )),
+        # Kimi K3's SP collective: the SM band _init_state reads from a probe it imports inside.
+        ModulePlan("srt/layers/communication/k3_sp_collective.py", "collectives", (
+            ReplaceCall("_init_state", (), "get_device_sm", "k3_sp_collective_sm_here", (),
+                        what="SP collective's SM band"),
         )),
         ModulePlan("srt/models/beam.py", "collectives", (
             ReplaceSpan("BeamModel._all_reduce_limits", ("self", "hidden_states"), table="capability",
@@ -198,6 +204,14 @@ STEPS: Tuple[Step, ...] = (
             ReplaceCall("DeepseekSparseAttnBackend.set_dsa_prefill_impl", ("self", "forward_batch"),
                         "is_blackwell", "dsa_flashmla_sparse_band_here", ("self",),
                         what="FlashMLA variant's Blackwell check"),
+            # MTP verify's DeepGEMM-native [B, next_n] schedule: built per batch, replayed per
+            # CUDA graph (that check is nested in the target_verify branch), one decision.
+            ReplaceFact("DeepseekSparseAttnBackend._build_paged_mqa_schedule_2d_ctx_lens",
+                        ("self", "forward_mode", "cache_seqlens_int32", "seqlens_expanded", "batch_size"),
+                        "is_sm100", "dsa_dg_native_verify_here", (), what="DeepGEMM-native verify's SM100 check"),
+            ReplaceFact("DeepseekSparseAttnBackend._apply_cuda_graph_metadata", DSA_REPLAY_PARAMS,
+                        "is_sm100", "dsa_dg_native_verify_here", (), what="DeepGEMM-native verify's SM100 check"),
+            Delete((), unused=("get_platform",), what="platform import"),
         )),
         # DeepSeek-V4: ``--dsv4-attn-backend auto``'s SM100 probe (imported in the function
         # body, which then imports it no more), and DSpark's commit-KV Blackwell fact.

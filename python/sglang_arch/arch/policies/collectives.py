@@ -219,3 +219,42 @@ def beam_flashinfer_band(res: Resolution, tp_size: int) -> TokenLimits:
     if band is None:
         return TokenLimits(None, why)
     return TokenLimits(band, f"{why}: FlashInfer MNNVL all-reduce for {band[0]}-{band[1]} tokens")
+
+
+# SGLang 0.5.23 srt/layers/communication/k3_sp_collective.py, Kimi K3's sequence-parallel
+# reduce-scatter / all-gather (SGLANG_K3_SP_COLLECTIVE): ``_init_state`` enables it only on
+# SM 10.0 and 10.3 (``device_sm not in (100, 103)``: "requires SM100/SM103", its tuning
+# tables are GB200 / GB300 ones), then only where a checked-in dispatch table names the
+# exact device (by name) and world size; NCCL otherwise.  The kernel is JIT-compiled by
+# SGLang for the device (multimem: SM90 and newer), so the SM band is a choice of where the
+# collective was tuned and validated, not of where it builds: a decision.  The registry
+# applies the band to the tier, keeps it where the kernel has a build for the device, and
+# leaves the per-device table check to SGLang.
+K3_SP_SMS = (100, 103)
+K3_SP = "k3_sp_collective"  # the kernel catalog's name for the collective's kernels
+
+
+@dataclass(frozen=True)
+class K3SpDecision:
+    allowed: bool  # the SP collective may be enabled (SGLang's table and topology checks follow)
+    # The SM _init_state's band test (and its message) reads: the tier's where allowed, else
+    # the device's own where that is outside the band, else 0 (as SGLang's probe without a GPU).
+    band_sm: int
+    reason: str
+
+
+def k3_sp_collective(res: Resolution) -> K3SpDecision:
+    """Whether Kimi K3's SP collective may be enabled on this device's tier."""
+    tier = res.resolved
+    where = f"tier {tier} ({res.match})"
+    own = res.requested.sm
+    refused = own if own not in K3_SP_SMS else 0
+    if tier.sm not in K3_SP_SMS:
+        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is outside the SP collective's band "
+                                            "(SM 10.0, 10.3): NCCL")
+    verdict = catalog.choice_runs(K3_SP, "sp", res.identities)
+    if not verdict.runs:
+        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is in the SP collective's band, but on "
+                                            f"{res.requested} {verdict.reason}: NCCL")
+    return K3SpDecision(True, tier.sm, f"{where}: SM {tier.sm} is in the SP collective's band "
+                                       "(then SGLang's per-device table decides)")

@@ -281,3 +281,42 @@ def dsv4_explicit_mega(res: Resolution, cuda: Optional[Tuple[int, int]] = None) 
     if verdict is None or verdict.runs:
         return None
     return verdict.reason
+
+
+# --- the MTP verify layout of the indexer's paged MQA logits ------------------------------
+#
+# In target_verify with ``next_n >= 2`` draft tokens, DSA's indexer calls DeepGEMM's paged
+# MQA logits either natively (``q = [B, next_n, H, D]`` with a ``[B, next_n]`` context-length
+# schedule) or per token (``[B * next_n, 1, H, D]``, a ``[B * next_n, 1]`` schedule): both
+# run, and ``dsa_indexer.py`` takes the native call iff the metadata carries the 2-D
+# schedule.  ``DeepseekSparseAttnBackend._build_paged_mqa_schedule_2d_ctx_lens`` builds it
+# and ``_apply_cuda_graph_metadata`` replays it only where ``get_platform().is_sm100``:
+# "SM90 supports DG-native next_n in {1,2} too -- enable once validated; for now DG-native
+# is SM100+ only".  A choice between two runnable layouts, made where upstream validated
+# one: a decision.  The registry applies the same rule to the tier and keeps the native
+# layout only where the catalog has a build of DeepGEMM's SM100 paged-MQA kernel for the
+# device (``deep_gemm_paged_mqa_sm100``: 10.0 and 10.3); elsewhere the per-token layout,
+# which is what SGLang itself does on every other GPU.
+DSA_INDEXER = "dsa_indexer"  # the kernel catalog's name for the indexer's layouts
+DG_NATIVE = "dg_native"
+
+
+@dataclass(frozen=True)
+class VerifyLayout:
+    native: bool  # the [B, next_n] schedule (SGLang's get_platform().is_sm100 at both sites)
+    reason: str
+    dropped: Tuple[Tuple[str, str], ...] = ()  # (layout, why not)
+
+
+def dg_native_verify(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> VerifyLayout:
+    """Whether DSA's MTP verify uses DeepGEMM's native ``[B, next_n]`` paged-MQA schedule."""
+    where = f"tier {res.resolved} ({res.match})"
+    if not tier_fact(res, "is_sm100", cuda):
+        return VerifyLayout(False, f"{where}: DeepGEMM-native MTP verify is validated on SM100 only "
+                                   "(upstream's is_sm100): per-token schedule")
+    verdict = catalog.choice_runs(DSA_INDEXER, DG_NATIVE, res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        return VerifyLayout(False, f"{where}: SM100 takes the DeepGEMM-native [B, next_n] schedule, but on "
+                                   f"{res.requested} {verdict.reason}: per-token schedule",
+                            ((DG_NATIVE, verdict.reason),))
+    return VerifyLayout(True, f"{where}: SM100 takes the DeepGEMM-native [B, next_n] schedule")

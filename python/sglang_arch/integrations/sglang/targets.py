@@ -49,6 +49,10 @@ _MIMO_AUDIO = "sglang.srt.models.mimo_audio.AudioEncoderMixin"
 _BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
 _DSV4_HOOK = "sglang.srt.arg_groups.deepseek_v4_hook"
 _DSPARK = "sglang.srt.models.deepseek_v4_dspark.DeepseekV4ForCausalLMDSpark"
+_K3_SP = "sglang.srt.layers.communication.k3_sp_collective"
+# DeepseekSparseAttnBackend._apply_cuda_graph_metadata's parameters (the plugin target and the series site)
+DSA_REPLAY_PARAMS = ("self", "bs", "req_pool_indices", "seq_lens", "seq_lens_cpu", "forward_mode",
+                     "spec_info", "out_cache_loc", "actual_forward_mode")
 # Beam's module-level (capability, TP) -> token band table: the band target decides it
 # (the series deletes it in the same step).
 BEAM_BAND_TABLE = "sglang.srt.models.beam._FLASHINFER_AR_TOKEN_BAND"
@@ -247,6 +251,11 @@ def all_targets() -> List[Target]:
                 "is_flashinfer_allreduce_unavailable", "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
         Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable",
                answer(fusion.auto_enable), ("view",)),
+        # Kimi K3's SP collective: _init_state imports get_device_sm from utils.common inside
+        # its body and reads it for the collective's SM band; for that one call the name answers
+        # the registry's SM.
+        Target("K3 SP collective", f"{_K3_SP}._init_state",
+               scoped(collectives.k3_sp_collective_sm, "get_device_sm", module=_COMMON), ()),
         Target("Beam fused all-reduce", f"{_BEAM_MODEL}._all_reduce_limits",
                decides(collectives.beam_all_reduce_limits), ("self", "hidden_states"),
                ("torch", "get_parallel", "get_forward", "_beam_owns_tp_boundaries",
@@ -334,6 +343,15 @@ def all_targets() -> List[Target]:
         Target("DeepSeek-V4 attention", f"{_DSPARK}.project_commit_kv",
                scoped_fact(attention.dspark_commit_kv_views, "is_blackwell"), ("self", "main_hidden", "pool"),
                ("get_platform",)),
+        # DSA's MTP verify layout (DeepGEMM's native [B, next_n] schedule): both methods read
+        # get_platform().is_sm100 of their module for it; during the call the module's
+        # get_platform() answers that fact with the registry's one decision, every other SGLang's.
+        Target("DSA attention", f"{_DSA}._build_paged_mqa_schedule_2d_ctx_lens",
+               scoped_fact(attention.dsa_dg_native_verify, "is_sm100"),
+               ("self", "forward_mode", "cache_seqlens_int32", "seqlens_expanded", "batch_size"), ("get_platform",)),
+        Target("DSA attention", f"{_DSA}._apply_cuda_graph_metadata",
+               scoped_fact(attention.dsa_dg_native_verify, "is_sm100"),
+               DSA_REPLAY_PARAMS, ("get_platform",)),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
                covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS),

@@ -938,6 +938,41 @@ def dspark_commit_kv_views_here() -> bool:
     return bool(get_platform().is_blackwell)
 
 
+# --- DSA's MTP verify: DeepGEMM's native [B, next_n] paged-MQA schedule ---
+#
+# ``DeepseekSparseAttnBackend._build_paged_mqa_schedule_2d_ctx_lens`` (per verify batch)
+# and ``_apply_cuda_graph_metadata`` (per CUDA-graph replay) read ``get_platform().is_sm100``
+# for one decision, whether target_verify with ``next_n >= 2`` takes the native layout
+# (policies/dsa.dg_native_verify).  Both follow the same per-machine answer.
+
+_dg_native: Dict[Any, Tuple[Any, Any]] = {}
+
+
+def _dg_native_verify() -> Optional[bool]:
+    ctx = routed_context()  # the sites read get_platform(): an override_platform scope's GPU
+    if ctx is None:
+        return None
+    return per_machine(_dg_native, ctx, None, ctx.dsa_dg_native_verify).native
+
+
+@fail_open
+def dsa_dg_native_verify() -> Optional[bool]:
+    """Whether DSA's MTP verify takes DeepGEMM's native ``[B, next_n]`` schedule, from the
+    registry; None (SGLang's ``is_sm100``) without an NVIDIA GPU."""
+    return _dg_native_verify()
+
+
+def dsa_dg_native_verify_here() -> bool:
+    """The replace form of ``get_platform().is_sm100`` at the two DSA sites: the registry's
+    answer, else SGLang's fact."""
+    native = dsa_dg_native_verify()
+    if native is not None:
+        return native
+    from sglang.srt.runtime_context import get_platform
+
+    return bool(get_platform().is_sm100)
+
+
 # --- linear attention (hybrid GDN / KDA models): the kernel backend defaults ---
 
 _ATTENTION_HOOK = "sglang.srt.arg_groups.attention_hook"

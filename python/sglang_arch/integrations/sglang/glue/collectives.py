@@ -321,3 +321,29 @@ def _beam_token_limits(model: Any, limits: tuple, rows: int) -> Optional[tuple]:
 def beam_all_reduce_limits_here(tp_size: int, device: Any) -> Optional[tuple]:
     """The replace form (``_all_reduce_limits``' capability span): the tier's limits."""
     return _beam_limits(tp_size, device)
+
+
+# --- Kimi K3's sequence-parallel collective (srt/layers/communication/k3_sp_collective.py) ---
+
+@fail_open
+def k3_sp_collective_sm() -> Optional[int]:
+    """What ``get_device_sm()`` answers while ``_init_state`` reads it for the SP collective's
+    band (the ``scoped`` form): the registry's SM (policies/collectives.k3_sp_collective:
+    the tier's where the collective may be enabled, else one outside the band).  None
+    (SGLang's probe) without an NVIDIA GPU.  The device is the one SGLang's probe reads (no
+    platform override reaches ``utils.common.get_device_sm``)."""
+    ctx = device_context()
+    if ctx is None:
+        return None
+    return ctx.k3_sp_collective().band_sm
+
+
+def k3_sp_collective_sm_here() -> int:
+    """The replace form of ``get_device_sm()`` in ``_init_state``: the registry's answer,
+    else SGLang's probe."""
+    sm = k3_sp_collective_sm()
+    if sm is not None:
+        return sm
+    from sglang.srt.utils.common import get_device_sm
+
+    return get_device_sm()
