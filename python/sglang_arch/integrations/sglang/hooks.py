@@ -12,8 +12,8 @@ the upstream rewriter inserts at the top of a routed function (``upstream/rewrit
 - ``check``: the glue raises or does nothing, then the original runs;
 - ``fact``: a platform probe, answered with the device's identity (docs/fallback.md);
 - ``scoped``: for the original's call, one name of its module (a probe it reads inside a
-  larger function, or a table) answers the glue's decision; the series replaces that
-  operand or look-up instead;
+  larger function, a table, or ``get_platform`` answering some facts by a decision)
+  answers the glue's decision; the series replaces that operand or look-up instead;
 - ``scoped_self``: the same for probes a method reads from its instance (bound at init,
   ``self._get_device_sm``): for the original's call, each named attribute of ``self``
   answers the glue's value; the series replaces the calls with the replace forms;
@@ -106,15 +106,16 @@ def fact(name: str) -> Callable:
     return around
 
 
-def scoped(ask: Callable, name: str, value: bool = False) -> Callable:
+def scoped(ask: Callable, name: str, value: bool = False, with_args: bool = False) -> Callable:
     """``scoped`` form: while the original runs, its module's ``name`` (a probe it calls
     inside a larger function; ``value``: a table it reads) answers ``ask()``, or stays
-    SGLang's where ``ask`` answers ``None``.  The series replaces the same operand or
-    look-up with the same glue function's replace form."""
+    SGLang's where ``ask`` answers ``None``; ``with_args``: ``ask`` is given the original's
+    arguments (the answer depends on the call, e.g. a model override's).  The series
+    replaces the same operand or look-up with the same glue function's replace form."""
     asking = _naming_the_kill_switch(ask)
 
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
-        arch_answer = asking()
+        arch_answer = asking(*args, **kwargs) if with_args else asking()
         if arch_answer is None:
             return original(*args, **kwargs)
         module = sys.modules[original.__module__]
