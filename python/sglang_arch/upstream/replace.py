@@ -16,6 +16,10 @@ comes and goes between releases, and puts one read of the registry in its place:
 - ``ReplaceCall``: every call of a probe a method binds to a local (``get_device_sm =
   self._get_device_sm`` ... ``get_device_sm()``) becomes one glue call, and the binding,
   read by nothing else, goes;
+- ``ReplaceFact``: in the one conditional (an ``if`` at any depth, or ``a if c else b``)
+  whose test reads a platform fact and which holds a given string literal, the read of
+  the fact becomes one glue call (a decision written inline in a larger function, such
+  as a model override's arm);
 - ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
   code reads any more; a module left without code is removed.
 
@@ -116,6 +120,18 @@ class ReplaceCall(_Labelled):
 
 
 @dataclass(frozen=True)
+class ReplaceFact(_Labelled):
+    qualname: str
+    params: Tuple[str, ...]
+    fact: str  # the platform fact the conditional's test reads (``get_platform().is_blackwell``)
+    marker: Optional[str]  # a string literal the conditional holds, which tells it from the others
+    # reading the fact; None: every conditional of the function whose test reads it
+    call: str
+    args: Tuple[str, ...]
+    what: str = "platform fact read"
+
+
+@dataclass(frozen=True)
 class Delete:
     names: Tuple[str, ...]  # module-level names, or ``Class.attr``: must be gone afterwards
     unused: Tuple[str, ...] = ()  # deleted only where present and no longer read (dead after the step)
@@ -126,8 +142,9 @@ class Delete:
         return f"{', '.join(self.names + self.unused)} ({self.what})"
 
 
-Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, Delete]
-EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, Delete)
+Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact,
+             Delete]
+EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact, Delete)
 
 
 def calls_glue(edit: Edit) -> bool:
@@ -235,7 +252,93 @@ def apply(module: cst.Module, edit: Edit, alias: str) -> Tuple[cst.Module, bool]
         return _replace_span(module, fn, edit, alias)
     if isinstance(edit, ReplaceCall):
         return _replace_call(module, fn, edit, alias)
+    if isinstance(edit, ReplaceFact):
+        return _replace_fact(module, fn, edit, alias)
     return _and_condition(module, fn, edit, alias)
+
+
+class _Conditionals(cst.CSTVisitor):
+    """The ``if`` statements and ``a if c else b`` expressions whose test reads ``fact`` and
+    which hold the string literal ``marker``."""
+
+    def __init__(self, fact: str, marker: Optional[str]) -> None:
+        super().__init__()
+        self.fact, self.marker, self.found = fact, marker, []
+
+    def _visit(self, node: Union[cst.If, cst.IfExp]) -> None:
+        if self.fact in reads(node.test).attrs and (self.marker is None or self.marker in _literals(node)):
+            self.found.append(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._visit(node)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._visit(node)
+
+
+def _literals(node: cst.CSTNode) -> Set[str]:
+    class _Strings(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: Set[str] = set()
+
+        def visit_SimpleString(self, string: cst.SimpleString) -> None:
+            value = string.evaluated_value
+            if isinstance(value, str):
+                self.values.add(value)
+
+    strings = _Strings()
+    node.visit(strings)
+    return strings.values
+
+
+class _SwapFact(cst.CSTTransformer):
+    """In the tests of the conditionals found (``tests``): ``<expr>.fact`` -> ``call``."""
+
+    def __init__(self, tests: Sequence[cst.BaseExpression], fact: str, call: cst.BaseExpression) -> None:
+        super().__init__()
+        self.in_test = {id(n) for test in tests for n in _nodes(test)}
+        self.fact, self.call, self.swapped = fact, call, 0
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if id(original) in self.in_test and original.attr.value == self.fact:
+            self.swapped += 1
+            return self.call
+        return updated
+
+
+def _nodes(node: cst.CSTNode) -> List[cst.CSTNode]:
+    out: List[cst.CSTNode] = []
+
+    class _All(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            out.append(n)
+            return True
+
+    node.visit(_All())
+    return out
+
+
+def _replace_fact(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceFact, alias: str):
+    finder = _Conditionals(edit.fact, edit.marker)
+    fn.visit(finder)
+    found = finder.found
+    if edit.marker is not None:
+        # the innermost: an enclosing conditional holds the marker too only through this one
+        found = [n for n in found if not any(o is not n and any(o is m for m in _nodes(n)) for o in found)]
+    held = "" if edit.marker is None else f" and holds {edit.marker!r}"
+    if not found:
+        if _calls(fn, alias, edit.call):
+            return module, True
+        raise Mismatch(f"no conditional of it tests .{edit.fact}{held} any more")
+    if edit.marker is not None and len(found) > 1:
+        raise Mismatch(f"{len(found)} conditionals of it test .{edit.fact}{held}, expected 1")
+    call = cst.parse_expression(_glue_call(alias, edit.call, edit.args))
+    tests = [n.test for n in found]
+    swap = _SwapFact(tests, edit.fact, call)
+    new_fn = cst.ensure_type(fn.visit(swap), cst.FunctionDef)
+    assert swap.swapped, "each conditional's test reads the fact"
+    return replace_function(module, edit.qualname, new_fn), False
 
 
 class _SwapCalls(cst.CSTTransformer):

@@ -26,6 +26,7 @@ from .replace import (
     ReplaceArms,
     ReplaceBody,
     ReplaceCall,
+    ReplaceFact,
     ReplaceOperands,
     ReplaceSpan,
 )
@@ -197,6 +198,16 @@ STEPS: Tuple[Step, ...] = (
             ReplaceCall("DeepseekSparseAttnBackend.set_dsa_prefill_impl", ("self", "forward_batch"),
                         "is_blackwell", "dsa_flashmla_sparse_band_here", ("self",),
                         what="FlashMLA variant's Blackwell check"),
+        )),
+        # Model overrides whose arm is a platform fact read inside the function: the read
+        # becomes the registry's decision (policies/minicpm.py, policies/minimax_m3.py).
+        ModulePlan("srt/arg_groups/model_overrides/minicpm.py", "attention", (
+            ReplaceFact("_minicpm_sala_overrides", ("server_args", "hf_config"), "is_blackwell", "minicpm_flashinfer",
+                        "minicpm_sparse_flashinfer_here", (), what="MiniCPM sparse backend's Blackwell check"),
+        )),
+        ModulePlan("srt/arg_groups/model_overrides/minimax_m3.py", "attention", (
+            ReplaceFact("_minimax_m3_overrides", ("server_args", "hf_config"), "is_blackwell", None,
+                        "minimax_m3_blackwell_arm_here", (), what="M3.1 NVFP4 arm's Blackwell checks"),
         )),
         # Linear attention: each phase's kernel default (policies/linear_attention.py).
         ModulePlan("srt/arg_groups/attention_hook.py", "attention", (

@@ -663,10 +663,8 @@ def minicpm_sparse_platform(server_args: Any, hf_config: Any) -> Optional[Any]:
     backend to its dense one (the attention guards judge that), and where the registry
     does not decide.
     """
-    if sys.modules[_MINICPM].envs.SGLANG_MINICPM_FORCE_DENSE.get():
-        return None
     decision = _minicpm_sparse_decision()
-    if decision is None:
+    if decision is None or sys.modules[_MINICPM].envs.SGLANG_MINICPM_FORCE_DENSE.get():
         return None
     from sglang.srt.runtime_context import get_platform
 
