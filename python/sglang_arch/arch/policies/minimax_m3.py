@@ -22,6 +22,11 @@ arm, as upstream).  The kernel catalog says whether that arm's kernels run
 MegaMoE is SM100/SM103-only) no arm runs here, since switching arms at this site alone
 would split the shared answer (the experts' method then refuses Marlin's runner); the
 decision says so, and SGLang's own checks and the attention guards act on what it sets.
+
+The MoE guard (``glue/moe.py`` ``moe_runner_backend``) does not judge this arm's runners:
+the arguments' quantization is ``minimax_m3_nvfp4`` (the override declares it from the
+checkpoint's mxfp8 + NVFP4 packed experts), whose experts no kind of the catalog models
+(``kind_of`` answers None), and MegaMoE is the all-to-all backend, not a runner.
 """
 
 from __future__ import annotations
