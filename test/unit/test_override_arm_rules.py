@@ -184,3 +184,16 @@ def test_replace_fact_without_a_marker_swaps_every_read_and_refuses_what_is_not_
     with pytest.raises(Mismatch, match="2 conditionals"):
         _apply(replace.ReplaceFact("overrides", ("server_args", "hf_config"), "is_blackwell", "a", "x", ()),
                _SOURCE.replace('"minicpm_flashinfer"', '"a"').replace('"marlin"', '"a"'))
+
+
+def test_explain_shows_both_decisions():
+    from sglang_arch.arch.decisions import explain
+
+    d = explain("12.0")
+    labels = {row[0]: row[1] for row in d.named()}
+    assert labels["MiniCPM sparse"] == "minicpm_flashinfer"
+    assert labels["M3.1 NVFP4 arm"] == "Blackwell (cannot run)"
+    attention = d.to_dict()["attention"]
+    assert attention["minicpm_sparse"]["backend"] == "minicpm_flashinfer"
+    assert attention["minimax_m3_nvfp4"] == dict(attention["minimax_m3_nvfp4"], blackwell_arm=True, runs=False)
+    assert explain("13.0").named()[-2][1] == "SGLang's (minicpm_flashinfer)"

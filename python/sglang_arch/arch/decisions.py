@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives, deterministic, dsa, moe, speculative, vision
+from .policies import attention, collectives, deterministic, dsa, minicpm, minimax_m3, moe, speculative, vision
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
 
@@ -45,6 +45,9 @@ class Decisions:
     fp4_gemm: Optional[moe.Choice] = None
     # The page size a server gets with FA4 for a non-MLA model, no speculative top-k > 1
     fa4_page_size: Optional[attention.PageSizeDecision] = None
+    # MiniCPM's sparse backend (no backend set) and M3.1 NVFP4's arm (their model overrides)
+    minicpm_sparse: Optional[minicpm.SparseDecision] = None
+    minimax_m3_nvfp4: Optional[minimax_m3.ArmDecision] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -72,7 +75,11 @@ class Decisions:
             ("hybrid linear draft", self.hybrid_linear_draft.backend or "-", self.hybrid_linear_draft.reason,
              self.hybrid_linear_draft.dropped),
         ) + ((("FA4 page size", _page(self.fa4_page_size), self.fa4_page_size.reason, ()),)
-             if self.fa4_page_size is not None else ())
+             if self.fa4_page_size is not None else ()) + (
+            (("MiniCPM sparse", self.minicpm_sparse.backend or f"SGLang's ({self.minicpm_sparse.preferred})",
+              self.minicpm_sparse.reason, ()),) if self.minicpm_sparse is not None else ()) + (
+            (("M3.1 NVFP4 arm", _arm(self.minimax_m3_nvfp4), self.minimax_m3_nvfp4.reason, ()),)
+            if self.minimax_m3_nvfp4 is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -123,6 +130,12 @@ class Decisions:
                                         "dropped": _dropped(self.hybrid_linear_draft.dropped)},
                 "fa4_page_size": None if self.fa4_page_size is None else {
                     "page_size": self.fa4_page_size.page_size, "reason": self.fa4_page_size.reason},
+                "minicpm_sparse": None if self.minicpm_sparse is None else {
+                    "backend": self.minicpm_sparse.backend, "upstream_rule": self.minicpm_sparse.preferred,
+                    "reason": self.minicpm_sparse.reason},
+                "minimax_m3_nvfp4": None if self.minimax_m3_nvfp4 is None else {
+                    "blackwell_arm": self.minimax_m3_nvfp4.blackwell, "runs": self.minimax_m3_nvfp4.runs,
+                    "reason": self.minimax_m3_nvfp4.reason},
             },
             "moe_gemm": {
                 "moe_runner": {kind: _choice(c) for kind, c in (self.moe_runner or {}).items()},
@@ -135,6 +148,10 @@ class Decisions:
 
 def _page(d: attention.PageSizeDecision) -> str:
     return "kept" if d.page_size is None else str(d.page_size)
+
+
+def _arm(d: minimax_m3.ArmDecision) -> str:
+    return ("Blackwell" if d.blackwell else "other GPUs") + ("" if d.runs else " (cannot run)")
 
 
 def _choice(c: Optional[moe.Choice]) -> Optional[Dict[str, Any]]:
@@ -181,6 +198,8 @@ def decide(
         fp8_gemm=moe.fp8_gemm(res, traits.cuda),
         fp4_gemm=moe.fp4_gemm(res, traits.cuda),
         fa4_page_size=attention.fa4_page_size(res, cuda=traits.cuda),
+        minicpm_sparse=minicpm.sparse_backend(res, traits.cuda),
+        minimax_m3_nvfp4=minimax_m3.nvfp4_arm(res, traits.cuda),
     )
 
 

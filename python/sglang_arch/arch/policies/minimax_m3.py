@@ -70,10 +70,10 @@ def nvfp4_arm(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0),
         if verdict is not None and not verdict.runs:
             refused.append(f"{choice}: {verdict.reason}")
     where = f"{res.requested} (tier {res.resolved}, {res.match})"
-    picked = "Blackwell arm (" + ", ".join(c for _, c, _, _ in uses) + ")" if blackwell else \
-        "arm for other GPUs (" + ", ".join(c for _, c, _, _ in uses) + ")"
+    kernels = ", ".join(choice for _, choice, _, _ in uses)
+    arm_name = "Blackwell arm" if blackwell else "arm for other GPUs"
     why = (f"{where} is {'' if blackwell else 'not '}Blackwell, as the experts' method, the projections and the "
-           f"KV pool read it: the {picked}")
+           f"KV pool read it: the {arm_name} ({kernels})")
     if not refused:
         return ArmDecision(blackwell, True, f"{why}; its kernels run here")
     return ArmDecision(blackwell, False, f"{why}; it cannot run here ({'; '.join(refused)}), and the other arm "
