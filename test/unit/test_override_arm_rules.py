@@ -97,6 +97,9 @@ def _ctx(cap):
 
 def test_the_guards_swap_minicpm_for_minicpm_and_never_for_a_general_backend(monkeypatch):
     monkeypatch.setattr(ga, "_fuse_topk", lambda: False)
+    monkeypatch.setattr(ga, "_force_dense", lambda: True)  # the override maps it to a dense backend
+    assert ga._replacement(_ctx("10.0"), object(), minicpm.FLASHATTN, ("prefill",), None) is None
+    monkeypatch.setattr(ga, "_force_dense", lambda: False)
     swap = ga._replacement(_ctx("10.0"), object(), minicpm.FLASHATTN, ("prefill", "decode"), None)
     assert swap.backend == minicpm.FLASHINFER and "infllm_v2" in swap.reason
     assert ga._replacement(_ctx("12.0"), object(), minicpm.FLASHATTN, ("prefill",), None) is None
@@ -105,6 +108,9 @@ def test_the_guards_swap_minicpm_for_minicpm_and_never_for_a_general_backend(mon
 
 def test_a_user_passed_minicpm_backend_that_cannot_run_is_refused(monkeypatch):
     monkeypatch.setattr(ga, "_fuse_topk", lambda: False)
+    monkeypatch.setattr(ga, "_force_dense", lambda: True)  # mapped to fa4, which runs: not refused
+    ga._check_minicpm_backend(_ctx("10.0"), "--attention-backend", minicpm.FLASHATTN)
+    monkeypatch.setattr(ga, "_force_dense", lambda: False)
     with pytest.raises(ga.ArchDecisionError, match="infllm_v2 has no build for 10.0.*valid here: minicpm_flashinfer"):
         ga._check_minicpm_backend(_ctx("10.0"), "--attention-backend", minicpm.FLASHATTN)
     ga._check_minicpm_backend(_ctx("9.0"), "--attention-backend", minicpm.FLASHATTN)  # runs: nothing raised

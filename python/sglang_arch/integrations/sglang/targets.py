@@ -317,7 +317,7 @@ def all_targets() -> List[Target]:
         # call, the module's get_platform() answers that fact by the registry's decision.
         Target("MiniCPM sparse attention", f"{_MO}.minicpm._minicpm_sala_overrides",
                scoped(attention.minicpm_sparse_platform, "get_platform", with_args=True),
-               ("server_args", "hf_config"), ("get_platform", "envs"), provider=True),
+               ("server_args", "hf_config"), ("get_platform",), provider=True),
         Target("MiniMax-M3 NVFP4 arm", f"{_MO}.minimax_m3._minimax_m3_overrides",
                scoped(attention.minimax_m3_platform, "get_platform", with_args=True),
                ("server_args", "hf_config"), ("get_platform",), provider=True),

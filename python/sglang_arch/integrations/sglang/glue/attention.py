@@ -643,6 +643,15 @@ def _fuse_topk() -> bool:
     return bool(envs.SGLANG_MINICPM_FUSE_TOPK.get())
 
 
+def _force_dense() -> bool:
+    """``SGLANG_MINICPM_FORCE_DENSE``: MiniCPM's override maps each MiniCPM backend to a
+    dense one (``minicpm_flashattn`` -> fa4 / fa3, ``minicpm_flashinfer`` -> flashinfer),
+    which the guards judge once mapped; the MiniCPM backend itself is never built."""
+    from sglang.srt.environ import envs
+
+    return bool(envs.SGLANG_MINICPM_FORCE_DENSE.get())
+
+
 def _minicpm_sparse_decision() -> Optional[Any]:
     """The registry's MiniCPM sparse backend; None without an NVIDIA GPU, off CUDA, or
     where no MiniCPM sparse backend runs here (SGLang's own pick stays)."""
@@ -664,7 +673,7 @@ def minicpm_sparse_platform(server_args: Any, hf_config: Any) -> Optional[Any]:
     does not decide.
     """
     decision = _minicpm_sparse_decision()
-    if decision is None or sys.modules[_MINICPM].envs.SGLANG_MINICPM_FORCE_DENSE.get():
+    if decision is None or _force_dense():
         return None
     from sglang.srt.runtime_context import get_platform
 
@@ -689,6 +698,8 @@ def minicpm_replacement(ctx: Any, name: str) -> Optional[Any]:
     """What the guards build instead of MiniCPM sparse backend ``name`` where its kernels
     have no build here: the other MiniCPM sparse backend where that runs; None where
     ``name`` runs, or where neither does (no other backend serves the sparse layers)."""
+    if _force_dense():
+        return None
     swap = ctx.minicpm_replacement(name, _fuse_topk())
     if swap is None:
         return None
@@ -698,7 +709,10 @@ def minicpm_replacement(ctx: Any, name: str) -> Optional[Any]:
 
 
 def _check_minicpm_backend(ctx: Any, flag: str, name: str) -> None:
-    """Refuse a MiniCPM sparse backend the user passed whose kernels have no build here."""
+    """Refuse a MiniCPM sparse backend the user passed whose kernels have no build here
+    (under ``SGLANG_MINICPM_FORCE_DENSE`` the dense backend it maps to is judged instead)."""
+    if _force_dense():
+        return
     check = ctx.check_minicpm_backend(name, _fuse_topk())
     if check.runs is not False:
         return
