@@ -326,9 +326,6 @@ def test_every_covers_entry_takes_one_decision_of_the_release(installed):
             assert getattr(hit[0], routing.name) == "routed"
 
 
-@pytest.mark.xfail(strict=True, reason="routing in progress: the decisions left are listed in "
-                                       "docs/capability-sites.md; strict, so this fails once they are all routed "
-                                       "(then drop the mark)")
 def test_no_unrouted_decision_in_the_three_concerns(installed):
     """The project's bar: 0 decisions in collectives, fusion and attention/* that the
     registry does not take, for the plugin and for the patched tree."""

@@ -61,7 +61,8 @@ def test_every_kernel_has_sources_and_known_targets():
     for name, entry in KERNELS.items():
         assert entry["sources"] and entry["summary"], name
         assert all(catalog.parse_target(t) for t in entry["targets"]), name
-    used = {use["kernel"] for by_choice in CHOICES.values() for uses in by_choice.values() for use in uses}
+    used = {kernel for by_choice in CHOICES.values() for uses in by_choice.values() for use in uses
+            for kernel in (use["kernel"], *use.get("with", ()))}
     assert used == set(KERNELS), "a kernel no choice uses, or a use of a kernel the catalog lacks"
 
 

@@ -60,7 +60,8 @@ def test_to_dict_keys():
                                      "dropped": []}
     assert set(d["attention"]["mla"]) == {"prefill", "decode", "reason", "dropped"}
     assert set(d["attention"]) == {"mha", "mla", "deterministic", "dsa", "vision", "hybrid_linear_draft",
-                                   "fa4_page_size", "dsv4_attention"}
+                                   "fa4_page_size", "dsv4_attention", "minicpm_sparse",
+                                   "minimax_m3_nvfp4"}
     # FA4 on Hopper: no tcgen05 kernel, the page size is kept (overrides.py _fa4_page_constraint: is_sm100)
     assert d["attention"]["fa4_page_size"]["page_size"] is None
     assert set(d["attention"]["deterministic"]["mha"]) == {"backend", "upstream_rule", "reason", "dropped"}

@@ -131,6 +131,7 @@ class Use:
     kernel: str
     kinds: Optional[Tuple[str, ...]] = None  # None: every kind
     phases: Optional[Tuple[str, ...]] = None  # None: every phase
+    needs: Tuple[str, ...] = ()  # kernels the choice runs beside ``kernel`` ("with"): all must run
 
     def serves(self, kind: Optional[str], phase: Optional[str]) -> bool:
         return ((kind is None or self.kinds is None or kind in self.kinds)
@@ -156,9 +157,11 @@ def _build_choices(raw: Mapping[str, Mapping[str, Sequence[Mapping]]],
         for choice, uses in by_choice.items():
             built = []
             for use in uses:
-                if use["kernel"] not in kernels:
-                    raise ValueError(f"kernel catalog: {decision}:{choice} uses unknown kernel {use['kernel']!r}")
-                built.append(Use(use["kernel"], _tuple(use.get("kinds")), _tuple(use.get("phases"))))
+                for kernel in (use["kernel"], *use.get("with", ())):
+                    if kernel not in kernels:
+                        raise ValueError(f"kernel catalog: {decision}:{choice} uses unknown kernel {kernel!r}")
+                built.append(Use(use["kernel"], _tuple(use.get("kinds")), _tuple(use.get("phases")),
+                                 tuple(use.get("with", ()))))
             choices[(decision, choice)] = tuple(built)
     return choices
 
@@ -188,7 +191,7 @@ def choice_runs(decision: str, choice: str, device: Devices, cuda: Cuda = None,
     """Whether ``choice`` of ``decision`` has a kernel for ``device``; None: not in the catalog.
 
     A choice runs when any kernel it uses for this model kind and phase runs on the
-    device; given several devices (a mixed node: ``Resolution.identities``), on each of
+    device, with every kernel that use needs beside it (``with``); given several devices (a mixed node: ``Resolution.identities``), on each of
     them.  The verdict's reason names the kernel that runs, or every one that does not.
     """
     uses = _CHOICES.get((decision, choice))
@@ -204,10 +207,12 @@ def choice_runs(decision: str, choice: str, device: Devices, cuda: Cuda = None,
         return Verdict(False, f"{choice} has no kernel for {what}")
     refusals = []
     for use in serving:
-        verdict = CATALOG[use.kernel].runs_on(device, cuda)
-        if verdict.runs:
-            return verdict
-        refusals.append(verdict.reason)
+        verdicts = [CATALOG[kernel].runs_on(device, cuda) for kernel in (use.kernel, *use.needs)]
+        refused = [v.reason for v in verdicts if not v.runs]
+        if not refused:
+            return verdicts[0] if not use.needs else Verdict(
+                True, "; ".join(v.reason for v in verdicts), use.kernel)
+        refusals.extend(r for r in refused if r not in refusals)
     return Verdict(False, "; ".join(refusals))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives, deterministic, dsa, moe, speculative, vision
+from .policies import attention, collectives, deterministic, dsa, minicpm, minimax_m3, moe, speculative, vision
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
 
@@ -47,6 +47,9 @@ class Decisions:
     fa4_page_size: Optional[attention.PageSizeDecision] = None
     # What DeepSeek-V4.1's --dsv4-attn-backend auto may become (SGLang's other conditions apart)
     dsv4_attention: Optional[dsa.Dsv4MegaDecision] = None
+    # MiniCPM's sparse backend (no backend set) and M3.1 NVFP4's arm (their model overrides)
+    minicpm_sparse: Optional[minicpm.SparseDecision] = None
+    minimax_m3_nvfp4: Optional[minimax_m3.ArmDecision] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -76,7 +79,11 @@ class Decisions:
         ) + ((("FA4 page size", _page(self.fa4_page_size), self.fa4_page_size.reason, ()),)
              if self.fa4_page_size is not None else ()) + (
             (("DeepSeek-V4.1 auto", _dsv4(self.dsv4_attention), self.dsv4_attention.reason, ()),)
-            if self.dsv4_attention is not None else ())
+            if self.dsv4_attention is not None else ()) + (
+            (("MiniCPM sparse", self.minicpm_sparse.backend or f"SGLang's ({self.minicpm_sparse.preferred})",
+              self.minicpm_sparse.reason, ()),) if self.minicpm_sparse is not None else ()) + (
+            (("M3.1 NVFP4 arm", _arm(self.minimax_m3_nvfp4), self.minimax_m3_nvfp4.reason, ()),)
+            if self.minimax_m3_nvfp4 is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -129,6 +136,12 @@ class Decisions:
                     "page_size": self.fa4_page_size.page_size, "reason": self.fa4_page_size.reason},
                 "dsv4_attention": None if self.dsv4_attention is None else {
                     "auto": _dsv4(self.dsv4_attention), "reason": self.dsv4_attention.reason},
+                "minicpm_sparse": None if self.minicpm_sparse is None else {
+                    "backend": self.minicpm_sparse.backend, "upstream_rule": self.minicpm_sparse.preferred,
+                    "reason": self.minicpm_sparse.reason},
+                "minimax_m3_nvfp4": None if self.minimax_m3_nvfp4 is None else {
+                    "blackwell_arm": self.minimax_m3_nvfp4.blackwell, "runs": self.minimax_m3_nvfp4.runs,
+                    "reason": self.minimax_m3_nvfp4.reason},
             },
             "moe_gemm": {
                 "moe_runner": {kind: _choice(c) for kind, c in (self.moe_runner or {}).items()},
@@ -146,6 +159,10 @@ def _page(d: attention.PageSizeDecision) -> str:
 def _dsv4(d: dsa.Dsv4MegaDecision) -> str:
     """What ``auto`` becomes for DeepSeek-V4.1 with an FP8 KV cache, no attention TP and a V4.1 layout."""
     return dsa.DSV4_MEGA if d.allowed else "flashmla"
+
+
+def _arm(d: minimax_m3.ArmDecision) -> str:
+    return ("Blackwell" if d.blackwell else "other GPUs") + ("" if d.runs else " (cannot run)")
 
 
 def _choice(c: Optional[moe.Choice]) -> Optional[Dict[str, Any]]:
@@ -193,6 +210,8 @@ def decide(
         fp4_gemm=moe.fp4_gemm(res, traits.cuda),
         fa4_page_size=attention.fa4_page_size(res, cuda=traits.cuda),
         dsv4_attention=dsa.dsv4_mega_default(res, traits.cuda),
+        minicpm_sparse=minicpm.sparse_backend(res, traits.cuda),
+        minimax_m3_nvfp4=minimax_m3.nvfp4_arm(res, traits.cuda),
     )
 
 

@@ -125,6 +125,16 @@ KERNELS: Dict[str, Dict[str, Any]] = {
                     "flash_mla_mega_decode (deepseek_v4_mega_backend.py); deepseek_v4_hook.py: 'flashmla_mega "
                     "requires DeepSeek-V4.1 on SM100/SM103'"],
     },
+    "infllm_v2": {
+        "summary": "InfLLM-V2 stage-1 block scoring and 1-D max pooling (sgl-kernel infllm_ops): the top-k block "
+                   "selection of MiniCPM's sparse attention",
+        "targets": ["sm_80", "sm_90", "sm_120a"],
+        "binary": "sgl_kernel/infllm_ops.cpython-310-x86_64-linux-gnu.so",
+        "sources": [_CUOBJDUMP + ": sglang-kernel 0.4.10 infllm_ops.cpython-310-x86_64-linux-gnu.so = sm_80 sm_90 "
+                                 "sm_120a, no PTX",
+                    "sglang 0.5.23 layers/attention/minicpm/sparse_utils.py compressed_attention: "
+                    "infllmv2_attn_stage1, max_pooling_1d_varlen"],
+    },
     "triton": {
         "summary": "Triton kernels, compiled for the device (sm_XY, 'a' from 9.0) by Triton's own ptxas",
         "targets": ["jit:7.0+"],
@@ -464,6 +474,24 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     "dsv4_attention": {
         "flashmla": [{"kernel": "flashmla"}],
         "flashmla_mega": [{"kernel": "flashmla_mega"}],
+    },
+    # MiniCPM's sparse attention backends (--attention-backend minicpm_flashattn /
+    # minicpm_flashinfer; sglang 0.5.23 layers/attention/minicpm/backend.py), per "kind"
+    # "<FlashAttention>+<top-k path>": each builds FlashAttention for its dense layers
+    # (fa_impl_ver 4 where get_platform().is_blackwell, else 3: an identity probe), selects its
+    # sparse blocks by InfLLM-V2's stage-1 kernel ("stage1") or, with minicpm_fuse_topk
+    # (is_blackwell and minicpm_flashinfer, or SGLANG_MINICPM_FUSE_TOPK), by TileLang's fused
+    # pooling top-k ("fused_topk"), and attends to them with FlashAttention
+    # (minicpm_flashattn) or FlashInfer (minicpm_flashinfer).  A use runs where its kernel and
+    # every kernel it needs ("with") run.
+    "minicpm_sparse": {
+        backend: [
+            {"kernel": build, "with": [topk, *sparse], "kinds": [f"{fa}+{path}"]}
+            for fa, builds in (("fa3", ("fa3_sm90", "fa3_sm8x")), ("fa4", ("fa4_cute",)))
+            for path, topk in (("stage1", "infllm_v2"), ("fused_topk", "tilelang"))
+            for build in builds
+        ]
+        for backend, sparse in (("minicpm_flashattn", ()), ("minicpm_flashinfer", ("flashinfer_fa2",)))
     },
     # --linear-attn-backend / --linear-attn-{prefill,decode,verify}-backend, per kernel
     # family ("gdn", "kda") and phase ("prefill", "decode", "verify")

@@ -16,7 +16,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import attention, collectives, deterministic, dsa, linear_attention, moe, platform, speculative, vision
+from .policies import (attention, collectives, deterministic, dsa, linear_attention, minicpm, minimax_m3, moe, platform,
+                       speculative, vision)
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import TOPOLOGIES, Topology
@@ -156,8 +157,21 @@ class MachineContext:
 
     def dspark_commit_kv_views(self) -> dsa.CommitKvViews:
         return dsa.dspark_commit_kv_views(self._res(), self.cuda)
+
     def dsa_dg_native_verify(self) -> dsa.VerifyLayout:
         return dsa.dg_native_verify(self._res(), self.cuda)
+
+    def minicpm_sparse_backend(self, fuse_topk: bool = False) -> minicpm.SparseDecision:
+        return minicpm.sparse_backend(self._res(), self.cuda, fuse_topk)
+
+    def minicpm_replacement(self, name: str, fuse_topk: bool = False) -> Optional[Tuple[str, str]]:
+        return minicpm.replacement(self._res(), name, self.cuda, fuse_topk)
+
+    def check_minicpm_backend(self, name: str, fuse_topk: bool = False) -> minicpm.SparseCheck:
+        return minicpm.check(self._res(), name, self.cuda, fuse_topk)
+
+    def minimax_m3_nvfp4_arm(self, trtllm_routed: bool = False) -> minimax_m3.ArmDecision:
+        return minimax_m3.nvfp4_arm(self._res(), self.cuda, trtllm_routed)
 
     def moe_runner(self, quant: str, model_arch: str = "", explicit_quantization: bool = False) -> moe.Choice:
         return moe.moe_runner(self._res(), quant, self.cuda, model_arch, explicit_quantization)

@@ -18,7 +18,9 @@ comes and goes between releases, and puts one read of the registry in its place:
   in its body) becomes one glue call, and the binding or the local import, read by
   nothing else, goes;
 - ``ReplaceFact``: every inline read of one platform fact (``get_platform().is_blackwell``)
-  in a function becomes one glue call;
+  in a function becomes one glue call; with a ``marker``, only the read in the test of the
+  one conditional (an ``if`` at any depth, or ``a if c else b``) that holds that string
+  literal (a decision written inline in a larger function, such as a model override's arm);
 - ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
   code reads any more; a module left without code is removed.
 
@@ -126,6 +128,9 @@ class ReplaceFact(_Labelled):
     call: str
     args: Tuple[str, ...]
     what: str = "platform fact"
+    # a string literal the one conditional whose test is replaced holds (it tells that one
+    # from the others reading the fact); None: every read of the fact in the function
+    marker: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,41 @@ def apply(module: cst.Module, edit: Edit, alias: str) -> Tuple[cst.Module, bool]
     return _and_condition(module, fn, edit, alias)
 
 
+class _Conditionals(cst.CSTVisitor):
+    """The ``if`` statements and ``a if c else b`` expressions whose test reads ``fact`` and
+    which hold the string literal ``marker``."""
+
+    def __init__(self, fact: str, marker: Optional[str]) -> None:
+        super().__init__()
+        self.fact, self.marker, self.found = fact, marker, []
+
+    def _visit(self, node: Union[cst.If, cst.IfExp]) -> None:
+        if self.fact in reads(node.test).attrs and (self.marker is None or self.marker in _literals(node)):
+            self.found.append(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        self._visit(node)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._visit(node)
+
+
+def _literals(node: cst.CSTNode) -> Set[str]:
+    class _Strings(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: Set[str] = set()
+
+        def visit_SimpleString(self, string: cst.SimpleString) -> None:
+            value = string.evaluated_value
+            if isinstance(value, str):
+                self.values.add(value)
+
+    strings = _Strings()
+    node.visit(strings)
+    return strings.values
+
+
 class _SwapCalls(cst.CSTTransformer):
     """``name()`` (no arguments) -> ``call``."""
 
@@ -299,23 +339,58 @@ def _replace_call(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceCall, al
 
 
 class _SwapFact(cst.CSTTransformer):
-    """``get_platform().<fact>`` -> ``call``."""
+    """``get_platform().<fact>`` -> ``call`` (only the nodes in ``within``, where given)."""
 
-    def __init__(self, fact: str, call: cst.BaseExpression) -> None:
+    def __init__(self, fact: str, call: cst.BaseExpression, within: Optional[Set[int]] = None) -> None:
         super().__init__()
-        self.fact, self.call, self.swapped = fact, call, 0
+        self.fact, self.call, self.within, self.swapped = fact, call, within, 0
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         value = updated.value
         if (updated.attr.value == self.fact and isinstance(value, cst.Call) and not value.args
-                and (dotted_name(value.func) or "").split(".")[-1] == "get_platform"):
+                and (dotted_name(value.func) or "").split(".")[-1] == "get_platform"
+                and (self.within is None or id(original) in self.within)):
             self.swapped += 1
             return self.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return updated
 
 
+def _nodes(node: cst.CSTNode) -> List[cst.CSTNode]:
+    out: List[cst.CSTNode] = []
+
+    class _All(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            out.append(n)
+            return True
+
+    node.visit(_All())
+    return out
+
+
+def _marked_test(fn: cst.FunctionDef, fact: str, marker: str) -> cst.BaseExpression:
+    """The test of the one innermost conditional of ``fn`` that reads ``fact`` and holds
+    the string literal ``marker``; Mismatch where there is none or more than one."""
+    finder = _Conditionals(fact, marker)
+    fn.visit(finder)
+    found = finder.found
+    # the innermost: an enclosing conditional holds the marker too only through this one
+    found = [n for n in found if not any(o is not n and any(o is m for m in _nodes(n)) for o in found)]
+    if len(found) != 1:
+        raise Mismatch(f"{len(found)} conditionals of it test .{fact} and hold {marker!r}, expected 1")
+    return found[0].test
+
+
 def _replace_fact(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceFact, alias: str):
-    swap = _SwapFact(edit.fact, cst.parse_expression(_glue_call(alias, edit.call, edit.args)))
+    call = cst.parse_expression(_glue_call(alias, edit.call, edit.args))
+    within = None
+    if edit.marker is not None:
+        try:
+            within = {id(n) for n in _nodes(_marked_test(fn, edit.fact, edit.marker))}
+        except Mismatch:
+            if _calls(fn, alias, edit.call):  # made already: its test reads the glue now
+                return module, True
+            raise
+    swap = _SwapFact(edit.fact, call, within)
     body = [stmt.visit(swap) for stmt in _body(fn)]
     if not swap.swapped:
         if _calls(cst.Module(body=body), alias, edit.call):

@@ -225,6 +225,17 @@ STEPS: Tuple[Step, ...] = (
             ReplaceFact("DeepseekV4ForCausalLMDSpark.project_commit_kv", ("self", "main_hidden", "pool"),
                         "is_blackwell", "dspark_commit_kv_views_here", (), what="commit-KV views' Blackwell check"),
         )),
+        # Model overrides whose arm is a platform fact read inside the function: the read
+        # becomes the registry's decision (policies/minicpm.py, policies/minimax_m3.py).
+        ModulePlan("srt/arg_groups/model_overrides/minicpm.py", "attention", (
+            ReplaceFact("_minicpm_sala_overrides", ("server_args", "hf_config"), "is_blackwell",
+                        "minicpm_sparse_flashinfer_here", (), what="MiniCPM sparse backend's Blackwell check",
+                        marker="minicpm_flashinfer"),
+        )),
+        ModulePlan("srt/arg_groups/model_overrides/minimax_m3.py", "attention", (
+            ReplaceFact("_minimax_m3_overrides", ("server_args", "hf_config"), "is_blackwell",
+                        "minimax_m3_blackwell_arm_here", (), what="M3.1 NVFP4 arm's Blackwell checks"),
+        )),
         # Linear attention: each phase's kernel default (policies/linear_attention.py).
         ModulePlan("srt/arg_groups/attention_hook.py", "attention", (
             ReplaceOperands("handle_linear_attn_backend", ("server_args",), "linear_decode_flashinfer_here", (),

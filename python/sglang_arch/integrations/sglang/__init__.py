@@ -85,7 +85,10 @@ def _register() -> None:
                 skipped.append(problem)
             continue
         if not routing.is_routed(target):
-            HookRegistry.register(target.path, target.hook, HookType.AROUND)
+            if target.provider:  # SGLang's registry holds the function: rebound where it is routed
+                routing.route(target)
+            else:
+                HookRegistry.register(target.path, target.hook, HookType.AROUND)
             late += 1
         if target.concern not in routed:
             routed.append(target.concern)

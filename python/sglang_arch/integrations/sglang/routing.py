@@ -121,6 +121,8 @@ def route(target: Target) -> bool:
     # A static method stays one (``self._select_backend()`` passes no instance).
     static = isinstance(inspect.getattr_static(owner, attr, None), staticmethod)
     setattr(owner, attr, staticmethod(routed) if static else routed)
+    if target.provider:
+        _rebind_provider(original, getattr(owner, attr))
     if target.refresh is not None:  # values the module computed from the original at import
         try:
             target.refresh(sys.modules[target.module])
@@ -129,13 +131,27 @@ def route(target: Target) -> bool:
     return True
 
 
+_OVERRIDE_BASE = "sglang.srt.arg_groups.model_override_base"
+
+
+def _rebind_provider(old: Any, new: Any) -> None:
+    """SGLang's model-override registry calls ``new`` wherever it held ``old`` (a provider
+    is registered by its decorator while its module runs, before the target is routed)."""
+    base = sys.modules.get(_OVERRIDE_BASE)
+    for fns in getattr(base, "_MODEL_OVERRIDE_FNS", {}).values():
+        fns[:] = [new if fn is old else fn for fn in fns]
+
+
 def unroute(target: Target) -> None:
     """Put SGLang's own function back (a target the entry point's full check refused)."""
     if is_routed(target):
         owner, attr = _owner_and_attr(target)
-        original = getattr(owner, attr).__wrapped__
+        routed = getattr(owner, attr)
+        original = routed.__wrapped__
         static = isinstance(inspect.getattr_static(owner, attr, None), staticmethod)
         setattr(owner, attr, staticmethod(original) if static else original)
+        if target.provider:
+            _rebind_provider(routed, original)
         _early_routed.discard(target.path)
 
 

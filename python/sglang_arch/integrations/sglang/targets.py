@@ -70,6 +70,10 @@ class Target:
     # "module.qualname" (every site of it) or "module.qualname:check" (its sites whose line
     # holds check), e.g. upstream decisions a guard at the build point overrules.
     covers: Tuple[str, ...] = ()
+    # A model override provider: SGLang's registry (``model_override_base``
+    # ``_MODEL_OVERRIDE_FNS``) holds the function itself, bound when its module was imported,
+    # so routing it rebinds it there too (``routing.route`` / ``unroute``).
+    provider: bool = False
 
     @property
     def module(self) -> str:
@@ -91,11 +95,14 @@ class Target:
 # ["attention"]) into a field the guards read (docs/differences.md D17).  Where the catalog
 # runs the pick the guards keep it; elsewhere the registry's default is what is built.
 # One check per entry, so a decision added beside one stays unrouted until judged here.
-# Left out on purpose: backends the catalog has no entry for (minicpm_flash*), DeepSeek-V4's
-# --dsv4-attn-backend (its own target below; not an --attention-backend), linear-attention
-# kernels (routed by their own targets below, not judged by these guards), DSA-internal and
-# vision/audio kernels, sizes, MoE, and sites that also pick what these guards do not judge
-# (MiniMax-M3's off-Blackwell NVFP4 arm picks the MoE runner too).
+# MiniCPM's sparse backends (minicpm_flashattn / minicpm_flashinfer) are the catalog's own
+# decision (``minicpm_sparse``): the guards replace one that cannot run only by the other
+# (``policies/minicpm.py``), and the pick between them is routed by its own target below.
+# Left out on purpose: DeepSeek-V4's --dsv4-attn-backend (its own targets below; not an
+# --attention-backend), linear-attention kernels (routed by their own targets below, not
+# judged by these guards), DSA-internal and vision/audio kernels, sizes, MoE, and sites that
+# also pick what these guards do not judge (MiniMax-M3's NVFP4 arm picks the MoE runner, the
+# all-to-all and the KV dtype too: routed by its own target below).
 _MO = "sglang.srt.arg_groups.model_overrides"
 # Model overrides that declare --attention-backend (or its prefill / decode split): the
 # resolution-time answer (``_attention_backend_default``) replaces a declared backend that
@@ -352,6 +359,14 @@ def all_targets() -> List[Target]:
         Target("DSA attention", f"{_DSA}._apply_cuda_graph_metadata",
                scoped_fact(attention.dsa_dg_native_verify, "is_sm100"),
                DSA_REPLAY_PARAMS, ("get_platform",)),
+        # Model overrides whose rule reads a platform fact inside a larger function: for the
+        # call, the module's get_platform() answers that fact by the registry's decision.
+        Target("MiniCPM sparse attention", f"{_MO}.minicpm._minicpm_sala_overrides",
+               scoped_fact(attention.minicpm_sparse_flashinfer, "is_blackwell"),
+               ("server_args", "hf_config"), ("get_platform",), provider=True),
+        Target("MiniMax-M3 NVFP4 arm", f"{_MO}.minimax_m3._minimax_m3_overrides",
+               scoped_fact(attention.minimax_m3_blackwell_arm, "is_blackwell"),
+               ("server_args", "hf_config"), ("get_platform",), provider=True),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
                covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS),

@@ -117,6 +117,9 @@ def check_explicit_backends(view: Any) -> None:
         name = getattr(view, field) if raw is None else raw.get(field)
         if name is None:
             continue
+        if name in MINICPM_SPARSE_BACKENDS:
+            _check_minicpm_backend(ctx, flag, name)
+            continue
         for phase in phases:
             check = ctx.check_backend(name, kind, phase)
             if check.valid is False:
@@ -180,7 +183,10 @@ def _replacement(ctx: Any, server_args: Any, name: str, phases: tuple, traits: M
     """What replaces ``name`` where it cannot run here: the registry's default for the
     model, or under ``--enable-deterministic-inference`` its deterministic decision
     (``policies/deterministic.py``); where no deterministic backend runs, the user's flag
-    is refused with the reason."""
+    is refused with the reason.  A MiniCPM sparse backend is replaced only by the other
+    (``minicpm_replacement``): no other backend serves MiniCPM's sparse layers."""
+    if name in MINICPM_SPARSE_BACKENDS:
+        return minicpm_replacement(ctx, name)
     swap = ctx.backend_replacement(name, phases, traits)
     if swap is None or not getattr(server_args, "enable_deterministic_inference", False):
         return swap
@@ -609,6 +615,134 @@ def mimo_local_attention_here() -> bool:
     from sglang.srt.utils import is_sm90_supported
 
     return bool(is_sm90_supported())
+
+
+# --- MiniCPM's sparse attention backends (policies/minicpm.py) ---
+
+_MINICPM = "sglang.srt.arg_groups.model_overrides.minicpm"
+MINICPM_SPARSE_BACKENDS = ("minicpm_flashattn", "minicpm_flashinfer")
+
+
+def _fuse_topk() -> bool:
+    """``SGLANG_MINICPM_FUSE_TOPK``: the fused TileLang top-k on any device."""
+    from sglang.srt.environ import envs
+
+    return bool(envs.SGLANG_MINICPM_FUSE_TOPK.get())
+
+
+def _force_dense() -> bool:
+    """``SGLANG_MINICPM_FORCE_DENSE``: MiniCPM's override maps each MiniCPM backend to a
+    dense one (``minicpm_flashattn`` -> fa4 / fa3, ``minicpm_flashinfer`` -> flashinfer),
+    which the guards judge once mapped; the MiniCPM backend itself is never built."""
+    from sglang.srt.environ import envs
+
+    return bool(envs.SGLANG_MINICPM_FORCE_DENSE.get())
+
+
+def _minicpm_sparse_decision() -> Optional[Any]:
+    """The registry's MiniCPM sparse backend; None without an NVIDIA GPU, off CUDA, or
+    where no MiniCPM sparse backend runs here (SGLang's own pick stays)."""
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    decision = ctx.minicpm_sparse_backend(_fuse_topk())
+    return decision if decision.backend is not None else None
+
+
+@fail_open
+def minicpm_sparse_flashinfer() -> Optional[bool]:
+    """``_minicpm_sala_overrides``: a sparse-attention MiniCPM with no backend set gets
+    ``minicpm_flashinfer`` where its ``get_platform().is_blackwell`` is true, else
+    ``minicpm_flashattn``; for that call the registry's decision answers the fact
+    (``policies/minicpm.py``): whether its MiniCPM sparse backend is ``minicpm_flashinfer``.
+    None (SGLang's own probe) under ``SGLANG_MINICPM_FORCE_DENSE``, whose arm reads the
+    same fact to map each MiniCPM backend to its dense one (the attention guards judge
+    that), and where the registry does not decide.
+    """
+    decision = _minicpm_sparse_decision()
+    if decision is None or _force_dense():
+        return None
+    return decision.backend == "minicpm_flashinfer"
+
+
+def minicpm_sparse_flashinfer_here() -> bool:
+    """The replace form of ``get_platform().is_blackwell`` in the sparse arm of
+    ``_minicpm_sala_overrides``: whether the registry's MiniCPM sparse backend is
+    ``minicpm_flashinfer``, else SGLang's probe."""
+    decision = fail_open(_minicpm_sparse_decision)()
+    if decision is not None:
+        return decision.backend == "minicpm_flashinfer"
+    from sglang.srt.runtime_context import get_platform
+
+    return bool(get_platform().is_blackwell)
+
+
+def minicpm_replacement(ctx: Any, name: str) -> Optional[Any]:
+    """What the guards build instead of MiniCPM sparse backend ``name`` where its kernels
+    have no build here: the other MiniCPM sparse backend where that runs; None where
+    ``name`` runs, or where neither does (no other backend serves the sparse layers)."""
+    if _force_dense():
+        return None
+    swap = ctx.minicpm_replacement(name, _fuse_topk())
+    if swap is None:
+        return None
+    from ....arch.policies.attention import Replacement
+
+    return Replacement(*swap)
+
+
+def _check_minicpm_backend(ctx: Any, flag: str, name: str) -> None:
+    """Refuse a MiniCPM sparse backend the user passed whose kernels have no build here
+    (under ``SGLANG_MINICPM_FORCE_DENSE`` the dense backend it maps to is judged instead)."""
+    if _force_dense():
+        return
+    check = ctx.check_minicpm_backend(name, _fuse_topk())
+    if check.runs is not False:
+        return
+    runs = [
+        other
+        for other in MINICPM_SPARSE_BACKENDS
+        if ctx.check_minicpm_backend(other, _fuse_topk()).runs
+    ]
+    raise ArchDecisionError(
+        f"{flag} {name}: {check.reason}. "
+        f"MiniCPM sparse backends valid here: {', '.join(runs) or 'none'}. "
+        f"(checked by {REGISTRY})"
+    )
+
+
+# --- MiniMax-M3.1 NVFP4: the Blackwell stack or the other (policies/minimax_m3.py) ---
+
+_MINIMAX_M3 = "sglang.srt.arg_groups.model_overrides.minimax_m3"
+
+
+def _minimax_m3_arm() -> Optional[Any]:
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    return ctx.minimax_m3_nvfp4_arm()
+
+
+@fail_open
+def minimax_m3_blackwell_arm() -> Optional[bool]:
+    """``_minimax_m3_overrides``: M3.1 NVFP4 takes its Blackwell arm (MegaMoE, DeepGEMM,
+    fp8 KV, trtllm_mha) where its ``get_platform().is_blackwell`` is true, else Marlin and
+    fa3; for that call the registry's arm answers the fact (its only reads of it are that
+    arm and the speculative check that DSPARK / DFLASH need the Blackwell arm).  None
+    (SGLang's own probe) without an NVIDIA GPU and off CUDA."""
+    arm = _minimax_m3_arm()
+    return None if arm is None else arm.blackwell
+
+
+def minimax_m3_blackwell_arm_here() -> bool:
+    """The replace form of ``get_platform().is_blackwell`` where ``_minimax_m3_overrides``
+    picks M3.1 NVFP4's arm: the registry's arm, else SGLang's probe."""
+    routed = minimax_m3_blackwell_arm()
+    if routed is not None:
+        return routed
+    from sglang.srt.runtime_context import get_platform
+
+    return bool(get_platform().is_blackwell)
 
 
 # --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---
