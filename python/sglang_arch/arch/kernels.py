@@ -428,6 +428,18 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "declared_in": _CUTE,
         "sources": [_CUTE_ARCHS, "sglang 0.5.23 fp4_utils.initialize_fp4_gemm_config: flashinfer_cutedsl on SM100"],
     },
+    "sglang_cutedsl_bf16_gemm": {
+        "summary": "SGLang's CuTe DSL BF16 dense GEMM (kernels/ops/gemm/cutedsl_bf16_gemm.py, tcgen05): "
+                   "--bf16-gemm-backend cutedsl, SGLang's auto pick on SM10x",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
+        "min_cuda": "12.8",
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "nvidia-cutlass-dsl 4.8.0 cute/nvgpu/tcgen05/mma.py MmaF16BF16Op.admissible_archs: the "
+                    "sm_100f and sm_110f families (10.0 10.3 10.7 11.0)",
+                    "sglang 0.5.23 kernels/ops/gemm/cutedsl_bf16_gemm.py _tgv_bf16_gemm_run: raises unless "
+                    "is_sm100_supported (major 10, CUDA >= 12.8), so 11.0 is left out"],
+    },
     "flashinfer_megamoe": {
         "summary": "FlashInfer MegaMoE (CuTe DSL, SM100 datacenter kernels)",
         "targets": ["jit:10.0", "jit:10.3"],
@@ -555,6 +567,10 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
         "flashinfer_deepgemm": [{"kernel": "flashinfer_deepgemm_sm90"}],
         "flashinfer_cutedsl": [{"kernel": "flashinfer_cutedsl_gemm_mxfp8"}],
         "triton": [{"kernel": "triton_fp8"}],
+    },
+    # --bf16-gemm-backend (unquantized BF16 dense GEMM; auto and torch run cuBLAS through torch)
+    "bf16_gemm": {
+        "cutedsl": [{"kernel": "sglang_cutedsl_bf16_gemm"}],
     },
     # --fp4-gemm-backend (NVFP4 dense GEMM)
     "fp4_gemm": {

@@ -188,6 +188,9 @@ class MachineContext:
     def fp4_gemm(self) -> moe.Choice:
         return moe.fp4_gemm(self._res(), self.cuda)
 
+    def bf16_gemm(self) -> moe.Choice:
+        return moe.bf16_gemm(self._res(), self.cuda)
+
     def check_gemm(self, decision: str, name: str) -> moe.Validity:
         return moe.check_gemm(self._res(), decision, name, self.cuda)
 

@@ -301,6 +301,12 @@ STEPS: Tuple[Step, ...] = (
             FunctionSite("initialize_fp4_gemm_config", (), "fp4_gemm_config", (), form="done",
                          uses=("get_exec", "Fp4GemmRunnerBackend")),
         )),
+        # The BF16 GEMM's auto arm reads the SM100 fact inline; its explicit-cutedsl check
+        # (the same fact, no string literal of its own) stays SGLang's.
+        ModulePlan("srt/layers/quantization/unquant.py", "moe", (
+            ReplaceFact("initialize_bf16_gemm_config", (), "is_sm100", "bf16_gemm_cutedsl_here", (),
+                        what="BF16 GEMM auto arm's SM100 check", marker="cutedsl"),
+        )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why
         # each is there and what is left out).

@@ -21,6 +21,7 @@ from typing import Optional, Tuple
 from .. import catalog
 from ..capability import Capability
 from ..registry import Resolution
+from .platform import tier_fact
 
 # The experts' quantization as the MoE runner sees it.  ``fp8_mxfp4``: an FP8 checkpoint
 # whose routed experts are MXFP4 (``ModelConfig.is_fp4_experts``: DeepSeek-V4, Bailing V3,
@@ -28,6 +29,7 @@ from ..registry import Resolution
 # not by the mxfp4 kind's ``Mxfp4MoEMethod``.
 QUANT_KINDS = ("unquantized", "fp8_block", "mxfp8", "nvfp4", "mxfp4", "fp8_mxfp4")
 MOE, FP8_GEMM, FP4_GEMM, DEEP_GEMM = "moe_runner", "fp8_gemm", "fp4_gemm", "deep_gemm"
+BF16_GEMM = "bf16_gemm"  # --bf16-gemm-backend: SGLang's CuTe DSL BF16 GEMM, or cuBLAS through torch
 
 # What runs instead, per kind, when upstream's choice has no build for the device: the
 # portable and most tested first (the kernels the catalog builds for the widest range).
@@ -238,6 +240,27 @@ def fp8_gemm(res: Resolution, cuda: Cuda = (13, 0), deep_gemm_on: Optional[bool]
 def fp4_gemm(res: Resolution, cuda: Cuda = (13, 0)) -> Choice:
     """The NVFP4 dense GEMM for ``--fp4-gemm-backend auto``."""
     return _pick(FP4_GEMM, upstream_fp4_gemm(res.resolved), FP4_GEMM_FALLBACKS, res, cuda, None, "FP4 GEMM")
+
+
+def upstream_bf16_gemm(res: Resolution, cuda: Cuda = (13, 0)) -> str:
+    """``--bf16-gemm-backend auto`` (unquant.initialize_bf16_gemm_config): ``cutedsl`` where
+    ``get_platform().is_sm100`` (major 10, CUDA >= 12.8), else it stays ``auto`` (cuBLAS
+    through torch; under deterministic inference SGLang's SM100 arm names it ``torch``)."""
+    return "cutedsl" if tier_fact(res, "is_sm100", cuda) else "auto"
+
+
+def bf16_gemm(res: Resolution, cuda: Cuda = (13, 0)) -> Choice:
+    """The BF16 dense GEMM for ``--bf16-gemm-backend auto``: SGLang's CuTe DSL kernel where
+    the tier's rule picks it and it has a build for the device, else ``auto`` (torch)."""
+    where = f"tier {res.resolved} ({res.match})"
+    upstream = upstream_bf16_gemm(res, cuda)
+    if upstream == "auto":
+        return Choice("auto", upstream, f"{where}: not SM100, SGLang's BF16 GEMM stays auto (cuBLAS through torch)")
+    verdict = _runs(BF16_GEMM, upstream, res, cuda)
+    if verdict.runs:
+        return Choice(upstream, upstream, f"{where}: SGLang's BF16 GEMM {upstream} ({verdict.reason})")
+    return Choice("auto", upstream, f"{where}: SGLang's BF16 GEMM {upstream} cannot run on {res.requested} "
+                                    f"({verdict.reason}); auto (cuBLAS through torch) runs everywhere")
 
 
 def check_gemm(res: Resolution, decision: str, name: str, cuda: Cuda = (13, 0)) -> Validity:

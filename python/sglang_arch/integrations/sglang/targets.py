@@ -35,6 +35,7 @@ _ADD_NORM = "sglang.srt.layers.layer_boundary.residual.add_norm"
 _CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
 _FP4 = "sglang.srt.layers.quantization.fp4_utils"
+_UNQUANT = "sglang.srt.layers.quantization.unquant"
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
@@ -378,6 +379,10 @@ def all_targets() -> List[Target]:
                ("get_exec", "Fp8GemmRunnerBackend", "FP8_GEMM_RUNNER_BACKEND"), covers=FP8_GEMM_COVERS),
         Target("FP4 GEMM backend", f"{_FP4}.initialize_fp4_gemm_config", done(moe.fp4_gemm_config), (),
                ("get_exec", "Fp4GemmRunnerBackend", "FP4_GEMM_RUNNER_BACKEND")),
+        # The BF16 GEMM's auto pick reads get_platform().is_sm100 inside the function: for the
+        # call, that fact answers whether the registry's BF16 GEMM is SGLang's CuTe DSL kernel.
+        Target("BF16 GEMM backend", f"{_UNQUANT}.initialize_bf16_gemm_config",
+               scoped_fact(moe.bf16_gemm_cutedsl, "is_sm100"), (), ("get_exec", "get_platform")),
     ]
 
 

@@ -21,6 +21,7 @@ _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
 _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
+_UNQUANT = "sglang.srt.layers.quantization.unquant"
 
 # quant_method (HF quantization_config, or --quantization) -> the experts' kind
 _NVFP4_METHODS = ("modelopt_fp4", "nvfp4")
@@ -313,3 +314,29 @@ def fp4_gemm_config() -> bool:
     has no build here (True: set; False: SGLang's own function runs)."""
     return _gemm_backend_here(_FP4, "fp4_gemm_runner_backend", lambda ctx: ctx.fp4_gemm(),
                               "Fp4GemmRunnerBackend", "FP4_GEMM_RUNNER_BACKEND")
+
+
+@fail_open
+def bf16_gemm_cutedsl() -> Optional[bool]:
+    """``initialize_bf16_gemm_config``: ``--bf16-gemm-backend auto`` becomes ``cutedsl`` (or
+    ``torch`` under deterministic inference) where ``get_platform().is_sm100``; for that call
+    the registry's decision answers the fact (``policies/moe.py`` ``bf16_gemm``): whether its
+    BF16 GEMM is SGLang's CuTe DSL kernel.  None (SGLang's own probe) for an explicit backend,
+    whose SM100 check of ``cutedsl`` stays SGLang's, and where the registry does not decide."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    if sys.modules[_UNQUANT].get_exec().kernel.bf16_gemm_backend != "auto":
+        return None
+    return ctx.bf16_gemm().choice == "cutedsl"
+
+
+def bf16_gemm_cutedsl_here() -> bool:
+    """The replace form of ``get_platform().is_sm100`` in ``initialize_bf16_gemm_config``'s
+    auto arm: the registry's answer, else SGLang's probe."""
+    answer = bf16_gemm_cutedsl()
+    if answer is not None:
+        return answer
+    from sglang.srt.runtime_context import get_platform
+
+    return bool(get_platform().is_sm100)
