@@ -13,6 +13,37 @@ FIXTURES = ROOT / "test" / "fixtures" / "models"
 SUITE = Path(__file__).with_name("decision_suite.py")
 
 
+# The known tiers (docs/support-matrix.md), as data: the routed-vs-upstream tests run SGLang's
+# own function and the routed one on each (each must resolve exactly).
+TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
+
+
+def uncached(probe):
+    """SGLang's probe without its caches (the partial of ``_check_cuda_device_version``)."""
+    import functools
+
+    while not isinstance(probe, functools.partial):
+        probe = probe.__wrapped__
+    return probe
+
+
+def simulator(monkeypatch, common, cuda=(12, 9)):
+    """``simulate(cap)``: this process as one GPU of capability ``cap`` for SGLang's
+    ``get_device_sm`` (module ``common``) and for the plugin's glue (its machine context)."""
+    from sglang_arch.arch import runtime
+    from sglang_arch.arch.capability import Capability
+    from sglang_arch.integrations.sglang import glue
+
+    def simulate(cap: str) -> Capability:
+        c = Capability(*map(int, cap.split(".")))
+        monkeypatch.setattr(common, "get_device_sm", lambda: c.major * 10 + c.minor)
+        ctx = runtime.machine(capability=cap, cuda=cuda)
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+        return c
+
+    return simulate
+
+
 def clean_env(**extra):
     """The environment for a subprocess: no SGLANG_ARCH_* of this process, and this
     checkout's sglang_arch first on the path (whatever the venv has installed)."""

@@ -23,14 +23,13 @@ import pytest
 if importlib.util.find_spec("sglang") is None:
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
-from helpers import upstream_and_hook  # noqa: E402
+from helpers import TIERS, upstream_and_hook  # noqa: E402
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
 from sglang_arch.arch.capability import Capability  # noqa: E402
 from sglang_arch.integrations.sglang import glue  # noqa: E402
 from sglang_arch.integrations.sglang.plan import SIMULATED_MACHINE, upstream_platform_facts  # noqa: E402
 
 PATH = "sglang.srt.layers.quantization.unquant.initialize_bf16_gemm_config"
-TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
 UNKNOWN = ("10.5", "11.5", "12.3", "13.0")
 CUDAS = ((12, 4), (12, 8), (12, 9), (13, 0))
 BACKENDS = ("auto", "torch", "cutedsl")

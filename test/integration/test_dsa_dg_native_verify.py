@@ -26,15 +26,13 @@ if importlib.util.find_spec("sglang") is None:
 
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
 from sglang_arch.arch.capability import Capability  # noqa: E402
-from helpers import upstream_and_hook  # noqa: E402
+from helpers import TIERS, simulator, uncached, upstream_and_hook  # noqa: E402
 from sglang_arch.integrations.sglang import glue  # noqa: E402
 from sglang_arch.integrations.sglang.glue import attention as ga  # noqa: E402
 
 MODULE = "sglang.srt.layers.attention.dsa_backend"
 BUILD = f"{MODULE}.DeepseekSparseAttnBackend._build_paged_mqa_schedule_2d_ctx_lens"
 REPLAY = f"{MODULE}.DeepseekSparseAttnBackend._apply_cuda_graph_metadata"
-# The known tiers (docs/support-matrix.md), as data; each must resolve exactly.
-TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
 UNKNOWN = ("9.5", "10.5", "11.5", "12.3", "13.0")
 DIFFERENT = {"10.7": (True, False)}  # D22: (SGLang's native layout, the registry's)
 NEXT_N = 3
@@ -65,24 +63,12 @@ def device(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "12.9")
     monkeypatch.setattr(common, "is_cuda", lambda: True)
     monkeypatch.setattr(f"{MODULE}.is_cuda", lambda: True)
-    monkeypatch.setattr(common, "is_sm100_supported", _uncached(common.is_sm100_supported))
+    monkeypatch.setattr(common, "is_sm100_supported", uncached(common.is_sm100_supported))
 
-    def simulate(cap: str) -> Capability:
-        c = Capability(*map(int, cap.split(".")))
-        monkeypatch.setattr(common, "get_device_sm", lambda: c.major * 10 + c.minor)
-        ctx = runtime.machine(capability=cap, cuda=(12, 9))
-        monkeypatch.setattr(glue, "current", lambda: ctx)
-        return c
-
+    simulate = simulator(monkeypatch, common)
     yield simulate
     runtime.reset()
 
-
-def _uncached(probe):
-    """SGLang's probe without its cache (the partial of ``_check_cuda_device_version``)."""
-    while not isinstance(probe, functools.partial):
-        probe = probe.__wrapped__
-    return probe
 
 
 def _built_native(sides) -> tuple:

@@ -23,13 +23,11 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
 from sglang_arch.arch.capability import Capability  # noqa: E402
-from helpers import upstream_and_hook  # noqa: E402
+from helpers import TIERS, upstream_and_hook  # noqa: E402
 from sglang_arch.integrations.sglang import glue  # noqa: E402
 from sglang_arch.integrations.sglang.glue import attention as ga  # noqa: E402
 
 PATH = "sglang.srt.layers.attention.dsa.dsa_backend_kpool.DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend"
-# The known tiers (docs/support-matrix.md), as data; each must resolve exactly.
-TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
 IMPLS = ("flashmla_sparse", "flashmla_kv", "fa3", "tilelang", "trtllm", "flashinfer_sparse_mla",
          "flashmla_sparse_q8")
 

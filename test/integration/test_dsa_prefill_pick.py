@@ -23,15 +23,12 @@ if importlib.util.find_spec("sglang") is None:
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
-from sglang_arch.arch.capability import Capability  # noqa: E402
-from helpers import upstream_and_hook  # noqa: E402
+from helpers import TIERS, simulator, uncached, upstream_and_hook  # noqa: E402
 from sglang_arch.integrations.sglang import glue  # noqa: E402
 from sglang_arch.integrations.sglang.glue import attention as ga  # noqa: E402
 
 MODULE = "sglang.srt.layers.attention.dsa_backend"
 PATH = f"{MODULE}.DeepseekSparseAttnBackend.set_dsa_prefill_impl"
-# The known tiers (docs/support-matrix.md), as data; each must resolve exactly.
-TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
 UNKNOWN = ("9.5", "10.5", "11.5", "12.3", "13.0")
 PROBES = ("_get_device_sm", "_is_blackwell")
 
@@ -63,24 +60,10 @@ def device(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "12.9")
     monkeypatch.setattr(common, "is_cuda", lambda: True)
 
-    def simulate(cap: str) -> Capability:
-        c = Capability(*map(int, cap.split(".")))
-        monkeypatch.setattr(common, "get_device_sm", lambda: c.major * 10 + c.minor)
-        ctx = runtime.machine(capability=cap, cuda=(12, 9))
-        monkeypatch.setattr(glue, "current", lambda: ctx)
-        return c
-
+    simulate = simulator(monkeypatch, common)
     yield simulate
     runtime.reset()
 
-
-def _uncached(probe):
-    """SGLang's probe without its caches (the partial of ``_check_cuda_device_version``)."""
-    import functools
-
-    while not isinstance(probe, functools.partial):
-        probe = probe.__wrapped__
-    return probe
 
 
 def _backend(fp8: bool):
@@ -90,7 +73,7 @@ def _backend(fp8: bool):
     return SimpleNamespace(
         _is_in_breakable_cuda_graph=lambda: False, _is_in_tc_piecewise_cuda_graph=lambda: False,
         _get_device_sm=lambda: common.get_device_sm(),  # SGLang's probe, on the simulated device
-        _is_blackwell=_uncached(common.is_blackwell),  # SGLang's is_blackwell, asked anew
+        _is_blackwell=uncached(common.is_blackwell),  # SGLang's is_blackwell, asked anew
         token_to_kv_pool=SimpleNamespace(dtype=torch.bfloat16),
         supports_mha_one_shot=True, hisparse_coordinator=None, enable_auto_select_prefill_impl=True,
         dsa_kv_cache_store_fp8=fp8, dsa_prefill_impl="flashmla_auto", use_mha=None)

@@ -24,7 +24,7 @@ if importlib.util.find_spec("sglang") is None:
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from helpers import upstream_and_hook  # noqa: E402
+from helpers import TIERS, upstream_and_hook  # noqa: E402
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
 from sglang_arch.arch.capability import Capability  # noqa: E402
 from sglang_arch.integrations.sglang import glue  # noqa: E402
@@ -32,7 +32,6 @@ from sglang_arch.integrations.sglang.plan import SIMULATED_MACHINE, upstream_pla
 
 DEFAULT = "sglang.srt.arg_groups.deepseek_v4_hook._default_dsv4_attention_backend"
 COMMIT = "sglang.srt.models.deepseek_v4_dspark.DeepseekV4ForCausalLMDSpark.project_commit_kv"
-TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
 UNKNOWN = ("10.5", "11.5", "12.3", "13.0")
 MIN_CUDA = {"7.0": (9, 0), "7.5": (10, 0), "8.0": (11, 0), "8.6": (11, 1), "8.7": (11, 4), "8.9": (11, 8),
             "9.0": (11, 8), "10.0": (12, 8), "10.3": (12, 9), "10.7": (13, 0), "11.0": (13, 0), "12.0": (12, 8),

@@ -24,13 +24,11 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
 from sglang_arch.arch.capability import Capability  # noqa: E402
-from helpers import upstream_and_hook  # noqa: E402
+from helpers import TIERS, upstream_and_hook  # noqa: E402
 from sglang_arch.integrations.sglang import glue  # noqa: E402
 from sglang_arch.integrations.sglang.plan import SIMULATED_MACHINE, upstream_platform_facts  # noqa: E402
 
 PATH = "sglang.srt.arg_groups.overrides._fa4_page_constraint"
-# The known tiers (docs/support-matrix.md), as data; each must resolve exactly.
-TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
 D21 = {"11.0": "10.0"}  # tier -> the tier whose upstream answer the routed pass gives
 # The oldest torch CUDA that targets each tier (as test_linear_attention_equivalence.py).
 MIN_CUDA = {"7.0": (9, 0), "7.5": (10, 0), "8.0": (11, 0), "8.6": (11, 1), "8.7": (11, 4), "8.9": (11, 8),

@@ -22,13 +22,11 @@ if importlib.util.find_spec("sglang") is None:
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from sglang_arch.arch import catalog, resolve, runtime  # noqa: E402
-from sglang_arch.arch.capability import Capability  # noqa: E402
-from helpers import upstream_and_hook  # noqa: E402
+from helpers import TIERS, simulator, upstream_and_hook  # noqa: E402
 from sglang_arch.integrations.sglang import glue  # noqa: E402
 
 MODULE = "sglang.srt.layers.communication.k3_sp_collective"
 PATH = f"{MODULE}._init_state"
-TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
 UNKNOWN = ("9.5", "10.5", "11.5", "12.3", "13.0")
 TABLED_DEVICE = "NVIDIA_GB300"  # a device SGLang has checked-in dispatch tables for (TP 4 / 8 / 16)
 
@@ -74,13 +72,7 @@ def device(monkeypatch):
     monkeypatch.setattr(sp_collective, "register_comm", registered.append)
     monkeypatch.setattr(attn_res_collective, "register_comm", registered.append)
 
-    def simulate(cap: str) -> Capability:
-        c = Capability(*map(int, cap.split(".")))
-        monkeypatch.setattr(common, "get_device_sm", lambda: c.major * 10 + c.minor)
-        ctx = runtime.machine(capability=cap, cuda=(12, 9))
-        monkeypatch.setattr(glue, "current", lambda: ctx)
-        return c
-
+    simulate = simulator(monkeypatch, common)
     def fresh():  # _init_state decides once per process
         monkeypatch.setattr(k3, "_STATE", None)
         monkeypatch.setattr(k3, "_INITIALIZED", False)

@@ -25,10 +25,9 @@ import pytest
 if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
-from helpers import clean_env  # noqa: E402
+from helpers import TIERS, clean_env  # noqa: E402
 
 SUITE = Path(__file__).with_name("override_arm_suite.py")
-TIERS = ("7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1")
 UNKNOWN = ("10.5", "11.5", "12.3", "13.0")
 BLACKWELL = {"10.0", "10.3", "10.5", "10.7", "11.0", "11.5", "12.0", "12.1", "12.3"}
 
