@@ -133,7 +133,7 @@ def test_cuda_version_without_torch_cuda(clean_env):
 
 
 def test_simulated_machine(clean_env):
-    m = runtime.machine(capability="9.0", topology="nvlink", gpu_count=8)
+    m = runtime.machine(capability="9.0", topology="nvlink", gpu_count=8, cuda=runtime.SIMULATED_CUDA_DEFAULT)
     assert m.topology.name == "nvlink"
     assert m.cuda == (13, 0)
 
@@ -162,13 +162,13 @@ HOPPER_SYMM_MEM_MIB = {2: 64, 4: 64, 6: 128, 8: 128}
 
 
 def test_symm_mem_table_is_upstreams_for_the_devices_major(clean_env):
-    m = runtime.machine(capability="9.0", topology="nvswitch", gpu_count=8)
+    m = runtime.machine(capability="9.0", topology="nvswitch", gpu_count=8, cuda=runtime.SIMULATED_CUDA_DEFAULT)
     assert m.symm_mem_table() == {9: {ws: mib * v.MIB for ws, mib in HOPPER_SYMM_MEM_MIB.items()}}
 
 
 def test_symm_mem_table_lists_only_enabled_world_sizes(clean_env):
     # PCIe without peer-to-peer access: neither multimem nor two-shot
-    assert runtime.machine(capability="9.0", topology="pcie", gpu_count=8).symm_mem_table() == {9: {}}
+    assert runtime.machine(capability="9.0", topology="pcie", gpu_count=8, cuda=runtime.SIMULATED_CUDA_DEFAULT).symm_mem_table() == {9: {}}
 
 
 def test_symm_mem_table_without_a_gpu_is_empty():
@@ -177,7 +177,7 @@ def test_symm_mem_table_without_a_gpu_is_empty():
 
 def test_attention_default_uses_the_traits_given(clean_env):
     # fa3 on Hopper needs CUDA 12.3 (sglang 0.5.23 model_override_base.py)
-    m = runtime.machine(capability="9.0", gpu_count=1)
+    m = runtime.machine(capability="9.0", gpu_count=1, cuda=runtime.SIMULATED_CUDA_DEFAULT)
     d = m.attention_default(ModelTraits(cuda=(12, 2)))
     assert (d.prefill, d.decode) == ("flashinfer", "flashinfer")
     assert "fa3" in d.reason and "CUDA >= 12.3" in d.reason

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sglang_arch.arch import resolve
 from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import attention
-from sglang_arch.arch.runtime import machine
+from sglang_arch.arch.runtime import SIMULATED_CUDA_DEFAULT, machine
 from sglang_arch.integrations.sglang import glue
 from sglang_arch.integrations.sglang.glue import attention as ga
 
@@ -97,7 +97,8 @@ def sglang(monkeypatch):
     log = Log()
 
     def use(capability, cuda=True):
-        ctx = SimpleNamespace(resolution=None) if capability is None else machine(capability=capability)
+        ctx = SimpleNamespace(resolution=None) if capability is None else machine(capability=capability,
+                                                                                  cuda=SIMULATED_CUDA_DEFAULT)
         monkeypatch.setattr(glue, "current", lambda: ctx)
         for name, attrs in ((ga._OVERRIDES, dict(use_mla_backend=lambda view: view.mla, logger=log,
                                                  model_config_of=lambda view: view._model_config)),

@@ -84,7 +84,7 @@ def test_facts_that_name_no_gpu_leave_the_device(overrides):
 
 
 def test_the_device_keeps_its_exact_capability_and_loses_it_to_a_false_fact():
-    h100, b300 = runtime.machine(capability="9.0"), runtime.machine(capability="10.3")
+    h100, b300 = runtime.machine(capability="9.0", cuda=runtime.SIMULATED_CUDA_DEFAULT), runtime.machine(capability="10.3", cuda=runtime.SIMULATED_CUDA_DEFAULT)
     assert _described({"is_sm100": True}, b300) == (False, None)  # it is one already
     assert _described({"is_sm90": True, "is_sm100": False}, h100) == (False, None)
     assert _described({"is_sm90": True}, b300) == (True, "9.0")
@@ -111,7 +111,7 @@ def test_the_registry_facts_of_a_gpu_describe_its_major_back(capability):
 
 
 def test_outside_an_override_the_machine_is_the_device(monkeypatch, sglang_platform):
-    device = _on(monkeypatch, runtime.machine(capability="12.0"))
+    device = _on(monkeypatch, runtime.machine(capability="12.0", cuda=runtime.SIMULATED_CUDA_DEFAULT))
     assert glue.routed_context() is device
     monkeypatch.delitem(sys.modules, glue._RUNTIME_CONTEXT)  # SGLang not loaded yet
     assert glue.routed_context() is device
@@ -134,7 +134,7 @@ def test_an_override_on_a_host_without_a_gpu_describes_a_node_of_that_gpu(monkey
 
 
 def test_a_multi_gpu_host_keeps_its_node(monkeypatch, sglang_platform):
-    device = _on(monkeypatch, runtime.machine(capability="12.0", gpu_count=4, topology="pcie-p2p"))
+    device = _on(monkeypatch, runtime.machine(capability="12.0", gpu_count=4, topology="pcie-p2p", cuda=runtime.SIMULATED_CUDA_DEFAULT))
     sglang_platform.update(is_sm90=True)
     ctx = glue.routed_context()
     assert (str(ctx.resolution.requested), len(ctx.node.gpus), ctx.topology.name) == ("9.0", 4, "pcie-p2p")
@@ -151,7 +151,7 @@ def test_an_sglang_without_an_override_table_is_no_override(monkeypatch):
 def test_the_platform_probes_answer_the_device_inside_an_override(monkeypatch, sglang_platform):
     """SGLang's context answers overridden facts itself and asks the probe for the rest,
     so a routed probe must describe the device, not the overridden GPU."""
-    _on(monkeypatch, runtime.machine(capability="9.0"))
+    _on(monkeypatch, runtime.machine(capability="9.0", cuda=runtime.SIMULATED_CUDA_DEFAULT))
     sglang_platform.update(is_sm100=True)
     assert glue.routed_context().resolution.requested == Capability(10, 0)
     assert platform.fact("is_sm100") is False

@@ -53,12 +53,12 @@ def _fp4_experts(view: Any) -> bool:
     ``ModelConfig.is_fp4_experts`` (the config's ``routed_experts_quant_method``, MiMo-V2's
     ``store_dtype``, DeepSeek-V4's checkpoint probe), unless SGLang dequantizes them to FP8
     (``SGLANG_DSV4_FP4_DEQUANT``) or a hybrid checkpoint serves them as NVFP4."""
-    from sglang.srt.environ import envs
-
     model_config = sys.modules[_OVERRIDES].model_config_of(view)
-    return (bool(getattr(model_config, "is_fp4_experts", False))
-            and getattr(model_config, "nvfp4_moe_meta", None) is None
-            and not envs.SGLANG_DSV4_FP4_DEQUANT.get())
+    if not getattr(model_config, "is_fp4_experts", False) or getattr(model_config, "nvfp4_moe_meta", None) is not None:
+        return False
+    from sglang.srt.environ import envs  # only for checkpoints with FP4 experts
+
+    return not envs.SGLANG_DSV4_FP4_DEQUANT.get()
 
 
 def compressed_tensors(view: Any) -> bool:
