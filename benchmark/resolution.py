@@ -5,6 +5,8 @@
 - resolve(), cached (the process registry's lru_cache) and uncached (the rule itself);
 - decide(): every policy for one machine;
 - runtime.current(): what each routed SGLang probe pays per call (cached);
+- a hot-path hook: a ``scoped_fact`` hook (DSA's CUDA-graph replay takes one per decode step)
+  over a stand-in method that reads ``get_platform().is_sm100``, against the bare method;
 - the CLI: ``python -m sglang_arch explain 12.0 --json`` against ``python -c pass``.
 """
 
@@ -68,6 +70,33 @@ def cli_start(runs: int) -> dict:
     return {"median_s": med, "ratio": med["sglang-arch explain 12.0 --json"] / med["python -c pass"], "runs": runs}
 
 
+def _hot_path_hook():
+    """Loops over a stand-in DSA method, bare and through the plugin's ``scoped_fact`` hook
+    with its real glue (``dsa_dg_native_verify``: decided once per machine, the 12.0 set above)."""
+    import types
+
+    from sglang_arch.integrations.sglang import hooks
+    from sglang_arch.integrations.sglang.glue import attention
+
+    module = types.ModuleType("bench_dsa_backend")
+    platform_ = types.SimpleNamespace(is_sm100=True, is_cuda=True)
+    module.get_platform = lambda: platform_
+    exec("def apply(bs):\n    return bs if get_platform().is_sm100 else 0\n", module.__dict__)
+    sys.modules[module.__name__] = module
+    hook = hooks.scoped_fact(attention.dsa_dg_native_verify, "is_sm100")
+    method = module.apply
+
+    def replay(n):
+        for _ in range(n):
+            method(1)
+
+    def hooked(n):
+        for _ in range(n):
+            hook(method, 1)
+
+    return replay, hooked
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the JSON result here")
@@ -100,6 +129,8 @@ def main() -> int:
         for _ in range(n):
             runtime.current().facts["is_sm120"]
 
+    replay, hooked = _hot_path_hook()
+
     result = {
         "command": "python benchmark/resolution.py",
         "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -109,11 +140,15 @@ def main() -> int:
             "resolve (uncached rule)": per_call_ns(uncached),
             "decide (all policies, one machine)": per_call_ns(decide_all),
             "runtime.current().facts[...] (a routed probe)": per_call_ns(current),
+            "a method reading get_platform().is_sm100 (bare)": per_call_ns(replay),
+            "the same through the scoped_fact hook (DSA's replay)": per_call_ns(hooked),
         },
         "cli_start": cli_start(args.cli_runs),
     }
     calls = result["ns_per_call"]
-    result["ratios"] = {"uncached / cached resolve": calls["resolve (uncached rule)"] / calls["resolve (cached)"]}
+    result["ratios"] = {"uncached / cached resolve": calls["resolve (uncached rule)"] / calls["resolve (cached)"],
+                        "scoped_fact hook / bare method": calls["the same through the scoped_fact hook (DSA's replay)"]
+                        / calls["a method reading get_platform().is_sm100 (bare)"]}
     return emit(result, args.out)
 
 
