@@ -302,6 +302,7 @@ def test_unexpected_error_is_still_one_line(monkeypatch, capsys):
     {"SGLANG_ARCH_CAPABILITY": "12.0", "SGLANG_ARCH_GPU_COUNT": "2", "SGLANG_ARCH_TOPOLOGY": "pcie-p2p"},
 ])
 def test_show_equals_the_plugins_context(monkeypatch, capsys, env):
+    monkeypatch.setenv("SGLANG_ARCH_CUDA", "13.0")  # a simulated machine's CUDA, unless the case sets one: no torch
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     code, out, _ = run(capsys, "show", "--json")
@@ -387,6 +388,7 @@ def test_runtime_current_is_single_flight(monkeypatch):
 
     monkeypatch.setattr(runtime, "detect", slow_detect)
     monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "12.0")
+    monkeypatch.setenv("SGLANG_ARCH_CUDA", "13.0")  # no torch import inside the timed threads
     runtime.reset()
     barrier = threading.Barrier(8)
     results = []
