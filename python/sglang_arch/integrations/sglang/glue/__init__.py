@@ -200,6 +200,16 @@ def per_machine(cache: Dict[Any, Tuple[Any, Any]], ctx: Any, key: Any, decide: C
     return entry[1]
 
 
+def or_platform_fact(answer: Optional[bool], fact: str) -> bool:
+    """A replace form's value where the series put a glue call in place of an inline
+    ``get_platform().<fact>``: the registry's ``answer``, else (None) SGLang's fact."""
+    if answer is not None:
+        return answer
+    from sglang.srt.runtime_context import get_platform
+
+    return bool(getattr(get_platform(), fact))
+
+
 def fail_open(fn: F) -> F:
     """Answer ``None`` (SGLang decides) when ``fn`` fails unexpectedly; warn once."""
 

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.attention import ModelTraits
-from . import REGISTRY, ArchDecisionError, device_context, fail_open, per_machine, routed_context
+from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
 
 _BASE = "sglang.srt.arg_groups.model_override_base"
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
@@ -670,11 +670,7 @@ def minicpm_sparse_flashinfer_here() -> bool:
     ``_minicpm_sala_overrides``: whether the registry's MiniCPM sparse backend is
     ``minicpm_flashinfer``, else SGLang's probe."""
     decision = fail_open(_minicpm_sparse_decision)()
-    if decision is not None:
-        return decision.backend == "minicpm_flashinfer"
-    from sglang.srt.runtime_context import get_platform
-
-    return bool(get_platform().is_blackwell)
+    return or_platform_fact(None if decision is None else decision.backend == "minicpm_flashinfer", "is_blackwell")
 
 
 def minicpm_replacement(ctx: Any, name: str) -> Optional[Any]:
@@ -716,13 +712,6 @@ def _check_minicpm_backend(ctx: Any, flag: str, name: str) -> None:
 _MINIMAX_M3 = "sglang.srt.arg_groups.model_overrides.minimax_m3"
 
 
-def _minimax_m3_arm() -> Optional[Any]:
-    ctx = routed_context()
-    if ctx is None or not _on_cuda():
-        return None
-    return ctx.minimax_m3_nvfp4_arm()
-
-
 @fail_open
 def minimax_m3_blackwell_arm() -> Optional[bool]:
     """``_minimax_m3_overrides``: M3.1 NVFP4 takes its Blackwell arm (MegaMoE, DeepGEMM,
@@ -730,19 +719,16 @@ def minimax_m3_blackwell_arm() -> Optional[bool]:
     fa3; for that call the registry's arm answers the fact (its only reads of it are that
     arm and the speculative check that DSPARK / DFLASH need the Blackwell arm).  None
     (SGLang's own probe) without an NVIDIA GPU and off CUDA."""
-    arm = _minimax_m3_arm()
-    return None if arm is None else arm.blackwell
+    ctx = routed_context()
+    if ctx is None or not _on_cuda():
+        return None
+    return ctx.minimax_m3_nvfp4_arm().blackwell
 
 
 def minimax_m3_blackwell_arm_here() -> bool:
     """The replace form of ``get_platform().is_blackwell`` where ``_minimax_m3_overrides``
     picks M3.1 NVFP4's arm: the registry's arm, else SGLang's probe."""
-    routed = minimax_m3_blackwell_arm()
-    if routed is not None:
-        return routed
-    from sglang.srt.runtime_context import get_platform
-
-    return bool(get_platform().is_blackwell)
+    return or_platform_fact(minimax_m3_blackwell_arm(), "is_blackwell")
 
 
 # --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---
@@ -1064,12 +1050,7 @@ def dspark_commit_kv_views() -> Optional[bool]:
 
 def dspark_commit_kv_views_here() -> bool:
     """The replace form of the same fact read: the registry's answer, else SGLang's."""
-    routed = dspark_commit_kv_views()
-    if routed is not None:
-        return routed
-    from sglang.srt.runtime_context import get_platform
-
-    return bool(get_platform().is_blackwell)
+    return or_platform_fact(dspark_commit_kv_views(), "is_blackwell")
 
 
 # --- DSA's MTP verify: DeepGEMM's native [B, next_n] paged-MQA schedule ---
@@ -1082,29 +1063,20 @@ def dspark_commit_kv_views_here() -> bool:
 _dg_native: Dict[Any, Tuple[Any, Any]] = {}
 
 
-def _dg_native_verify() -> Optional[bool]:
+@fail_open
+def dsa_dg_native_verify() -> Optional[bool]:
+    """Whether DSA's MTP verify takes DeepGEMM's native ``[B, next_n]`` schedule, from the
+    registry; None (SGLang's ``is_sm100``) without an NVIDIA GPU."""
     ctx = routed_context()  # the sites read get_platform(): an override_platform scope's GPU
     if ctx is None:
         return None
     return per_machine(_dg_native, ctx, None, ctx.dsa_dg_native_verify).native
 
 
-@fail_open
-def dsa_dg_native_verify() -> Optional[bool]:
-    """Whether DSA's MTP verify takes DeepGEMM's native ``[B, next_n]`` schedule, from the
-    registry; None (SGLang's ``is_sm100``) without an NVIDIA GPU."""
-    return _dg_native_verify()
-
-
 def dsa_dg_native_verify_here() -> bool:
     """The replace form of ``get_platform().is_sm100`` at the two DSA sites: the registry's
     answer, else SGLang's fact."""
-    native = dsa_dg_native_verify()
-    if native is not None:
-        return native
-    from sglang.srt.runtime_context import get_platform
-
-    return bool(get_platform().is_sm100)
+    return or_platform_fact(dsa_dg_native_verify(), "is_sm100")
 
 
 # --- linear attention (hybrid GDN / KDA models): the kernel backend defaults ---

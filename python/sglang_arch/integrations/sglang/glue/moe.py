@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional, Tuple
 
-from . import REGISTRY, ArchDecisionError, fail_open, routed_context
+from . import REGISTRY, ArchDecisionError, fail_open, or_platform_fact, routed_context
 
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
@@ -334,9 +334,4 @@ def bf16_gemm_cutedsl() -> Optional[bool]:
 def bf16_gemm_cutedsl_here() -> bool:
     """The replace form of ``get_platform().is_sm100`` in ``initialize_bf16_gemm_config``'s
     auto arm: the registry's answer, else SGLang's probe."""
-    answer = bf16_gemm_cutedsl()
-    if answer is not None:
-        return answer
-    from sglang.srt.runtime_context import get_platform
-
-    return bool(get_platform().is_sm100)
+    return or_platform_fact(bf16_gemm_cutedsl(), "is_sm100")
