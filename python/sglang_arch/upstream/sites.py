@@ -236,6 +236,11 @@ STEPS: Tuple[Step, ...] = (
             ReplaceFact("_minimax_m3_overrides", ("server_args", "hf_config"), "is_blackwell",
                         "minimax_m3_blackwell_arm_here", (), what="M3.1 NVFP4 arm's Blackwell checks"),
         )),
+        # The same arm where the attention backend, the KV pool class and its budget read it.
+        ModulePlan("srt/configs/model_config.py", "attention", (
+            FunctionSite("uses_minimax_m3_nvfp4_native_stack", ("quantization",), "minimax_m3_native_stack",
+                         ("quantization",)),
+        )),
         # Linear attention: each phase's kernel default (policies/linear_attention.py).
         ModulePlan("srt/arg_groups/attention_hook.py", "attention", (
             ReplaceOperands("handle_linear_attn_backend", ("server_args",), "linear_decode_flashinfer_here", (),
@@ -306,6 +311,14 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/layers/quantization/unquant.py", "moe", (
             ReplaceFact("initialize_bf16_gemm_config", (), "is_sm100", "bf16_gemm_cutedsl_here", (),
                         what="BF16 GEMM auto arm's SM100 check", marker="cutedsl"),
+        )),
+        # Block-FP8 weights' UE8M0 requantization: the dense SM12x check's SM follows the
+        # registry's dense block-FP8 GEMM (policies/quant.py).
+        ModulePlan("srt/model_loader/utils.py", "moe", (
+            ReplaceCall("should_deepgemm_weight_requant_ue8m0",
+                        ("weight_block_size", "output_dtype", "weight_shape", "grouped_moe"), "get_device_sm",
+                        "dense_ue8m0_requant_sm_here", (), what="dense block-FP8 SM12x check"),
+            Delete((), unused=("get_device_sm",), what="probe of the replaced check"),
         )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why

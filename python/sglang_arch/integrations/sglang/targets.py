@@ -36,6 +36,8 @@ _CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
 _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _UNQUANT = "sglang.srt.layers.quantization.unquant"
+_LOADER_UTILS = "sglang.srt.model_loader.utils"
+_MODEL_CONFIG = "sglang.srt.configs.model_config"
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
@@ -368,6 +370,10 @@ def all_targets() -> List[Target]:
         Target("MiniMax-M3 NVFP4 arm", f"{_MO}.minimax_m3._minimax_m3_overrides",
                scoped_fact(attention.minimax_m3_blackwell_arm, "is_blackwell"),
                ("server_args", "hf_config"), ("get_platform",), provider=True),
+        # The same arm, asked where the attention backend, the KV pool class and its cell-size
+        # budget read it (one decision answers all: policies/minimax_m3.py).
+        Target("MiniMax-M3 NVFP4 arm", f"{_MODEL_CONFIG}.uses_minimax_m3_nvfp4_native_stack",
+               answer(attention.minimax_m3_native_stack), ("quantization",)),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
                covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS),
@@ -383,6 +389,12 @@ def all_targets() -> List[Target]:
         # call, that fact answers whether the registry's BF16 GEMM is SGLang's CuTe DSL kernel.
         Target("BF16 GEMM backend", f"{_UNQUANT}.initialize_bf16_gemm_config",
                scoped_fact(moe.bf16_gemm_cutedsl, "is_sm100"), (), ("get_exec", "get_platform")),
+        # Block-FP8 weights' UE8M0 requantization at load: its dense SM12x check reads
+        # get_device_sm(); for the call it answers 120 where the registry's dense block-FP8
+        # GEMM reads FP32 scales (policies/quant.py, D26), the device's SM elsewhere.
+        Target("FP8 UE8M0 requant", f"{_LOADER_UTILS}.should_deepgemm_weight_requant_ue8m0",
+               scoped(moe.dense_ue8m0_requant_sm, "get_device_sm"),
+               ("weight_block_size", "output_dtype", "weight_shape", "grouped_moe"), ("get_device_sm",)),
     ]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional, Tuple
 
-from . import REGISTRY, ArchDecisionError, fail_open, or_platform_fact, routed_context
+from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
 
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
@@ -335,3 +335,33 @@ def bf16_gemm_cutedsl_here() -> bool:
     """The replace form of ``get_platform().is_sm100`` in ``initialize_bf16_gemm_config``'s
     auto arm: the registry's answer, else SGLang's probe."""
     return or_platform_fact(bf16_gemm_cutedsl(), "is_sm100")
+
+
+# --- block-FP8 weights' UE8M0 requantization at load (policies/quant.py) ---
+
+_REQUANT: dict = {}
+
+
+@fail_open
+def dense_ue8m0_requant_sm() -> Optional[int]:
+    """What ``get_device_sm()`` answers while ``should_deepgemm_weight_requant_ue8m0`` reads
+    it for its dense SM12x check (the ``scoped`` form): 120 (SGLang's SM of FP32 dense
+    scales) where the registry's dense block-FP8 GEMM reads FP32 scales, else the device's
+    own SM (``policies/quant.dense_ue8m0_requant``).  Asked per weight at load; decided once
+    per machine.  None (SGLang's probe) without an NVIDIA GPU.  The device is the one
+    SGLang's probe reads (no platform override reaches ``get_device_sm``)."""
+    ctx = device_context()
+    if ctx is None:
+        return None
+    return per_machine(_REQUANT, ctx, "dense", lambda: ctx.dense_ue8m0_requant().check_sm)
+
+
+def dense_ue8m0_requant_sm_here() -> int:
+    """The replace form of ``get_device_sm()`` in ``should_deepgemm_weight_requant_ue8m0``:
+    the registry's answer, else SGLang's probe."""
+    sm = dense_ue8m0_requant_sm()
+    if sm is not None:
+        return sm
+    from sglang.srt.utils import get_device_sm
+
+    return get_device_sm()
