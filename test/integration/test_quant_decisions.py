@@ -17,6 +17,7 @@ functions, on every exact tier and on 10.5 / 11.5 / 12.3 / 13.0.
 
 import importlib.util
 import itertools
+import sys
 
 import pytest
 
@@ -175,3 +176,142 @@ def test_native_stack_is_the_override_arms_decision(stack_sides, cap):
             upstream, routed, arm = _stack_both(stack_sides, cap, cuda, quantization)
             assert routed == upstream, (cap, cuda, quantization)
             assert routed == (quantization == "minimax_m3_nvfp4" and arm), (cap, cuda, quantization)
+
+
+# --- load-time rules read from one platform fact (policies/quant.FACT_RULES) ---
+#
+# Each target's function reads the device through that one fact (or probe) alone: the
+# premise test reads the installed source.  So the function is SGLang's wherever the fact
+# answers as SGLang's probe does: a stand-in of the function's module reads the fact the
+# way the function does, once with SGLang alone (SGLang's override_platform with the facts
+# its probes compute for the GPU) and once inside the plugin's hook (the registry routed
+# to the same GPU).
+
+FACT_TARGETS = {
+    # rule: (target path, fact or probe, the other capability reads the function may hold)
+    "hopper_bf16_weight_cache": (
+        "sglang.srt.layers.quantization.fp8.Fp8LinearMethod.process_weights_after_loading_block_quant",
+        "is_sm90", ()),
+    "deep_gemm_sm100_block32": ("sglang.srt.layers.quantization.fp8_utils.dispatch_w8a8_block_fp8_linear",
+                                "is_sm100", ("is_sm90",)),
+    "deep_gemm_sm100_fused_activation": (
+        "sglang.srt.layers.quantization.fp8_activation.DenseSiluAndMulQuant.__init__", "is_sm100", ()),
+    "triton_mxfp4_persistent": ("sglang.srt.layers.quantization.mxfp4._swizzle_mxfp4", "is_sm100",
+                                ("is_sm90", "is_cuda", "device_capability")),
+    "marlin_mxfp4_hopper_widths": (
+        "sglang.srt.layers.quantization.mxfp4_marlin_moe.Mxfp4MarlinMoEMethod.create_weights", "is_sm90", ()),
+    # the second read of is_sm100 is the gate that native NVFP4 needs SM100 (kv_cache_hook.py:59)
+    "nvfp4_native_prefill": ("sglang.srt.arg_groups.kv_cache_hook.handle_nvfp4_prefill_kv_dequant_dtype",
+                             "is_sm100", ("is_sm100",)),
+    "mxfp8_moe_quantizer_sm107": (
+        "sglang.srt.layers.quantization.mxfp4._prepare_flashinfer_mxfp8_activations", "_is_sm107_supported", ()),
+}
+
+
+def test_every_rule_has_a_target_and_the_function_reads_the_device_through_it_alone():
+    import inspect
+    import re
+
+    from sglang_arch.arch.policies import quant
+
+    assert set(FACT_TARGETS) == set(quant.FACT_RULES)
+    for rule, (path, fact, others) in FACT_TARGETS.items():
+        own, _ = upstream_and_hook(path)
+        source = inspect.getsource(own)
+        if fact.startswith("_"):
+            assert source.count(f"{fact}()") == 1, rule
+            assert "get_platform()" not in source and "capability" not in source, rule
+            continue
+        reads = re.findall(r"get_platform\(\)\.(\w+)", source)
+        assert reads.count(fact) == 1 + others.count(fact), (rule, reads)
+        assert set(reads) <= {fact, *others}, (rule, reads)
+        assert "get_device_sm" not in source and "get_device_capability" not in source, rule
+
+
+def _fact_reader(path, fact):
+    """A function of the target's module that reads ``fact`` as the target does."""
+    import importlib
+
+    from sglang_arch.integrations.sglang import targets
+
+    (target,) = [t for t in targets.all_targets() if t.path == path]
+    name = importlib.import_module(target.module).__name__
+
+    def read():
+        held = sys.modules[name]
+        if fact.startswith("_"):  # SGLang's probe is cached per process: asked uncached, as each GPU here
+            probe = getattr(held, fact)
+            return getattr(probe, "__wrapped__", probe)()
+        return getattr(held.get_platform(), fact)
+
+    read.__module__ = name
+    return read
+
+
+def _fact_both(rule, cap, cuda, monkeypatch):
+    from sglang.srt.runtime_context import override_platform
+
+    path, fact, _ = FACT_TARGETS[rule]
+    _, hook = upstream_and_hook(path)
+    read = _fact_reader(path, fact)
+    if fact.startswith("_"):  # the probe reads the device's capability, not the platform context
+        monkeypatch.setattr(sys.modules[read.__module__], "get_device_capability", lambda *a: _cap(cap).as_tuple())
+    with override_platform(**SIMULATED_MACHINE, **upstream_platform_facts(_cap(cap), cuda)):
+        upstream = read()
+        mp = pytest.MonkeyPatch()
+        try:
+            mp.setattr(glue, "current", lambda: _ctx(cap, cuda))
+            routed = hook(read)
+        finally:
+            mp.undo()
+        assert read() == upstream  # the hook put SGLang's own back
+    return upstream, routed
+
+
+@pytest.mark.parametrize("rule", sorted(FACT_TARGETS))
+def test_rules_on_every_exact_tier_are_upstreams(rule, monkeypatch):
+    for tier in TIERS:
+        assert resolve(tier).match == "exact"
+        for cuda in CUDAS:
+            upstream, routed = _fact_both(rule, tier, cuda, monkeypatch)
+            assert routed == upstream, (rule, tier, cuda, _ctx(tier, cuda).quant_fact(rule).reason)
+
+
+@pytest.mark.parametrize("rule", sorted(FACT_TARGETS))
+@pytest.mark.parametrize("cap", UNKNOWN)
+def test_rules_on_unknown_capabilities_are_the_nearest_tiers(rule, cap, monkeypatch):
+    decision = _ctx(cap, (13, 0)).quant_fact(rule)
+    upstream, routed = _fact_both(rule, cap, (13, 0), monkeypatch)
+    assert routed == (upstream if decision.value is None else decision.value), (rule, cap, decision.reason)
+
+
+def test_block32_dispatch_routed_is_upstreams_function(monkeypatch):
+    """``dispatch_w8a8_block_fp8_linear`` itself, for block-32 weights with UE8M0 scales and
+    an explicit ``deep_gemm``, with DeepGEMM on: DeepGEMM where the SM100 arm (or the SM90 one)
+    holds, Triton elsewhere; equal on every exact tier."""
+    from sglang.srt.layers.quantization import fp8_utils
+    from sglang.srt.runtime_context import override_platform
+
+    own, hook = upstream_and_hook("sglang.srt.layers.quantization.fp8_utils.dispatch_w8a8_block_fp8_linear")
+    monkeypatch.setattr(fp8_utils.deep_gemm_wrapper, "ENABLE_JIT_DEEPGEMM", True)
+    monkeypatch.setattr(fp8_utils, "get_fp8_gemm_runner_backend",
+                        lambda: fp8_utils.Fp8GemmRunnerBackend("deep_gemm"))
+    monkeypatch.setattr(fp8_utils, "print_warning_once", lambda *a, **k: None)
+
+    def picked(call):
+        linear = call([32, 32], True)
+        return getattr(linear, "func", linear).__name__
+
+    seen = set()
+    for tier in TIERS:
+        with override_platform(**SIMULATED_MACHINE, **upstream_platform_facts(_cap(tier), (13, 0))):
+            upstream = picked(own)
+            mp = pytest.MonkeyPatch()
+            try:
+                mp.setattr(glue, "current", lambda: _ctx(tier, (13, 0)))
+                routed = picked(lambda *a: hook(own, *a))
+            finally:
+                mp.undo()
+        assert routed == upstream, tier
+        seen.add(upstream)
+    assert len(seen) == 2, seen  # both arms observed

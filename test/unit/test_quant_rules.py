@@ -26,8 +26,12 @@ def _upstream_dense(cap):
 
 
 @pytest.mark.parametrize("cuda", CUDAS)
-@pytest.mark.parametrize("cap", ALL_CAPS, ids=str)
-def test_dense_scales_follow_the_registrys_fp8_gemm(cap, cuda):
+def test_dense_scales_follow_the_registrys_fp8_gemm(cuda):
+    for cap in ALL_CAPS:
+        _dense_scales_follow_the_registrys_fp8_gemm(cap, cuda)
+
+
+def _dense_scales_follow_the_registrys_fp8_gemm(cap, cuda):
     res = _res(cap)
     d = quant.dense_ue8m0_requant(res, cuda)
     if moe.deep_gemm(res, cuda).choice != "on":
@@ -40,9 +44,13 @@ def test_dense_scales_follow_the_registrys_fp8_gemm(cap, cuda):
     assert d.check_sm == (cap.sm if on_deep_gemm else quant.SM12X_DENSE_SM)
 
 
-@pytest.mark.parametrize("cuda", CUDAS)
 @pytest.mark.parametrize("cap", KNOWN)
-def test_exact_tiers_equal_upstream_but_d26(cap, cuda):
+def test_exact_tiers_equal_upstream_but_d26(cap):
+    for cuda in CUDAS:
+        _exact_tier_equal_upstream_but_d26(cap, cuda)
+
+
+def _exact_tier_equal_upstream_but_d26(cap, cuda):
     res = _res(cap)
     assert res.match == "exact"
     d = quant.dense_ue8m0_requant(res, cuda)
@@ -61,3 +69,55 @@ def test_d26_12_1_keeps_fp32_dense_scales_as_12_0():
     for cap in ("9.0", "10.0", "10.3"):
         d = quant.dense_ue8m0_requant(_res(cap), (13, 0))
         assert d.dense is True and d.check_sm == _res(cap).requested.sm, d.reason
+
+
+# --- the load-time rules read from one platform fact (quant.FACT_RULES) ---
+
+from sglang_arch.arch.policies import attention  # noqa: E402
+from sglang_arch.arch.policies.platform import platform_facts  # noqa: E402
+
+
+def _sglangs(res, fact, cuda):
+    """What SGLang's probe answers on the device itself."""
+    if fact == "_is_sm107_supported":
+        return res.requested.as_tuple() == (10, 7)
+    return bool(platform_facts(res, cuda)[fact])
+
+
+@pytest.mark.parametrize("rule", sorted(quant.FACT_RULES))
+def test_fact_rules_on_exact_tiers_are_sglangs_probe(rule):
+    for cap in KNOWN:
+        res = _res(cap)
+        assert res.match == "exact"
+        for cuda in CUDAS:
+            d = quant.fact_rule(res, rule, cuda)
+            assert d.value is None or d.value == _sglangs(res, d.fact, cuda), (rule, cap, cuda, d.reason)
+
+
+@pytest.mark.parametrize("rule", sorted(quant.FACT_RULES))
+def test_fact_rules_take_the_tier_and_pick_only_kernels_that_run(rule):
+    for cap in ALL_CAPS:
+        _fact_rule_takes_the_tier(rule, cap)
+
+
+def _fact_rule_takes_the_tier(rule, cap):
+    res = _res(cap)
+    d = quant.fact_rule(res, rule, (13, 0))
+    assert d.value in (None, True, False) and d.reason
+    if rule.startswith("deep_gemm_sm100"):
+        on = moe.deep_gemm(res, (13, 0)).choice == "on"
+        assert (d.value is None) == (not on), d.reason
+        if on:
+            assert d.value == (res.resolved.major == 10)
+    elif rule == "nvfp4_native_prefill":
+        runs = attention.check_backend(res, "trtllm_mha", "mha", "prefill", (13, 0)).valid is not False
+        assert d.value == (res.resolved.major == 10 and runs), d.reason
+    elif rule == "mxfp8_moe_quantizer_sm107":
+        assert d.value == (res.resolved.as_tuple() == (10, 7))
+    else:
+        assert d.value == (res.resolved.major == {"is_sm90": 9, "is_sm100": 10}[d.fact]), d.reason
+
+
+def test_an_unknown_rule_is_refused():
+    with pytest.raises(ValueError, match="accepted"):
+        quant.fact_rule(_res("9.0"), "no_such_rule")

@@ -197,6 +197,9 @@ class MachineContext:
     def dense_ue8m0_requant(self) -> quant.RequantDecision:
         return quant.dense_ue8m0_requant(self._res(), self.cuda)
 
+    def quant_fact(self, rule: str) -> quant.FactDecision:
+        return quant.fact_rule(self._res(), rule, self.cuda)
+
     def decisions(self, nnodes: int = 1) -> Decisions:
         """Every decision for this node's own GPU count, topology and CUDA: what ``show`` prints."""
         return decide(self._res(), self.topology, len(self.node.gpus), nnodes,

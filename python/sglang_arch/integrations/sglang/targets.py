@@ -38,6 +38,11 @@ _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _UNQUANT = "sglang.srt.layers.quantization.unquant"
 _LOADER_UTILS = "sglang.srt.model_loader.utils"
 _MODEL_CONFIG = "sglang.srt.configs.model_config"
+_FP8_METHOD = "sglang.srt.layers.quantization.fp8.Fp8LinearMethod"
+_FP8_ACT = "sglang.srt.layers.quantization.fp8_activation"
+_MXFP4 = "sglang.srt.layers.quantization.mxfp4"
+_MXFP4_MARLIN = "sglang.srt.layers.quantization.mxfp4_marlin_moe"
+_KV_HOOK = "sglang.srt.arg_groups.kv_cache_hook"
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
@@ -395,6 +400,28 @@ def all_targets() -> List[Target]:
         Target("FP8 UE8M0 requant", f"{_LOADER_UTILS}.should_deepgemm_weight_requant_ue8m0",
                scoped(moe.dense_ue8m0_requant_sm, "get_device_sm"),
                ("weight_block_size", "output_dtype", "weight_shape", "grouped_moe"), ("get_device_sm",)),
+        # Load-time quantization rules SGLang reads from one platform fact inside a larger
+        # function (policies/quant.py): for the call, that fact answers the registry's rule.
+        Target("FP8 block-32 BF16 cache", f"{_FP8_METHOD}.process_weights_after_loading_block_quant",
+               scoped_fact(moe.hopper_bf16_weight_cache, "is_sm90"), ("self", "layer"), ("get_platform",)),
+        Target("FP8 block-32 DeepGEMM", f"{_FP8}.dispatch_w8a8_block_fp8_linear",
+               scoped_fact(moe.deep_gemm_sm100_block32, "is_sm100"), ("weight_block_size", "act_scale_ue8m0"),
+               ("get_platform",)),
+        Target("FP8 fused activation", f"{_FP8_ACT}.DenseSiluAndMulQuant.__init__",
+               scoped_fact(moe.deep_gemm_sm100_fused_activation, "is_sm100"), ("self", "down_proj"),
+               ("get_platform",)),
+        Target("MXFP4 triton_kernels flags", f"{_MXFP4}._swizzle_mxfp4",
+               scoped_fact(moe.triton_mxfp4_persistent, "is_sm100"), ("quant_tensor", "scale", "num_warps"),
+               ("get_platform",)),
+        Target("MXFP4 Marlin widths", f"{_MXFP4_MARLIN}.Mxfp4MarlinMoEMethod.create_weights",
+               scoped_fact(moe.marlin_mxfp4_hopper_widths, "is_sm90"),
+               ("self", "layer", "num_experts", "hidden_size", "intermediate_size_per_partition", "params_dtype",
+                "extra_weight_attrs"), ("get_platform",)),
+        Target("NVFP4 KV prefill dtype", f"{_KV_HOOK}.handle_nvfp4_prefill_kv_dequant_dtype",
+               scoped_fact(moe.nvfp4_native_prefill, "is_sm100"), ("server_args",), ("get_platform",)),
+        Target("MXFP8 MoE activations", f"{_MXFP4}._prepare_flashinfer_mxfp8_activations",
+               scoped(moe.mxfp8_moe_quantizer_sm107, "_is_sm107_supported"), ("x", "hidden_size"),
+               ("_is_sm107_supported",)),
     ]
 
 
