@@ -203,6 +203,7 @@ FACT_TARGETS = {
     # the second read of is_sm100 is the gate that native NVFP4 needs SM100 (kv_cache_hook.py:59)
     "nvfp4_native_prefill": ("sglang.srt.arg_groups.kv_cache_hook.handle_nvfp4_prefill_kv_dequant_dtype",
                              "is_sm100", ("is_sm100",)),
+    "minimax_fp8_index_hopper": ("sglang.srt.mem_cache.memory_pool.get_minimax_sparse_index_dtype", "is_sm90", ()),
     "mxfp8_moe_quantizer_sm107": (
         "sglang.srt.layers.quantization.mxfp4._prepare_flashinfer_mxfp8_activations", "_is_sm107_supported", ()),
 }

@@ -348,6 +348,10 @@ STEPS: Tuple[Step, ...] = (
                         "nvfp4_native_prefill_here", (), what="NVFP4 prefill default's SM100 check",
                         marker="fp8_e4m3"),
         )),
+        ModulePlan("srt/mem_cache/memory_pool.py", "moe", (
+            ReplaceFact("get_minimax_sparse_index_dtype", ("fp8_attn_gemm", "kv_cache_dtype", "model_dtype"),
+                        "is_sm90", "minimax_fp8_index_hopper_here", (), what="MiniMax index dtype's Hopper check"),
+        )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why
         # each is there and what is left out).

@@ -176,9 +176,22 @@ def mxfp8_moe_quantizer_sm107(res: Resolution, cuda: Optional[Tuple[int, int]] =
                                                    f"{'FlashInfer (the SM107 rule)' if on else 'SGLang'}")
 
 
+def minimax_fp8_index_hopper(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``get_minimax_sparse_index_dtype`` (``mem_cache/memory_pool.py:5839``): with an
+    ``fp8_e4m3`` KV cache, MiniMax's sparse index K is stored in FP8 on ``is_sm90`` "for the
+    fp16-widened Triton decode", in the model dtype elsewhere; the pool's cell-size estimate
+    reads the same answer.  The Triton decode that reads it picks its Hopper path from the
+    device's ``is_sm90`` (``kernels/ops/attention/minimax_sparse/decode/topk_sparse.py:456``);
+    a device's tier has the device's major wherever that major is 9 (every 9.x resolves to
+    9.0, no other major does), so the tier's rule and the kernel's path agree."""
+    on = tier_fact(res, "is_sm90", cuda)
+    return FactDecision("is_sm90", on, f"{_where(res)}: MiniMax's sparse index K with an FP8 KV cache stored "
+                                       f"{'in FP8 (the Hopper Triton decode)' if on else 'in the model dtype'}")
+
+
 FACT_RULES = {rule.__name__: rule for rule in (
     hopper_bf16_weight_cache, deep_gemm_sm100_block32, deep_gemm_sm100_fused_activation, triton_mxfp4_persistent,
-    marlin_mxfp4_hopper_widths, nvfp4_native_prefill, mxfp8_moe_quantizer_sm107)}
+    marlin_mxfp4_hopper_widths, nvfp4_native_prefill, mxfp8_moe_quantizer_sm107, minimax_fp8_index_hopper)}
 
 
 def fact_rule(res: Resolution, rule: str, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:

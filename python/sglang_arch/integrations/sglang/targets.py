@@ -43,6 +43,7 @@ _FP8_ACT = "sglang.srt.layers.quantization.fp8_activation"
 _MXFP4 = "sglang.srt.layers.quantization.mxfp4"
 _MXFP4_MARLIN = "sglang.srt.layers.quantization.mxfp4_marlin_moe"
 _KV_HOOK = "sglang.srt.arg_groups.kv_cache_hook"
+_MEMORY_POOL = "sglang.srt.mem_cache.memory_pool"
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
@@ -422,6 +423,9 @@ def all_targets() -> List[Target]:
         Target("MXFP8 MoE activations", f"{_MXFP4}._prepare_flashinfer_mxfp8_activations",
                scoped(moe.mxfp8_moe_quantizer_sm107, "_is_sm107_supported"), ("x", "hidden_size"),
                ("_is_sm107_supported",)),
+        Target("MiniMax sparse index dtype", f"{_MEMORY_POOL}.get_minimax_sparse_index_dtype",
+               scoped_fact(moe.minimax_fp8_index_hopper, "is_sm90"), ("fp8_attn_gemm", "kv_cache_dtype", "model_dtype"),
+               ("get_platform",)),
     ]
 
 

@@ -463,3 +463,14 @@ def mxfp8_moe_quantizer_sm107_here() -> bool:
     if answer is not None:
         return answer
     return bool(sys.modules[_MXFP4]._is_sm107_supported())
+
+
+@fail_open
+def minimax_fp8_index_hopper() -> Optional[bool]:
+    """``get_platform().is_sm90`` in ``get_minimax_sparse_index_dtype``: MiniMax's sparse index K
+    in FP8 beside an FP8 KV cache (the Hopper Triton decode reads it)."""
+    return _quant_fact("minimax_fp8_index_hopper", routed_context()) if _cuda_platform() else None
+
+
+def minimax_fp8_index_hopper_here() -> bool:
+    return or_platform_fact(minimax_fp8_index_hopper(), "is_sm90")
