@@ -121,3 +121,14 @@ def _fact_rule_takes_the_tier(rule, cap):
 def test_an_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="accepted"):
         quant.fact_rule(_res("9.0"), "no_such_rule")
+
+
+def test_explain_row_and_json_key_for_dense_fp8_scales():
+    from sglang_arch.arch import explain
+
+    for cap, shown, ue8m0 in (("12.1", "FP32", False), ("12.0", "FP32", False), ("10.0", "UE8M0", True),
+                              ("11.0", "SGLang's (DeepGEMM off)", None)):
+        d = explain(cap)
+        rows = {label: (value, reason) for label, value, reason, _ in d.named()}
+        assert rows["FP8 dense scales"][0] == shown, cap
+        assert d.to_dict()["moe_gemm"]["fp8_dense_scales"] == {"ue8m0": ue8m0, "reason": rows["FP8 dense scales"][1]}
