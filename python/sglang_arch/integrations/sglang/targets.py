@@ -226,8 +226,8 @@ FP8_GEMM_COVERS = (
     "backend.is_deep_gemm()))",
 )
 # Not covered: the same condition's SM100 arm (block-32 DeepGEMM for an explicit deep_gemm
-# with UE8M0 activation scales): the registry's FP8 GEMM rule does not model which block
-# sizes and scale formats DeepGEMM takes on SM100, so it stays SGLang's decision.
+# with UE8M0 activation scales) is its own decision, taken by the "FP8 block-32 DeepGEMM"
+# target over the function (policies/quant.deep_gemm_sm100_block32).
 
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
 # _PLATFORM_VALUES map them; checked against the installed release before use.
