@@ -738,10 +738,9 @@ def minimax_m3_native_stack(quantization: Optional[str]) -> Optional[bool]:
     pool class and the KV cell-size budget share.  The override's arm and this answer are
     one decision (``policies/minimax_m3.nvfp4_arm``), so they cannot split.  None (SGLang's
     function) where the arm is SGLang's own probe."""
-    arm = minimax_m3_blackwell_arm()
-    if arm is None:
-        return None
-    return quantization == "minimax_m3_nvfp4" and arm
+    if quantization != "minimax_m3_nvfp4":
+        return False  # SGLang's answer for any other checkpoint, whatever the GPU
+    return minimax_m3_blackwell_arm()
 
 
 # --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---
