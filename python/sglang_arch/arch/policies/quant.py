@@ -12,8 +12,10 @@ consumes DeepGEMM layouts there", written ``get_device_sm() == 120 and not group
 The dense GEMM it refers to is ``initialize_fp8_gemm_config``'s ``is_sm120`` arm
 (``fp8_utils.py:1212``: ``auto`` becomes ``cutlass`` on every major 12, 12.1 included), and
 the configurer turns UE8M0 scales on for both (``deep_gemm_wrapper/configurer.py``:
-``get_device_sm() in (120, 121)``, sgl-project/sglang#39482).  On 12.1 the dense weights
-are requantized for a CUTLASS GEMM that reads FP32 scales (docs/differences.md D26).
+``get_device_sm() in (120, 121)``, sgl-project/sglang#39482).  On 12.1 callers that ask the
+check alone (LongCat-Flash's ``_weight_requant_ue8m0``, ``models/longcat_flash.py:865``)
+requantize dense weights for a CUTLASS GEMM that reads FP32 scales (docs/differences.md D26);
+``Fp8LinearMethod`` asks only when its runner is DeepGEMM.
 
 The registry answers from its own FP8 block GEMM decision (``policies/moe.fp8_gemm`` for
 ``auto`` with DeepGEMM on, the only case the check is reached in: its first condition is
