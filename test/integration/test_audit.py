@@ -201,8 +201,14 @@ def test_the_fp8_gemm_covers_rest_on_conditions_the_registry_decides(installed):
     status = {("sm100" in s.code): (s.plugin, s.patched) for s in installed.sites
               if s.file == "srt/layers/quantization/fp8_utils.py" and s.kind == "decision"
               and s.scope in ("_dispatch_auto_backend", "dispatch_w8a8_block_fp8_linear")}
-    # The SM100 block-32 arm (explicit deep_gemm, UE8M0 scales) is not the registry's: uncovered.
-    assert status == {False: ("routed", "routed"), True: ("unrouted", "unrouted")}, status
+    # The SM100 block-32 arm (explicit deep_gemm, UE8M0 scales) is not covered: the function is
+    # hooked for it (policies/quant.deep_gemm_sm100_block32, the scoped_fact target).
+    assert status == {False: ("routed", "routed"), True: ("routed", "routed")}, status
+    from sglang_arch.integrations.sglang import targets
+
+    assert not any(c.endswith("(get_platform().is_sm100 and backend.is_deep_gemm() and act_scale_ue8m0)")
+                   for c in targets.FP8_GEMM_COVERS)
+    assert any(t.path.endswith("fp8_utils.dispatch_w8a8_block_fp8_linear") for t in targets.all_targets())
 
 
 # Issue 19's misfilings: sites that pick an attention backend or all-reduce sizes, filed

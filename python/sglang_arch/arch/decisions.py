@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives, deterministic, dsa, minicpm, minimax_m3, moe, speculative, vision
+from .policies import attention, collectives, deterministic, dsa, minicpm, minimax_m3, moe, quant, speculative, vision
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
 
@@ -50,6 +50,8 @@ class Decisions:
     # MiniCPM's sparse backend (no backend set) and M3.1 NVFP4's arm (their model overrides)
     minicpm_sparse: Optional[minicpm.SparseDecision] = None
     minimax_m3_nvfp4: Optional[minimax_m3.ArmDecision] = None
+    # Whether dense block-FP8 weights take DeepGEMM's UE8M0 scales at load (D26)
+    fp8_dense_scales: Optional[quant.RequantDecision] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -83,7 +85,9 @@ class Decisions:
             (("MiniCPM sparse", self.minicpm_sparse.backend or f"SGLang's ({self.minicpm_sparse.preferred})",
               self.minicpm_sparse.reason, ()),) if self.minicpm_sparse is not None else ()) + (
             (("M3.1 NVFP4 arm", _arm(self.minimax_m3_nvfp4), self.minimax_m3_nvfp4.reason, ()),)
-            if self.minimax_m3_nvfp4 is not None else ())
+            if self.minimax_m3_nvfp4 is not None else ()) + (
+            (("FP8 dense scales", _scales(self.fp8_dense_scales), self.fp8_dense_scales.reason, ()),)
+            if self.fp8_dense_scales is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -148,8 +152,15 @@ class Decisions:
                 "fp8_gemm": _choice(self.fp8_gemm),
                 "fp4_gemm": _choice(self.fp4_gemm),
                 "deep_gemm": _choice(self.deep_gemm),
+                "fp8_dense_scales": None if self.fp8_dense_scales is None else {
+                    "ue8m0": self.fp8_dense_scales.dense, "reason": self.fp8_dense_scales.reason},
             },
         }
+
+
+def _scales(d: quant.RequantDecision) -> str:
+    """Dense block-FP8 weights' scales once DeepGEMM's UE8M0 requantization is asked for."""
+    return "SGLang's (DeepGEMM off)" if d.dense is None else ("UE8M0" if d.dense else "FP32")
 
 
 def _page(d: attention.PageSizeDecision) -> str:
@@ -212,6 +223,7 @@ def decide(
         dsv4_attention=dsa.dsv4_mega_default(res, traits.cuda),
         minicpm_sparse=minicpm.sparse_backend(res, traits.cuda),
         minimax_m3_nvfp4=minimax_m3.nvfp4_arm(res, traits.cuda),
+        fp8_dense_scales=quant.dense_ue8m0_requant(res, traits.cuda),
     )
 
 

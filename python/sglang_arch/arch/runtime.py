@@ -17,7 +17,7 @@ from typing import Callable, Dict, Optional, Tuple
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
 from .policies import (attention, collectives, deterministic, dsa, linear_attention, minicpm, minimax_m3, moe, platform,
-                       speculative, vision)
+                       quant, speculative, vision)
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import TOPOLOGIES, Topology
@@ -193,6 +193,12 @@ class MachineContext:
 
     def check_gemm(self, decision: str, name: str) -> moe.Validity:
         return moe.check_gemm(self._res(), decision, name, self.cuda)
+
+    def dense_ue8m0_requant(self) -> quant.RequantDecision:
+        return quant.dense_ue8m0_requant(self._res(), self.cuda)
+
+    def quant_fact(self, rule: str) -> quant.FactDecision:
+        return quant.fact_rule(self._res(), rule, self.cuda)
 
     def decisions(self, nnodes: int = 1) -> Decisions:
         """Every decision for this node's own GPU count, topology and CUDA: what ``show`` prints."""

@@ -57,6 +57,10 @@ _SHARED_FUSION = ("a capability floor whose only branch returns why the shared-e
                   "'Only ... on NV-platform with capability >= 80 or AMD-platform with capability >= gfx942(MI30x) "
                   "can use shared experts fusion optimization' (MUSA from 3.1; under expert parallelism AMD only)")
 
+_TK_LAYOUT = ("what the MXFP4 weight-scale layout triton_kernels picks from the device's own capability requires "
+              "(triton_kernels/tensor_details/layout.py make_default_matmul_mxfp4_w_scale_layout: Blackwell from "
+              "10, Hopper from 9, else strided)")
+
 KERNEL_GATES: Sequence[KernelGate] = (
     # DSA / NSA (DeepSeek V3.2, V4.x)
     KernelGate(_DSA, "DeepseekSparseAttnBackend._forward_flashmla_sparse", "required_padding = 128 if",
@@ -241,6 +245,21 @@ KERNEL_GATES: Sequence[KernelGate] = (
     KernelGate("srt/layers/quantization/fp8_utils.py", "can_auto_enable_marlin_fp8", "return 80 <= sm < 89",
                "FP8 tensor-core MMA (e4m3 / e5m2) exists from SM89 (PTX ISA: mma with .e4m3 / .e5m2 requires "
                "sm_89): below it, on SM8x, only the weight-only FP8 Marlin kernel runs FP8 checkpoints"),
+    KernelGate("srt/layers/quantization/fp8.py", "Fp8LinearMethod.prepare_deepgemm_mxfp8_input",
+               "and get_platform().is_blackwell",
+               "whether the layer's FlashInfer MXFP8 GEMM (its mxfp8_dense_backend, flashinfer_cutedsl or "
+               "flashinfer_cutlass, picked by the FP8 GEMM decision) can take the DeepGEMM-packed pair: those "
+               "kernels run on Blackwell only (FlashInfer's _cute_dsl_gemm_mxfp8_requirement: 100, 103, 107; "
+               "_cutlass_gemm_mxfp8_requirement: 100-121), and the layer's scale processing raises elsewhere "
+               "('_process_mxfp8_linear_weight_scale': 'if not (get_platform().is_blackwell and "
+               "is_flashinfer_available())')"),
+    KernelGate("srt/layers/quantization/mxfp4.py", "_swizzle_mxfp4", "elif get_platform().is_sm90:",
+               _TK_LAYOUT + ": on Hopper HopperMXScaleLayout(num_warps), whose scales must be padded "
+               "('_pad_hopper_mxfp4_scale') and which takes split_k 1"),
+    KernelGate("srt/layers/quantization/mxfp4.py", "_swizzle_mxfp4",
+               "elif get_platform().is_cuda and get_platform().device_capability < (9, 0):",
+               _TK_LAYOUT + ": below Hopper StridedLayout, which carries no warp count, so the kernel's is pinned "
+               "to the swizzle's ('No scale layout carries the warp count below Hopper')"),
     KernelGate("srt/layers/quantization/kvfp4_tensor.py", "NVFP4KVQuantizeUtil.quantize",
                "if get_platform().is_sm100 or get_platform().is_sm120:",
                "FlashInfer's nvfp4_kv_quantize 'Requires SM100+ (Blackwell) for the cvt.rn.satfinite.e2m1x2.f32 "

@@ -236,6 +236,11 @@ STEPS: Tuple[Step, ...] = (
             ReplaceFact("_minimax_m3_overrides", ("server_args", "hf_config"), "is_blackwell",
                         "minimax_m3_blackwell_arm_here", (), what="M3.1 NVFP4 arm's Blackwell checks"),
         )),
+        # The same arm where the attention backend, the KV pool class and its budget read it.
+        ModulePlan("srt/configs/model_config.py", "attention", (
+            FunctionSite("uses_minimax_m3_nvfp4_native_stack", ("quantization",), "minimax_m3_native_stack",
+                         ("quantization",)),
+        )),
         # Linear attention: each phase's kernel default (policies/linear_attention.py).
         ModulePlan("srt/arg_groups/attention_hook.py", "attention", (
             ReplaceOperands("handle_linear_attn_backend", ("server_args",), "linear_decode_flashinfer_here", (),
@@ -296,6 +301,8 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/layers/quantization/fp8_utils.py", "moe", (
             FunctionSite("initialize_fp8_gemm_config", (), "fp8_gemm_config", (), form="done",
                          uses=("get_exec", "Fp8GemmRunnerBackend")),
+            ReplaceFact("dispatch_w8a8_block_fp8_linear", ("weight_block_size", "act_scale_ue8m0"), "is_sm100",
+                        "deep_gemm_sm100_block32_here", (), what="block-32 DeepGEMM's SM100 arm"),
         )),
         ModulePlan("srt/layers/quantization/fp4_utils.py", "moe", (
             FunctionSite("initialize_fp4_gemm_config", (), "fp4_gemm_config", (), form="done",
@@ -306,6 +313,44 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/layers/quantization/unquant.py", "moe", (
             ReplaceFact("initialize_bf16_gemm_config", (), "is_sm100", "bf16_gemm_cutedsl_here", (),
                         what="BF16 GEMM auto arm's SM100 check", marker="cutedsl"),
+        )),
+        # Block-FP8 weights' UE8M0 requantization: the dense SM12x check's SM follows the
+        # registry's dense block-FP8 GEMM (policies/quant.py).
+        ModulePlan("srt/model_loader/utils.py", "moe", (
+            ReplaceCall("should_deepgemm_weight_requant_ue8m0",
+                        ("weight_block_size", "output_dtype", "weight_shape", "grouped_moe"), "get_device_sm",
+                        "dense_ue8m0_requant_sm_here", (), what="dense block-FP8 SM12x check"),
+            Delete((), unused=("get_device_sm",), what="probe of the replaced check"),
+        )),
+        # Load-time quantization rules read from one platform fact (policies/quant.py).
+        ModulePlan("srt/layers/quantization/fp8.py", "moe", (
+            ReplaceFact("Fp8LinearMethod.process_weights_after_loading_block_quant", ("self", "layer"), "is_sm90",
+                        "hopper_bf16_weight_cache_here", (), what="block-32 FP8 BF16 cache's Hopper check"),
+        )),
+        ModulePlan("srt/layers/quantization/fp8_activation.py", "moe", (
+            ReplaceFact("DenseSiluAndMulQuant.__init__", ("self", "down_proj"), "is_sm100",
+                        "deep_gemm_sm100_fused_activation_here", (), what="fused activation's SM100 check"),
+        )),
+        ModulePlan("srt/layers/quantization/mxfp4.py", "moe", (
+            ReplaceFact("_swizzle_mxfp4", ("quant_tensor", "scale", "num_warps"), "is_sm100",
+                        "triton_mxfp4_persistent_here", (), what="triton_kernels' SM100 flags"),
+            ReplaceCall("_prepare_flashinfer_mxfp8_activations", ("x", "hidden_size"), "_is_sm107_supported",
+                        "mxfp8_moe_quantizer_sm107_here", (), what="MoE activations' SM107 quantizer"),
+        )),
+        ModulePlan("srt/layers/quantization/mxfp4_marlin_moe.py", "moe", (
+            ReplaceFact("Mxfp4MarlinMoEMethod.create_weights",
+                        ("self", "layer", "num_experts", "hidden_size", "intermediate_size_per_partition",
+                         "params_dtype", "**extra_weight_attrs"), "is_sm90", "marlin_mxfp4_hopper_widths_here", (),
+                        what="MXFP4 Marlin widths' Hopper check"),
+        )),
+        ModulePlan("srt/arg_groups/kv_cache_hook.py", "moe", (
+            ReplaceFact("handle_nvfp4_prefill_kv_dequant_dtype", ("server_args",), "is_sm100",
+                        "nvfp4_native_prefill_here", (), what="NVFP4 prefill default's SM100 check",
+                        marker="fp8_e4m3"),
+        )),
+        ModulePlan("srt/mem_cache/memory_pool.py", "moe", (
+            ReplaceFact("get_minimax_sparse_index_dtype", ("fp8_attn_gemm", "kv_cache_dtype", "model_dtype"),
+                        "is_sm90", "minimax_fp8_index_hopper_here", (), what="MiniMax index dtype's Hopper check"),
         )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why

@@ -36,6 +36,14 @@ _CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
 _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _UNQUANT = "sglang.srt.layers.quantization.unquant"
+_LOADER_UTILS = "sglang.srt.model_loader.utils"
+_MODEL_CONFIG = "sglang.srt.configs.model_config"
+_FP8_METHOD = "sglang.srt.layers.quantization.fp8.Fp8LinearMethod"
+_FP8_ACT = "sglang.srt.layers.quantization.fp8_activation"
+_MXFP4 = "sglang.srt.layers.quantization.mxfp4"
+_MXFP4_MARLIN = "sglang.srt.layers.quantization.mxfp4_marlin_moe"
+_KV_HOOK = "sglang.srt.arg_groups.kv_cache_hook"
+_MEMORY_POOL = "sglang.srt.mem_cache.memory_pool"
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
 _DRAFT = "sglang.srt.speculative.draft_utils.DraftBackendFactory"
 _VISION = "sglang.srt.layers.attention.vision.VisionAttention"
@@ -218,8 +226,8 @@ FP8_GEMM_COVERS = (
     "backend.is_deep_gemm()))",
 )
 # Not covered: the same condition's SM100 arm (block-32 DeepGEMM for an explicit deep_gemm
-# with UE8M0 activation scales): the registry's FP8 GEMM rule does not model which block
-# sizes and scale formats DeepGEMM takes on SM100, so it stays SGLang's decision.
+# with UE8M0 activation scales) is its own decision, taken by the "FP8 block-32 DeepGEMM"
+# target over the function (policies/quant.deep_gemm_sm100_block32).
 
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
 # _PLATFORM_VALUES map them; checked against the installed release before use.
@@ -368,6 +376,10 @@ def all_targets() -> List[Target]:
         Target("MiniMax-M3 NVFP4 arm", f"{_MO}.minimax_m3._minimax_m3_overrides",
                scoped_fact(attention.minimax_m3_blackwell_arm, "is_blackwell"),
                ("server_args", "hf_config"), ("get_platform",), provider=True),
+        # The same arm, asked where the attention backend, the KV pool class and its cell-size
+        # budget read it (one decision answers all: policies/minimax_m3.py).
+        Target("MiniMax-M3 NVFP4 arm", f"{_MODEL_CONFIG}.uses_minimax_m3_nvfp4_native_stack",
+               answer(attention.minimax_m3_native_stack), ("quantization",)),
         Target("MoE runner", f"{_OVERRIDES}._moe_runner_backend_quant_constraints", answer(moe.moe_runner_backend),
                ("view",), ("model_config_of", "logger", "declare_resolution", "validate_declarations"),
                covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS),
@@ -383,6 +395,37 @@ def all_targets() -> List[Target]:
         # call, that fact answers whether the registry's BF16 GEMM is SGLang's CuTe DSL kernel.
         Target("BF16 GEMM backend", f"{_UNQUANT}.initialize_bf16_gemm_config",
                scoped_fact(moe.bf16_gemm_cutedsl, "is_sm100"), (), ("get_exec", "get_platform")),
+        # Block-FP8 weights' UE8M0 requantization at load: its dense SM12x check reads
+        # get_device_sm(); for the call it answers 120 where the registry's dense block-FP8
+        # GEMM reads FP32 scales (policies/quant.py, D26), the device's SM elsewhere.
+        Target("FP8 UE8M0 requant", f"{_LOADER_UTILS}.should_deepgemm_weight_requant_ue8m0",
+               scoped(moe.dense_ue8m0_requant_sm, "get_device_sm"),
+               ("weight_block_size", "output_dtype", "weight_shape", "grouped_moe"), ("get_device_sm",)),
+        # Load-time quantization rules SGLang reads from one platform fact inside a larger
+        # function (policies/quant.py): for the call, that fact answers the registry's rule.
+        Target("FP8 block-32 BF16 cache", f"{_FP8_METHOD}.process_weights_after_loading_block_quant",
+               scoped_fact(moe.hopper_bf16_weight_cache, "is_sm90"), ("self", "layer"), ("get_platform",)),
+        Target("FP8 block-32 DeepGEMM", f"{_FP8}.dispatch_w8a8_block_fp8_linear",
+               scoped_fact(moe.deep_gemm_sm100_block32, "is_sm100"), ("weight_block_size", "act_scale_ue8m0"),
+               ("get_platform",)),
+        Target("FP8 fused activation", f"{_FP8_ACT}.DenseSiluAndMulQuant.__init__",
+               scoped_fact(moe.deep_gemm_sm100_fused_activation, "is_sm100"), ("self", "down_proj"),
+               ("get_platform",)),
+        Target("MXFP4 triton_kernels flags", f"{_MXFP4}._swizzle_mxfp4",
+               scoped_fact(moe.triton_mxfp4_persistent, "is_sm100"), ("quant_tensor", "scale", "num_warps"),
+               ("get_platform",)),
+        Target("MXFP4 Marlin widths", f"{_MXFP4_MARLIN}.Mxfp4MarlinMoEMethod.create_weights",
+               scoped_fact(moe.marlin_mxfp4_hopper_widths, "is_sm90"),
+               ("self", "layer", "num_experts", "hidden_size", "intermediate_size_per_partition", "params_dtype",
+                "extra_weight_attrs"), ("get_platform",)),
+        Target("NVFP4 KV prefill dtype", f"{_KV_HOOK}.handle_nvfp4_prefill_kv_dequant_dtype",
+               scoped_fact(moe.nvfp4_native_prefill, "is_sm100"), ("server_args",), ("get_platform",)),
+        Target("MXFP8 MoE activations", f"{_MXFP4}._prepare_flashinfer_mxfp8_activations",
+               scoped(moe.mxfp8_moe_quantizer_sm107, "_is_sm107_supported"), ("x", "hidden_size"),
+               ("_is_sm107_supported",)),
+        Target("MiniMax sparse index dtype", f"{_MEMORY_POOL}.get_minimax_sparse_index_dtype",
+               scoped_fact(moe.minimax_fp8_index_hopper, "is_sm90"), ("fp8_attn_gemm", "kv_cache_dtype", "model_dtype"),
+               ("get_platform",)),
     ]
 
 

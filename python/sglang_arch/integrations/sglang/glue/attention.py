@@ -731,6 +731,18 @@ def minimax_m3_blackwell_arm_here() -> bool:
     return or_platform_fact(minimax_m3_blackwell_arm(), "is_blackwell")
 
 
+@fail_open
+def minimax_m3_native_stack(quantization: Optional[str]) -> Optional[bool]:
+    """``uses_minimax_m3_nvfp4_native_stack`` (``configs/model_config.py``): whether an
+    M3.1 NVFP4 checkpoint runs its Blackwell stack, the answer the attention backend, the KV
+    pool class and the KV cell-size budget share.  The override's arm and this answer are
+    one decision (``policies/minimax_m3.nvfp4_arm``), so they cannot split.  None (SGLang's
+    function) where the arm is SGLang's own probe."""
+    if quantization != "minimax_m3_nvfp4":
+        return False  # SGLang's answer for any other checkpoint, whatever the GPU
+    return minimax_m3_blackwell_arm()
+
+
 # --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional, Tuple
 
-from . import REGISTRY, ArchDecisionError, fail_open, or_platform_fact, routed_context
+from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
 
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
 _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
 _UNQUANT = "sglang.srt.layers.quantization.unquant"
+_MXFP4 = "sglang.srt.layers.quantization.mxfp4"
 
 # quant_method (HF quantization_config, or --quantization) -> the experts' kind
 _NVFP4_METHODS = ("modelopt_fp4", "nvfp4")
@@ -335,3 +336,141 @@ def bf16_gemm_cutedsl_here() -> bool:
     """The replace form of ``get_platform().is_sm100`` in ``initialize_bf16_gemm_config``'s
     auto arm: the registry's answer, else SGLang's probe."""
     return or_platform_fact(bf16_gemm_cutedsl(), "is_sm100")
+
+
+# --- block-FP8 weights' UE8M0 requantization at load (policies/quant.py) ---
+
+_REQUANT: dict = {}
+
+
+@fail_open
+def dense_ue8m0_requant_sm() -> Optional[int]:
+    """What ``get_device_sm()`` answers while ``should_deepgemm_weight_requant_ue8m0`` reads
+    it for its dense SM12x check (the ``scoped`` form): 120 (SGLang's SM of FP32 dense
+    scales) where the registry's dense block-FP8 GEMM reads FP32 scales, else the device's
+    own SM (``policies/quant.dense_ue8m0_requant``).  Asked per weight at load; decided once
+    per machine.  None (SGLang's probe) without an NVIDIA GPU.  The device is the one
+    SGLang's probe reads (no platform override reaches ``get_device_sm``)."""
+    ctx = device_context()
+    if ctx is None:
+        return None
+    return per_machine(_REQUANT, ctx, "dense", lambda: ctx.dense_ue8m0_requant().check_sm)
+
+
+def dense_ue8m0_requant_sm_here() -> int:
+    """The replace form of ``get_device_sm()`` in ``should_deepgemm_weight_requant_ue8m0``:
+    the registry's answer, else SGLang's probe."""
+    sm = dense_ue8m0_requant_sm()
+    if sm is not None:
+        return sm
+    from sglang.srt.utils import get_device_sm
+
+    return get_device_sm()
+
+
+# --- load-time quantization rules SGLang reads from one platform fact (policies/quant.py) ---
+#
+# The ``scoped_fact`` / ``scoped`` forms: for the call of the function that holds the rule,
+# the fact answers the registry's decision; the series replaces the read with the ``_here``
+# form.  Decided once per machine (``per_machine``); a call costs one dictionary look-up.
+
+_QUANT_FACTS: dict = {}
+
+
+def _quant_fact(rule: str, ctx: Any) -> Optional[bool]:
+    if ctx is None:
+        return None
+    return per_machine(_QUANT_FACTS, ctx, rule, lambda: ctx.quant_fact(rule).value)
+
+
+@fail_open
+def hopper_bf16_weight_cache() -> Optional[bool]:
+    """``get_platform().is_sm90`` in ``Fp8LinearMethod.process_weights_after_loading_block_quant``:
+    whether block-32 FP8 linears on Triton keep a BF16 weight cache (opt-in)."""
+    return _quant_fact("hopper_bf16_weight_cache", routed_context()) if _cuda_platform() else None
+
+
+def hopper_bf16_weight_cache_here() -> bool:
+    return or_platform_fact(hopper_bf16_weight_cache(), "is_sm90")
+
+
+@fail_open
+def deep_gemm_sm100_block32() -> Optional[bool]:
+    """``get_platform().is_sm100`` in ``dispatch_w8a8_block_fp8_linear``'s SM100 arm: block-32
+    FP8 on DeepGEMM's SM100 kernel (None where the registry's DeepGEMM is off)."""
+    return _quant_fact("deep_gemm_sm100_block32", routed_context()) if _cuda_platform() else None
+
+
+def deep_gemm_sm100_block32_here() -> bool:
+    return or_platform_fact(deep_gemm_sm100_block32(), "is_sm100")
+
+
+@fail_open
+def deep_gemm_sm100_fused_activation() -> Optional[bool]:
+    """``get_platform().is_sm100`` in ``DenseSiluAndMulQuant.__init__``: SiLU-and-mul fused with
+    the FP8 quantization DeepGEMM's SM100 dense GEMM reads (None where DeepGEMM is off)."""
+    return _quant_fact("deep_gemm_sm100_fused_activation", routed_context()) if _cuda_platform() else None
+
+
+def deep_gemm_sm100_fused_activation_here() -> bool:
+    return or_platform_fact(deep_gemm_sm100_fused_activation(), "is_sm100")
+
+
+@fail_open
+def triton_mxfp4_persistent() -> Optional[bool]:
+    """``get_platform().is_sm100`` in ``_swizzle_mxfp4``: triton_kernels' persistent MXFP4 matmul."""
+    return _quant_fact("triton_mxfp4_persistent", routed_context()) if _cuda_platform() else None
+
+
+def triton_mxfp4_persistent_here() -> bool:
+    return or_platform_fact(triton_mxfp4_persistent(), "is_sm100")
+
+
+@fail_open
+def marlin_mxfp4_hopper_widths() -> Optional[bool]:
+    """``get_platform().is_sm90`` in ``Mxfp4MarlinMoEMethod.create_weights``: the experts keep
+    their logical width until Marlin's preparation pads it."""
+    return _quant_fact("marlin_mxfp4_hopper_widths", routed_context()) if _cuda_platform() else None
+
+
+def marlin_mxfp4_hopper_widths_here() -> bool:
+    return or_platform_fact(marlin_mxfp4_hopper_widths(), "is_sm90")
+
+
+@fail_open
+def nvfp4_native_prefill() -> Optional[bool]:
+    """``get_platform().is_sm100`` in ``handle_nvfp4_prefill_kv_dequant_dtype``: with an NVFP4
+    KV cache and no backend named, whether prefill reads native NVFP4 (``trtllm_mha``)."""
+    return _quant_fact("nvfp4_native_prefill", routed_context()) if _cuda_platform() else None
+
+
+def nvfp4_native_prefill_here() -> bool:
+    return or_platform_fact(nvfp4_native_prefill(), "is_sm100")
+
+
+@fail_open
+def mxfp8_moe_quantizer_sm107() -> Optional[bool]:
+    """What ``_is_sm107_supported()`` answers while ``_prepare_flashinfer_mxfp8_activations``
+    reads it (the ``scoped`` form): whether FlashInfer's MXFP8 quantizer takes the MoE
+    activations.  Asked per MoE call: one look-up.  The probe reads the device
+    (``get_device_capability``), so the device's context answers, not a platform override."""
+    return _quant_fact("mxfp8_moe_quantizer_sm107", device_context())
+
+
+def mxfp8_moe_quantizer_sm107_here() -> bool:
+    """The replace form of ``_is_sm107_supported()`` in ``_prepare_flashinfer_mxfp8_activations``."""
+    answer = mxfp8_moe_quantizer_sm107()
+    if answer is not None:
+        return answer
+    return bool(sys.modules[_MXFP4]._is_sm107_supported())
+
+
+@fail_open
+def minimax_fp8_index_hopper() -> Optional[bool]:
+    """``get_platform().is_sm90`` in ``get_minimax_sparse_index_dtype``: MiniMax's sparse index K
+    in FP8 beside an FP8 KV cache (the Hopper Triton decode reads it)."""
+    return _quant_fact("minimax_fp8_index_hopper", routed_context()) if _cuda_platform() else None
+
+
+def minimax_fp8_index_hopper_here() -> bool:
+    return or_platform_fact(minimax_fp8_index_hopper(), "is_sm90")

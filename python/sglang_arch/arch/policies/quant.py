@@ -1,0 +1,203 @@
+"""Quantization decisions taken at weight loading that follow a GEMM decision.
+
+Dense block-FP8 weights and DeepGEMM's UE8M0 scales
+---------------------------------------------------
+SGLang 0.5.23's ``should_deepgemm_weight_requant_ue8m0`` (``srt/model_loader/utils.py:265``)
+decides, per weight at load time, whether block-FP8 scales are requantized into DeepGEMM's
+UE8M0 layout.  Its docstring says why the answer must follow the GEMM that will read the
+weight: "scales would be converted to UE8M0 but the GEMM would fall back to triton which
+expects float32 scales, causing wrong results".  Its SM12x rule (``:282-284``): "SM120
+routes dense block-FP8 GEMMs to CUTLASS/Triton (fp32 scales); only the grouped MoE GEMM
+consumes DeepGEMM layouts there", written ``get_device_sm() == 120 and not grouped_moe``.
+The dense GEMM it refers to is ``initialize_fp8_gemm_config``'s ``is_sm120`` arm
+(``fp8_utils.py:1212``: ``auto`` becomes ``cutlass`` on every major 12, 12.1 included), and
+the configurer turns UE8M0 scales on for both (``deep_gemm_wrapper/configurer.py``:
+``get_device_sm() in (120, 121)``, sgl-project/sglang#39482).  On 12.1 callers that ask the
+check alone (LongCat-Flash's ``_weight_requant_ue8m0``, ``models/longcat_flash.py:865``)
+requantize dense weights for a CUTLASS GEMM that reads FP32 scales (docs/differences.md D26);
+``Fp8LinearMethod`` asks only when its runner is DeepGEMM.
+
+The registry answers from its own FP8 block GEMM decision (``policies/moe.fp8_gemm`` for
+``auto`` with DeepGEMM on, the only case the check is reached in: its first condition is
+``ENABLE_JIT_DEEPGEMM and DEEPGEMM_SCALE_UE8M0``, which the DeepGEMM target leaves on only
+where the registry's DeepGEMM is): dense weights take UE8M0 scales where that GEMM is
+DeepGEMM, and keep FP32 scales elsewhere; where the registry's DeepGEMM is off the check is
+not reached and the device's own SM stands.  Grouped MoE weights, the output
+dtype and the shape checks stay SGLang's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ..registry import Resolution
+from . import moe
+from .platform import tier_fact
+
+# What SGLang's dense check compares ``get_device_sm()`` with: the SM it keeps FP32 scales on.
+SM12X_DENSE_SM = 120
+
+
+@dataclass(frozen=True)
+class RequantDecision:
+    dense: Optional[bool]  # dense block-FP8 weights take DeepGEMM's UE8M0 scales (None: DeepGEMM is off)
+    check_sm: int  # what ``get_device_sm()`` answers at SGLang's dense check
+    reason: str
+
+
+def dense_ue8m0_requant(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> RequantDecision:
+    """Whether dense block-FP8 weights are requantized into DeepGEMM's UE8M0 scales here."""
+    where = f"tier {res.resolved} ({res.match})"
+    if moe.deep_gemm(res, cuda).choice != "on":
+        return RequantDecision(None, res.requested.sm,
+                               f"{where}: DeepGEMM is off here, so nothing is requantized for it (SGLang's check "
+                               "is not reached; its own SM stands)")
+    gemm = moe.fp8_gemm(res, cuda, deep_gemm_on=True)
+    if gemm.choice == "deep_gemm":
+        return RequantDecision(True, res.requested.sm,
+                               f"{where}: the dense block-FP8 GEMM is DeepGEMM, which reads UE8M0 scales")
+    return RequantDecision(False, SM12X_DENSE_SM,
+                           f"{where}: the dense block-FP8 GEMM is {gemm.choice} ({gemm.reason}), which reads "
+                           "FP32 block scales: dense weights keep them (only DeepGEMM's grouped MoE GEMM takes "
+                           "UE8M0 scales here)")
+
+
+# --- load-time rules SGLang writes as one platform fact read inside a larger function ---
+#
+# Each is a decision SGLang takes from one ``get_platform().<fact>`` (or a probe of its
+# module) and nothing else of the device: the registry takes it on the tier (the fact as
+# SGLang's rule asks it, of the tier's major: ``platform.tier_fact``), and, where the rule
+# picks a kernel, only where the catalog runs that kernel on the device.  ``value`` None:
+# the rule is not reached here (what it would enable is off in the registry), so SGLang's
+# own probe stands.  Every rule equals SGLang's on the exact tiers
+# (test/integration/test_quant_decisions.py).
+
+
+@dataclass(frozen=True)
+class FactDecision:
+    fact: str  # the platform fact (or probe) SGLang's rule reads
+    value: Optional[bool]  # what it answers for the call; None: SGLang's own probe
+    reason: str
+
+
+def _where(res: Resolution) -> str:
+    return f"tier {res.resolved} ({res.match})"
+
+
+def hopper_bf16_weight_cache(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``Fp8LinearMethod.process_weights_after_loading_block_quant`` (``fp8.py:861-881``):
+    under ``SGLANG_OPT_HOPPER_BLOCK_FP8_BF16``, block-32 FP8 linears Triton serves (not
+    DeepGEMM) keep a BF16 expansion of the weight for large GEMMs ("Hopper group32 FP8
+    accumulates each 32-wide block separately"), on ``is_sm90``.  A memory-for-speed trade
+    measured on Hopper; cuBLAS BF16 runs everywhere, so the tier's rule decides."""
+    on = tier_fact(res, "is_sm90", cuda)
+    return FactDecision("is_sm90", on, f"{_where(res)}: {'Hopper' if on else 'not Hopper'}: the BF16 weight cache "
+                                       f"for block-32 FP8 on Triton is {'kept (opt-in)' if on else 'off'}")
+
+
+def _deep_gemm_sm100(res: Resolution, cuda: Optional[Tuple[int, int]], what: str) -> FactDecision:
+    if moe.deep_gemm(res, cuda).choice != "on":
+        return FactDecision("is_sm100", None, f"{_where(res)}: DeepGEMM is off here, so {what} is not reached "
+                                              "(SGLang's own probe stands)")
+    on = tier_fact(res, "is_sm100", cuda)
+    return FactDecision("is_sm100", on, f"{_where(res)}: DeepGEMM on, {'its SM100 kernels' if on else 'not SM100'}: "
+                                        f"{what} {'on' if on else 'off'}")
+
+
+def deep_gemm_sm100_block32(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``dispatch_w8a8_block_fp8_linear``'s SM100 arm (``fp8_utils.py:723``): block-32 FP8
+    linears go to DeepGEMM on request with UE8M0 activation scales ("SM100 DeepGEMM casts the
+    weight scales to UE8M0, so it takes only UE8M0 checkpoints, on request"), on
+    ``is_sm100``.  The arm needs ``ENABLE_JIT_DEEPGEMM``: where the registry's DeepGEMM is
+    off (no build) it is not reached; elsewhere the tier's SM100 rule."""
+    return _deep_gemm_sm100(res, cuda, "block-32 FP8 on DeepGEMM's SM100 kernel")
+
+
+def deep_gemm_sm100_fused_activation(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``DenseSiluAndMulQuant`` (``fp8_activation.py:32``): SiLU-and-mul fused with the FP8
+    quantization of ``down_proj``'s input, in the column-major UE8M0 layout DeepGEMM's SM100
+    dense GEMM reads, on ``is_sm100`` with TP 1.  It is enabled only for DeepGEMM's dense
+    GEMM (``deepgemm_w8a8_block_fp8_linear_with_fallback``): where the registry's DeepGEMM is
+    off it is not reached; elsewhere the tier's SM100 rule."""
+    return _deep_gemm_sm100(res, cuda, "the fused SiLU-and-mul FP8 quantization for DeepGEMM")
+
+
+def triton_mxfp4_persistent(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``_swizzle_mxfp4`` (``mxfp4.py:257``): the MXFP4 MoE weights for triton_kernels'
+    matmul ask for its persistent kernel with epilogue subtile 1 on ``is_sm100``; other
+    Blackwell majors take triton_kernels' own flags.  Triton compiles either for the device,
+    so the tier's rule decides."""
+    on = tier_fact(res, "is_sm100", cuda)
+    return FactDecision("is_sm100", on, f"{_where(res)}: triton_kernels' persistent MXFP4 matmul "
+                                        f"{'asked for (SM100)' if on else 'not asked for'}")
+
+
+def marlin_mxfp4_hopper_widths(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``Mxfp4MarlinMoEMethod.create_weights`` (``mxfp4_marlin_moe.py:86``): on ``is_sm90``
+    the experts keep their logical intermediate width until Marlin's preparation pads it
+    ("early padding to 128 turns a TP8 width of 288 into 384 instead of 320"); elsewhere it
+    is padded to 128 at creation.  The same Marlin kernel reads either (its preparation
+    pads to its own tile), so the tier's rule decides."""
+    on = tier_fact(res, "is_sm90", cuda)
+    return FactDecision("is_sm90", on, f"{_where(res)}: MXFP4 Marlin experts "
+                                       f"{'keep their logical width (Hopper)' if on else 'padded to 128 at creation'}")
+
+
+NVFP4_NATIVE_PREFILL = "trtllm_mha"  # kv_cache_hook._NVFP4_PREFILL_BACKEND["nvfp4"]
+
+
+def nvfp4_native_prefill(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``handle_nvfp4_prefill_kv_dequant_dtype`` (``kv_cache_hook.py:57``): with an NVFP4 KV
+    cache and no backend named, prefill reads native NVFP4 through ``trtllm_mha`` on
+    ``is_sm100``, else an FP8 E4M3 workspace through ``flashinfer``.  The registry keeps the
+    native arm on the tier's SM100 rule where the catalog runs ``trtllm_mha`` prefill here."""
+    from . import attention
+
+    if not tier_fact(res, "is_sm100", cuda):
+        return FactDecision("is_sm100", False, f"{_where(res)}: not SM100: NVFP4 prefill through an FP8 E4M3 "
+                                               "workspace (flashinfer)")
+    check = attention.check_backend(res, NVFP4_NATIVE_PREFILL, "mha", "prefill", cuda)
+    if check.valid is False:
+        return FactDecision("is_sm100", False, f"{_where(res)}: SM100, but {check.reason}: NVFP4 prefill through an "
+                                               "FP8 E4M3 workspace (flashinfer)")
+    return FactDecision("is_sm100", True, f"{_where(res)}: SM100: native NVFP4 prefill ({check.reason})")
+
+
+SM107 = (10, 7)
+
+
+def mxfp8_moe_quantizer_sm107(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``_prepare_flashinfer_mxfp8_activations`` (``mxfp4.py:97-100``): on SM107
+    (``_is_sm107_supported``, capability 10.7 exactly) non-FP32 MoE activations are
+    quantized by FlashInfer's MXFP8 quantizer ("FlashInfer handles SM107 inputs"), elsewhere
+    by SGLang's per-token-group kernel.  Both run on every GPU this path serves; the tier's
+    rule decides."""
+    on = res.resolved.as_tuple() == SM107
+    return FactDecision("_is_sm107_supported", on, f"{_where(res)}: MoE activations quantized by "
+                                                   f"{'FlashInfer (the SM107 rule)' if on else 'SGLang'}")
+
+
+def minimax_fp8_index_hopper(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``get_minimax_sparse_index_dtype`` (``mem_cache/memory_pool.py:5839``): with an
+    ``fp8_e4m3`` KV cache, MiniMax's sparse index K is stored in FP8 on ``is_sm90`` "for the
+    fp16-widened Triton decode", in the model dtype elsewhere; the pool's cell-size estimate
+    reads the same answer.  The Triton decode that reads it picks its Hopper path from the
+    device's ``is_sm90`` (``kernels/ops/attention/minimax_sparse/decode/topk_sparse.py:456``);
+    a device's tier has the device's major wherever that major is 9 (every 9.x resolves to
+    9.0, no other major does), so the tier's rule and the kernel's path agree."""
+    on = tier_fact(res, "is_sm90", cuda)
+    return FactDecision("is_sm90", on, f"{_where(res)}: MiniMax's sparse index K with an FP8 KV cache stored "
+                                       f"{'in FP8 (the Hopper Triton decode)' if on else 'in the model dtype'}")
+
+
+FACT_RULES = {rule.__name__: rule for rule in (
+    hopper_bf16_weight_cache, deep_gemm_sm100_block32, deep_gemm_sm100_fused_activation, triton_mxfp4_persistent,
+    marlin_mxfp4_hopper_widths, nvfp4_native_prefill, mxfp8_moe_quantizer_sm107, minimax_fp8_index_hopper)}
+
+
+def fact_rule(res: Resolution, rule: str, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """The decision of one of ``FACT_RULES`` for this device."""
+    if rule not in FACT_RULES:
+        raise ValueError(f"invalid quantization rule {rule!r}; accepted: {', '.join(FACT_RULES)}")
+    return FACT_RULES[rule](res, cuda)
