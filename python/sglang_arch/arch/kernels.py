@@ -440,6 +440,28 @@ KERNELS: Dict[str, Dict[str, Any]] = {
                     "sglang 0.5.23 kernels/ops/gemm/cutedsl_bf16_gemm.py _tgv_bf16_gemm_run: raises unless "
                     "is_sm100_supported (major 10, CUDA >= 12.8), so 11.0 is left out"],
     },
+    # Tuned GEMM / GEMV paths SGLang takes on one architecture (policies/gemm.py)
+    "sglang_warp_splitk_bf16_gemm": {
+        "summary": "SGLang's vendored copy of FlashInfer's CuTe DSL warp split-K BF16 GEMM with an FP32 output "
+                   "(kernels/ops/gemm/dense_bf16_gemm_warp_splitk.py): K3's merged MoE front projection",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
+        "min_cuda": "12.8",
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "sglang 0.5.23 kernels/ops/gemm/dense_bf16_gemm_warp_splitk.py: sizes its ring from "
+                    "get_smem_capacity_in_bytes('sm_100'); reached only from _tgv_bf16_gemm_out_run, which raises "
+                    "unless is_sm100_supported (major 10, CUDA >= 12.8)"],
+    },
+    "sglang_cutedsl_router_gemv": {
+        "summary": "SGLang's CuTe DSL FP32 router GEMV for Muse Spark decode "
+                   "(kernels/ops/gemm/muse_spark_router_gemv_cutedsl.py: SIMT FMA, warp shuffles, shared memory)",
+        "targets": ["jit:8.0", "jit:8.6", "jit:8.7", "jit:8.9", "jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7",
+                    "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "sglang 0.5.23 kernels/ops/gemm/muse_spark_router_gemv_cutedsl.py _kernel_type: no MMA, TMA or "
+                    "cluster op (griddepcontrol only with PDL, which is_arch_support_pdl leaves to SM90 and newer)"],
+    },
     "flashinfer_megamoe": {
         "summary": "FlashInfer MegaMoE (CuTe DSL, SM100 datacenter kernels)",
         "targets": ["jit:10.0", "jit:10.3"],
@@ -571,6 +593,11 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     # --bf16-gemm-backend (unquantized BF16 dense GEMM; auto and torch run cuBLAS through torch)
     "bf16_gemm": {
         "cutedsl": [{"kernel": "sglang_cutedsl_bf16_gemm"}],
+    },
+    # Tuned GEMM / GEMV paths (policies/gemm.py): the kernels a path keyed to one architecture runs
+    "gemm_path": {
+        "k3_front_splitk": [{"kernel": "sglang_warp_splitk_bf16_gemm", "with": ["sglang_cutedsl_bf16_gemm"]}],
+        "router_gemv": [{"kernel": "sglang_cutedsl_router_gemv"}],
     },
     # --fp4-gemm-backend (NVFP4 dense GEMM)
     "fp4_gemm": {

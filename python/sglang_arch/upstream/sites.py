@@ -79,6 +79,39 @@ return band if band is not None and is_flashinfer_available() else None
 _ATTENTION_GUARD_COVERS = ATTENTION_GUARD_COVERS
 
 
+# Tuned GEMM / GEMV paths keyed to one architecture (policies/gemm.py; the plugin's
+# targets.gemm_path_targets): each probe call the path reads becomes the registry's
+# per-machine answer, and a probe helper no code reads any more goes.
+GEMM_PATH_PLANS: Tuple[ModulePlan, ...] = (
+    ModulePlan("kernels/ops/gemm/cutedsl_bf16_gemm.py", "moe", (
+        ReplaceCall("use_cutedsl_bf16_gemm", ("m", "n", "k"), "get_device_sm", "bf16_gemm_k3_splitk_sm_here", (),
+                    what="K3 split-K table's SM"),
+        ReplaceCall("_tgv_bf16_gemm_out_run", ("x", "weight", "out", "bias"), "get_device_sm",
+                    "bf16_gemm_k3_splitk_sm_here", (), what="K3 warp split-K table's SM"),
+        Delete((), unused=("get_device_sm",), what="probe of the replaced checks"),
+    )),
+    ModulePlan("kernels/ops/gemm/hopper_bf16_gemv.py", "moe", (
+        ReplaceCall("_config", ("n",), "_is_sm12x", "hopper_gemv_sm12x_here", (), what="SM12x tile config"),
+        ReplaceCall("use_hopper_bf16_gemv", ("m", "n", "k"), "_is_sm12x", "hopper_gemv_sm12x_here", (),
+                    what="SM12x GEMV window"),
+        Delete((), unused=("_is_sm12x",), what="helper of the replaced checks"),
+    )),
+    ModulePlan("kernels/ops/gemm/muse_spark_router_gemv_cutedsl.py", "moe", (
+        ReplaceCall("router_gemv_cute_eligible", ("x", "w"), "_is_sm100_family", "router_gemv_sm100_family_here",
+                    ("x.device.index",), what="SM100-family check", any_args=True),
+        Delete((), unused=("_is_sm100_family",), what="helper of the replaced check"),
+    )),
+    ModulePlan("srt/models/nemotron_h.py", "moe", (
+        ReplaceCall("NemotronHMoE._forward_core", ("self", "hidden_states", "forward_batch"), "is_sm120",
+                    "nemotron_prefill_overlap_here", (), what="prefill overlap's SM120 check"),
+    )),
+    ModulePlan("srt/batch_overlap/single_batch_overlap.py", "moe", (
+        ReplaceCall("SboFlags.enable_combine_down_gemm_two_stream_overlap", ("cls",), "is_blackwell",
+                    "sbo_deep_gemm_blackwell_here", (), what="DeepGEMM down-GEMM overlap's Blackwell check"),
+    )),
+)
+
+
 @dataclass(frozen=True)
 class Step:
     """One commit of the series (and one PR description)."""
@@ -310,7 +343,7 @@ STEPS: Tuple[Step, ...] = (
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why
         # each is there and what is left out).
-    ), covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS + FP8_GEMM_COVERS),
+    ) + GEMM_PATH_PLANS, covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS + FP8_GEMM_COVERS),
 )
 
 

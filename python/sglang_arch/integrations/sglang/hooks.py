@@ -128,7 +128,7 @@ def scoped(ask: Callable, name: str, value: bool = False, module: Optional[str] 
         probe = getattr(holder, name, _MISSING)
         if probe is _MISSING:  # not there (a release that moved it): SGLang's own probe answers
             return original(*args, **kwargs)
-        setattr(holder, name, arch_answer if value else (lambda *a, **k: arch_answer))
+        setattr(holder, name, arch_answer if value else _answering(arch_answer))
         try:
             return original(*args, **kwargs)
         finally:
@@ -239,6 +239,17 @@ def _restore(self: Any, names: Tuple[str, ...], saved: list) -> None:
 
 def _constant(value: Any) -> Any:
     return value
+
+
+_ANSWERING: dict = {}  # (type, value) -> a probe that answers it whatever its arguments (built once)
+
+
+def _answering(value: Any) -> Callable:
+    key = (type(value), value)
+    probe = _ANSWERING.get(key)
+    if probe is None:
+        probe = _ANSWERING.setdefault(key, lambda *args, **kwargs: value)
+    return probe
 
 
 def decides(ask: Callable) -> Callable:

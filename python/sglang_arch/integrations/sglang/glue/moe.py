@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional, Tuple
 
-from . import REGISTRY, ArchDecisionError, fail_open, or_platform_fact, routed_context
+from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
 
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
@@ -335,3 +335,128 @@ def bf16_gemm_cutedsl_here() -> bool:
     """The replace form of ``get_platform().is_sm100`` in ``initialize_bf16_gemm_config``'s
     auto arm: the registry's answer, else SGLang's probe."""
     return or_platform_fact(bf16_gemm_cutedsl(), "is_sm100")
+
+
+# --- Tuned GEMM / GEMV paths keyed to one architecture (policies/gemm.py) ---
+#
+# SGLang reads the device's identity inline, per call, to take a path tuned on one GPU.
+# The registry decides each path once per machine (``ctx.gemm_paths()``, cached below);
+# the plugin's ``scoped`` hooks answer the probe the call site reads with that decision,
+# and the series puts the replace forms (``*_here``) in place of the probe calls.  The
+# device is the one SGLang's probes read (none of them reads the platform context), so
+# these ask ``device_context``.  Each ask answers ``None`` (SGLang's own probe) without an
+# NVIDIA GPU; per call: one dict look-up once the machine's answer is cached.
+
+_GEMM_PATHS: dict = {}
+
+
+def _gemm_paths() -> Optional[Any]:
+    ctx = device_context()
+    if ctx is None:
+        return None
+    return per_machine(_GEMM_PATHS, ctx, None, ctx.gemm_paths)
+
+
+def _k3_splitk_sm() -> Optional[int]:
+    ctx = device_context()
+    if ctx is None:
+        return None
+
+    def decide() -> int:
+        if ctx.gemm_paths().k3_front_splitk.on:
+            return 107
+        own = ctx.resolution.requested.sm
+        return own if own != 107 else 0
+
+    return per_machine(_GEMM_PATHS, ctx, "k3_splitk_sm", decide)
+
+
+@fail_open
+def bf16_gemm_k3_splitk_sm() -> Optional[int]:
+    """What ``get_device_sm()`` answers where ``use_cutedsl_bf16_gemm`` and
+    ``_tgv_bf16_gemm_out_run`` test it against 107 for K3's split-K table: 107 where the
+    registry takes the table (``policies/gemm.k3_front_splitk``), else the device's own SM
+    when that is not 107, else 0."""
+    return _k3_splitk_sm()
+
+
+def bf16_gemm_k3_splitk_sm_here() -> int:
+    """The replace form of ``get_device_sm()`` in the K3 split-K checks."""
+    sm = bf16_gemm_k3_splitk_sm()
+    if sm is not None:
+        return sm
+    from sglang.srt.utils.common import get_device_sm
+
+    return get_device_sm()
+
+
+@fail_open
+def hopper_gemv_sm12x() -> Optional[bool]:
+    """What ``_is_sm12x()`` answers in ``hopper_bf16_gemv``'s window and its tile config
+    (the two must agree: the SM12x window admits K only the unroll-1 kernel serves)."""
+    paths = _gemm_paths()
+    return None if paths is None else paths.hopper_gemv_sm12x.on
+
+
+def hopper_gemv_sm12x_here() -> bool:
+    """The replace form of ``_is_sm12x()``: the registry's answer, else SGLang's check."""
+    answer = hopper_gemv_sm12x()
+    if answer is not None:
+        return answer
+    from sglang.kernels.jit.utils import get_jit_cuda_arch
+
+    return get_jit_cuda_arch().major >= 12
+
+
+@fail_open
+def router_gemv_sm100_family() -> Optional[bool]:
+    """What ``_is_sm100_family(...)`` answers in ``router_gemv_cute_eligible``: whether the
+    registry takes Muse Spark's CuTe DSL router GEMV on this machine."""
+    paths = _gemm_paths()
+    return None if paths is None else paths.router_gemv.on
+
+
+def router_gemv_sm100_family_here(device_index: Optional[int]) -> bool:
+    """The replace form of ``_is_sm100_family(x.device.index)``."""
+    answer = router_gemv_sm100_family()
+    if answer is not None:
+        return answer
+    import torch
+
+    return torch.cuda.get_device_capability(device_index)[0] == 10
+
+
+@fail_open
+def nemotron_prefill_overlap() -> Optional[bool]:
+    """What ``is_sm120()`` answers in ``NemotronHMoE._forward_core``: whether the registry
+    takes Nemotron-H's prefill overlap on this machine."""
+    paths = _gemm_paths()
+    return None if paths is None else paths.nemotron_prefill_overlap.on
+
+
+def nemotron_prefill_overlap_here() -> bool:
+    """The replace form of ``is_sm120()`` in ``NemotronHMoE._forward_core``."""
+    answer = nemotron_prefill_overlap()
+    if answer is not None:
+        return answer
+    from sglang.srt.utils import is_sm120
+
+    return is_sm120()
+
+
+@fail_open
+def sbo_deep_gemm_blackwell() -> Optional[bool]:
+    """What ``is_blackwell()`` answers in ``SboFlags.enable_combine_down_gemm_two_stream_overlap``:
+    True where the registry does not overlap the combine with DeepGEMM's down GEMM."""
+    paths = _gemm_paths()
+    return None if paths is None else not paths.sbo_deep_gemm_down_overlap.on
+
+
+def sbo_deep_gemm_blackwell_here() -> bool:
+    """The replace form of ``is_blackwell()`` in the DeepGEMM down-GEMM overlap check."""
+    answer = sbo_deep_gemm_blackwell()
+    if answer is not None:
+        return answer
+    from sglang.srt.utils import is_blackwell
+
+    return bool(is_blackwell())
