@@ -15,7 +15,7 @@ comes and goes between releases, and puts one read of the registry in its place:
 - ``AndCondition``: an ``if`` whose test reads an attribute gets ``and <glue call>``;
 - ``ReplaceCall``: every call of a probe a function binds to a local (``get_device_sm =
   self._get_device_sm`` ... ``get_device_sm()``, or ``from ... import is_sm100_supported``
-  in its body) becomes one glue call, and the binding or the local import, read by
+  in its body), or of a dotted read (``torch.cuda.get_device_capability``), becomes one glue call, and the binding or the local import, read by
   nothing else, goes (``any_args``: its calls with arguments too, which the glue call drops);
 - ``ReplaceFact``: every inline read of one platform fact (``get_platform().is_blackwell``)
   in a function becomes one glue call; with a ``marker``, only the read in the test of the
@@ -114,7 +114,7 @@ class AndCondition(_Labelled):
 class ReplaceCall(_Labelled):
     qualname: str
     params: Tuple[str, ...]
-    name: str  # the local the function calls (a probe bound to it)
+    name: str  # the local the function calls (a probe bound to it), or a dotted read (torch.cuda....)
     call: str
     args: Tuple[str, ...]
     what: str = "probe call"
@@ -305,8 +305,7 @@ class _SwapCalls(cst.CSTTransformer):
         self.name, self.call, self.any_args, self.swapped = name, call, any_args, 0
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if (isinstance(updated.func, cst.Name) and updated.func.value == self.name
-                and (self.any_args or not updated.args)):
+        if dotted_name(updated.func) == self.name and (self.any_args or not updated.args):
             self.swapped += 1
             return self.call
         return updated

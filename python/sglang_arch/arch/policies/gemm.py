@@ -55,6 +55,11 @@ class GemmPaths:
     router_gemv: Path
     nemotron_prefill_overlap: Path
     sbo_deep_gemm_down_overlap: Path
+    qwen4_decode_fusion: Path
+    marlin_lora_b200_decode: Path
+    lora_cutedsl_wide_tiles: Path
+    muse_spark_gemm_ag: Path
+    muse_spark_finalize_ar: Path
 
     def to_dict(self) -> dict:
         return {name: {"on": path.on, "reason": path.reason} for name, path in vars(self).items()}
@@ -132,6 +137,68 @@ def sbo_deep_gemm_down_overlap(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
     return Path(False, f"{_where(res)}: not Blackwell, but on {res.requested} {verdict.reason}: no overlap")
 
 
+# Paths SGLang keys to a torch read inline (``torch.cuda.get_device_capability()``), in
+# larger functions: the capability the check compares is answered for the call.
+
+# sglang 0.5.23 srt/layers/moe/qwen4_decode.py prepare_qwen4_decode_comm:60: major != 10 -> None
+QWEN4_DECODE_MAJOR = 10
+# sglang 0.5.23 srt/lora/marlin_lora_temp/moe_runner.py:98: "the B200 direct-decode factorization", == (10, 0)
+MARLIN_LORA_B200 = Capability(10, 0)
+# sglang 0.5.23 srt/lora/moe/base_gemm_provider/cutedsl_bf16.py:302: "Hopper prefill uses wide tiles", < (10, 0)
+LORA_WIDE_TILES_BELOW = Capability(10, 0)
+# sglang 0.5.23 srt/models/muse_spark.py:550, 814: gemm_ag and its workspace on == (10, 3) (GB300)
+MUSE_SPARK_GEMM_AG = Capability(10, 3)
+# sglang 0.5.23 srt/models/muse_spark.py:1122: finalize AR fusion "requires Blackwell", major != 10 -> off
+MUSE_SPARK_FINALIZE_AR_MAJOR = 10
+
+
+def qwen4_decode_fusion(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
+    """Qwen's TP4 decode MoE with the finalize, shared-expert gate and all-reduce fused
+    (``prepare_qwen4_decode_comm``), which SGLang prepares on major 10 only: where the
+    tier's major is 10 and the fused kernel builds (SGLang's producer check, FlashInfer's
+    TRTLLM MoE with deferred finalize, stays beside it)."""
+    tier = res.resolved
+    if tier.major != QWEN4_DECODE_MAJOR:
+        return Path(False, f"{_where(res)}: major {tier.major}, not 10: Qwen's decode MoE unfused")
+    return _with_builds(res, "qwen4_decode_fusion", cuda, "Qwen's fused decode finalize + all-reduce (major 10)")
+
+
+def marlin_lora_b200_decode(res: Resolution) -> Path:
+    """The Marlin LoRA MoE runner's direct-decode factorization for two to four adapter
+    slots, which SGLang selects on the B200 (10.0) only: where the tier is 10.0.  The
+    same Marlin kernels run either factorization."""
+    if res.resolved == MARLIN_LORA_B200:
+        return Path(True, f"{_where(res)}: the B200 direct-decode factorization")
+    return Path(False, f"{_where(res)}: not 10.0 (B200): the default factorization")
+
+
+def lora_cutedsl_wide_tiles(res: Resolution) -> Path:
+    """The CuTe DSL BF16 LoRA MoE provider's tile set: below 10.0 (Hopper) SGLang drops the
+    narrow tile, so prefill takes wide tiles: the tier's rule (one kernel either way)."""
+    tier = res.resolved
+    if tier < LORA_WIDE_TILES_BELOW:
+        return Path(True, f"{_where(res)}: below 10.0, wide tiles only (the narrow tile dropped)")
+    return Path(False, f"{_where(res)}: 10.0 or newer, narrow and wide tiles")
+
+
+def muse_spark_gemm_ag(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
+    """Muse Spark's fused pre-expert GEMM + all-gather (TP 4 / 8) and its projection
+    workspace, which SGLang takes on 10.3 (GB300) only: where the tier is 10.3 and the
+    kernel builds for the device (its own support check still follows)."""
+    if res.resolved != MUSE_SPARK_GEMM_AG:
+        return Path(False, f"{_where(res)}: not 10.3 (GB300): the BF16 GEMM dispatcher")
+    return _with_builds(res, "muse_spark_gemm_ag", cuda, "Muse Spark's GEMM + all-gather (10.3)")
+
+
+def muse_spark_finalize_ar(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
+    """Muse Spark's MoE finalize fused with the all-reduce (SGLANG_ENABLE_MUSE_SPARK_FINALIZE_AR),
+    which SGLang allows on major 10 only: where the tier's major is 10 and the kernel builds."""
+    tier = res.resolved
+    if tier.major != MUSE_SPARK_FINALIZE_AR_MAJOR:
+        return Path(False, f"{_where(res)}: major {tier.major}, not 10: separate finalize and all-reduce")
+    return _with_builds(res, "muse_spark_finalize_ar", cuda, "Muse Spark's fused finalize + all-reduce (major 10)")
+
+
 def gemm_paths(res: Resolution, cuda: Cuda = (13, 0)) -> GemmPaths:
     return GemmPaths(
         k3_front_splitk=k3_front_splitk(res, cuda),
@@ -139,4 +206,9 @@ def gemm_paths(res: Resolution, cuda: Cuda = (13, 0)) -> GemmPaths:
         router_gemv=router_gemv(res, cuda),
         nemotron_prefill_overlap=nemotron_prefill_overlap(res),
         sbo_deep_gemm_down_overlap=sbo_deep_gemm_down_overlap(res, cuda),
+        qwen4_decode_fusion=qwen4_decode_fusion(res, cuda),
+        marlin_lora_b200_decode=marlin_lora_b200_decode(res),
+        lora_cutedsl_wide_tiles=lora_cutedsl_wide_tiles(res),
+        muse_spark_gemm_ag=muse_spark_gemm_ag(res, cuda),
+        muse_spark_finalize_ar=muse_spark_finalize_ar(res, cuda),
     )

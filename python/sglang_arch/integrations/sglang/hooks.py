@@ -19,6 +19,10 @@ the upstream rewriter inserts at the top of a routed function (``upstream/rewrit
 - ``scoped_fact``: the same for one platform fact a method reads inline
   (``get_platform().is_blackwell``): for the original's call, its module's ``get_platform()``
   answers SGLang's platform with that one fact the glue's; the series replaces the read;
+- ``scoped_capability``: the same for a torch read written inline
+  (``torch.cuda.get_device_capability(...)``): for the original's call, its module's
+  ``torch`` answers torch with that one function answering the glue's capability (every
+  other attribute torch's own); the series replaces the call;
 - ``scoped_self``: the same for probes a method reads from its instance (bound at init,
   ``self._get_device_sm``): for the original's call, each named attribute of ``self``
   answers the glue's value; the series replaces the calls with the replace forms;
@@ -187,6 +191,64 @@ def _fact_getter(module: str, getter: Callable, fact_name: str, value: Any) -> C
         view = _PlatformWithFact(getter, fact_name, value)
         found = _FACT_GETTERS.setdefault(key, functools.partial(_constant, view))
     return found
+
+
+def scoped_capability(ask: Callable) -> Callable:
+    """``scoped_capability`` form: while the original runs, its module's ``torch`` answers
+    torch with ``torch.cuda.get_device_capability(...)`` returning ``ask()`` (a capability
+    tuple, whatever device it is asked for), or stays torch where ``ask`` answers ``None``.
+    Only code of the original's module sees it (the kernels it calls read the device), and
+    a hooked function nested in another of the same module answers its own.  Per call: the
+    glue's (cached) answer and one module attribute swapped; every ``torch.<name>`` the
+    module reads during the call goes through one attribute look-up more.  The view is built
+    once per (torch, answer)."""
+    asking = _naming_the_kill_switch(ask)
+
+    def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        arch_answer = asking()
+        if arch_answer is None:
+            return original(*args, **kwargs)
+        holder = sys.modules.get(original.__module__)
+        real = getattr(holder, "torch", None)
+        if real is None:  # a release whose module no longer reads torch: nothing to answer
+            return original(*args, **kwargs)
+        setattr(holder, "torch", _torch_answering(real, arch_answer))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            setattr(holder, "torch", real)
+
+    return _hook("scoped_capability", ask, around)
+
+
+class _Forwarding:
+    """A module seen through: each attribute its own, but those named in ``answers``."""
+
+    __slots__ = ("_of", "_answers")
+
+    def __init__(self, of: Any, answers: dict) -> None:
+        object.__setattr__(self, "_of", of)
+        object.__setattr__(self, "_answers", answers)
+
+    def __getattr__(self, name: str) -> Any:
+        answers = object.__getattribute__(self, "_answers")
+        if name in answers:
+            return answers[name]
+        return getattr(object.__getattribute__(self, "_of"), name)
+
+
+_TORCH_VIEWS: dict = {}  # (torch, answer) -> torch whose cuda.get_device_capability answers it
+
+
+def _torch_answering(real: Any, capability: Tuple[int, int]) -> Any:
+    if isinstance(real, _Forwarding):  # a hooked call inside another of the same module
+        real = object.__getattribute__(real, "_of")
+    key = (id(real), tuple(capability))
+    view = _TORCH_VIEWS.get(key)
+    if view is None:
+        cuda = _Forwarding(real.cuda, {"get_device_capability": _answering(tuple(capability))})
+        view = _TORCH_VIEWS.setdefault(key, _Forwarding(real, {"cuda": cuda}))
+    return view
 
 
 def scoped_self(ask: Callable, names: Tuple[str, ...]) -> Callable:

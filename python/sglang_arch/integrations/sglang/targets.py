@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .glue import attention, collectives, fusion, moe
-from .hooks import answer, check, decides, done, fact, scoped, scoped_fact, scoped_self
+from .hooks import answer, check, decides, done, fact, scoped, scoped_capability, scoped_fact, scoped_self
 
 logger = logging.getLogger("sglang_arch")
 
@@ -55,6 +55,7 @@ _CUTEDSL_GEMM = "sglang.kernels.ops.gemm.cutedsl_bf16_gemm"
 _GEMV = "sglang.kernels.ops.gemm.hopper_bf16_gemv"
 _ROUTER_GEMV = "sglang.kernels.ops.gemm.muse_spark_router_gemv_cutedsl"
 _SBO = "sglang.srt.batch_overlap.single_batch_overlap.SboFlags"
+_MUSE = "sglang.srt.models.muse_spark"
 # DeepseekSparseAttnBackend._apply_cuda_graph_metadata's parameters (the plugin target and the series site)
 DSA_REPLAY_PARAMS = ("self", "bs", "req_pool_indices", "seq_lens", "seq_lens_cpu", "forward_mode",
                      "spec_info", "out_cache_loc", "actual_forward_mode")
@@ -419,6 +420,26 @@ def gemm_path_targets() -> List[Target]:
                ("is_sm120",)),
         Target("single-batch overlap", f"{_SBO}.enable_combine_down_gemm_two_stream_overlap",
                scoped(moe.sbo_deep_gemm_blackwell, "is_blackwell"), (), ("is_blackwell",)),
+        # Torch reads written inline: for the call, the module's torch answers the capability
+        # the check compares (``scoped_capability``).
+        Target("Qwen decode MoE fusion", "sglang.srt.layers.moe.qwen4_decode.prepare_qwen4_decode_comm",
+               scoped_capability(moe.qwen4_decode_capability), ("mlp",), ("torch",)),
+        Target("Marlin LoRA MoE decode", "sglang.srt.lora.marlin_lora_temp.moe_runner."
+               "_use_multi_shared_outer_decode_factorization", scoped_capability(moe.marlin_lora_decode_capability),
+               ("lora_info", "hidden_states", "num_tokens", "hidden_size", "router_topk", "num_experts",
+                "intermediate_size", "ep_active"), ("torch",)),
+        Target("LoRA MoE CuTe DSL tiles", "sglang.srt.lora.moe.base_gemm_provider.cutedsl_bf16."
+               "CuteDslBf16ContiguousProvider.__init__", scoped_capability(moe.lora_cutedsl_tile_capability),
+               ("self", "quant_info"), ("torch",)),
+        Target("Muse Spark GEMM + all-gather", f"{_MUSE}.MuseSpark1xMoE.__init__",
+               scoped_capability(moe.muse_spark_gemm_ag_capability),
+               ("self", "config", "layer_idx", "nvfp4_checkpoint", "prefix", "quant_config"), ("torch",)),
+        Target("Muse Spark GEMM + all-gather", f"{_MUSE}.MuseSpark1xMoE._forward_experts",
+               scoped_capability(moe.muse_spark_gemm_ag_capability),
+               ("self", "hidden_states", "router_input", "ar_workspace"), ("torch",)),
+        Target("Muse Spark finalize AR", f"{_MUSE}.MuseSpark1xModel.__init__",
+               scoped_capability(moe.muse_spark_finalize_ar_capability),
+               ("self", "config", "quant_config", "prefix"), ("torch",)),
     ]
 
 

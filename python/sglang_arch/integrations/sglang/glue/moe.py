@@ -460,3 +460,93 @@ def sbo_deep_gemm_blackwell_here() -> bool:
     from sglang.srt.utils import is_blackwell
 
     return bool(is_blackwell())
+
+
+# Paths SGLang keys to a torch read written inline (``torch.cuda.get_device_capability()``
+# compared in a larger function): the capability the comparison reads is answered, once per
+# machine, so that the comparison says the registry's decision: the device's own where
+# SGLang's check already says it, else the capability the path is keyed to (on) or (0, 0)
+# (off, as SGLang's check reads on no GPU of that architecture).  The plugin answers it
+# through the module's torch for the call (``scoped_capability``); the series replaces the
+# read with the ``*_here`` form.
+
+_PATH_CHECKS = {
+    # path: (SGLang's check of the capability, the capability answered for on, for off)
+    "qwen4_decode_fusion": (lambda cap: cap[0] == 10, (10, 0), (0, 0)),
+    "marlin_lora_b200_decode": (lambda cap: cap == (10, 0), (10, 0), (0, 0)),
+    "lora_cutedsl_wide_tiles": (lambda cap: cap < (10, 0), (9, 0), (10, 0)),
+    "muse_spark_gemm_ag": (lambda cap: cap == (10, 3), (10, 3), (0, 0)),
+    "muse_spark_finalize_ar": (lambda cap: cap[0] == 10, (10, 0), (0, 0)),
+}
+
+
+def _path_capability(path: str) -> Optional[Tuple[int, int]]:
+    ctx = device_context()
+    if ctx is None:
+        return None
+
+    def decide() -> Tuple[int, int]:
+        on = getattr(ctx.gemm_paths(), path).on
+        holds, when_on, when_off = _PATH_CHECKS[path]
+        own = ctx.resolution.requested.as_tuple()
+        if holds(own) == on:
+            return own
+        return when_on if on else when_off
+
+    return per_machine(_GEMM_PATHS, ctx, path, decide)
+
+
+def _torch_capability() -> Tuple[int, int]:
+    import torch
+
+    return tuple(torch.cuda.get_device_capability())
+
+
+@fail_open
+def qwen4_decode_capability() -> Optional[Tuple[int, int]]:
+    """The capability ``prepare_qwen4_decode_comm`` reads (major 10: Qwen's fused decode)."""
+    return _path_capability("qwen4_decode_fusion")
+
+
+def qwen4_decode_capability_here() -> Tuple[int, int]:
+    return qwen4_decode_capability() or _torch_capability()
+
+
+@fail_open
+def marlin_lora_decode_capability() -> Optional[Tuple[int, int]]:
+    """The capability the Marlin LoRA MoE runner's B200 decode factorization check reads."""
+    return _path_capability("marlin_lora_b200_decode")
+
+
+def marlin_lora_decode_capability_here() -> Tuple[int, int]:
+    return marlin_lora_decode_capability() or _torch_capability()
+
+
+@fail_open
+def lora_cutedsl_tile_capability() -> Optional[Tuple[int, int]]:
+    """The capability the CuTe DSL BF16 LoRA MoE provider's tile set reads (below 10.0: wide tiles)."""
+    return _path_capability("lora_cutedsl_wide_tiles")
+
+
+def lora_cutedsl_tile_capability_here() -> Tuple[int, int]:
+    return lora_cutedsl_tile_capability() or _torch_capability()
+
+
+@fail_open
+def muse_spark_gemm_ag_capability() -> Optional[Tuple[int, int]]:
+    """The capability Muse Spark's GEMM + all-gather checks read (10.3), at init and per call."""
+    return _path_capability("muse_spark_gemm_ag")
+
+
+def muse_spark_gemm_ag_capability_here() -> Tuple[int, int]:
+    return muse_spark_gemm_ag_capability() or _torch_capability()
+
+
+@fail_open
+def muse_spark_finalize_ar_capability() -> Optional[Tuple[int, int]]:
+    """The capability Muse Spark's finalize AR fusion check reads (major 10)."""
+    return _path_capability("muse_spark_finalize_ar")
+
+
+def muse_spark_finalize_ar_capability_here() -> Tuple[int, int]:
+    return muse_spark_finalize_ar_capability() or _torch_capability()
