@@ -386,3 +386,188 @@ def test_the_hooks_answer_the_registry_not_the_probe(gemm, gemv, nemotron, machi
     nemotron_device("12.0")
     machine("12.1")
     assert own(layer, hidden, batch) == "prefill_overlap" and hook(own, layer, hidden, batch) == "normal"
+
+
+# --- torch reads written inline (scoped_capability) ---
+
+TORCH_PATHS = {  # path -> SGLang's own check of the device, as the site writes it
+    "qwen4_decode_fusion": lambda cap: cap.major == 10,
+    "marlin_lora_b200_decode": lambda cap: cap.as_tuple() == (10, 0),
+    "lora_cutedsl_wide_tiles": lambda cap: cap.as_tuple() < (10, 0),
+    "muse_spark_gemm_ag": lambda cap: cap.as_tuple() == (10, 3),
+    "muse_spark_finalize_ar": lambda cap: cap.major == 10,
+}
+
+
+@pytest.fixture
+def torch_device(monkeypatch, machine):
+    """``device(cap)``: torch reads capability ``cap`` (SGLang's side), and the glue decides for it."""
+    import torch
+
+    # SGLang's modules read the platform as they are imported: before torch is patched
+    for name in ("sglang.srt.layers.moe.qwen4_decode", "sglang.srt.lora.marlin_lora_temp.moe_runner",
+                 "sglang.srt.lora.moe.base_gemm_provider.cutedsl_bf16", "sglang.srt.models.muse_spark"):
+        importlib.import_module(name)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+    def device(cap):
+        c = _cap(cap)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: c.as_tuple())
+        machine(cap)
+
+    return device
+
+
+def _expected(path, cap, upstream):
+    """On the table SGLang's answer; elsewhere the registry's, which takes a path only where
+    its kernels build for the device."""
+    if resolve(cap).match == "exact":
+        return upstream
+    return getattr(_paths(cap), path).on
+
+
+def test_qwen4_decode_fusion_on_every_tier_and_unknown(monkeypatch, torch_device):
+    import torch
+
+    module = importlib.import_module("sglang.srt.layers.moe.qwen4_decode")
+
+    class Comm:
+        disabled = False
+
+    comm = Comm()
+    monkeypatch.setattr(module, "CustomAllReduceV2", Comm)
+    monkeypatch.setattr(module, "_get_decode_comm", lambda tp_comm: "fused")
+    monkeypatch.setattr(module, "get_parallel", lambda: SimpleNamespace(
+        tp_size=4, attn_dp_size=1, moe_ep_size=1, tp_group=SimpleNamespace(ca_comm=comm)))
+    monkeypatch.setattr(module, "get_lora", lambda: SimpleNamespace(enable_lora=False))
+    monkeypatch.setattr(module, "get_spec", lambda: SimpleNamespace(speculative_algorithm=None))
+    monkeypatch.setattr(module, "get_exec", lambda: SimpleNamespace(
+        overlap=SimpleNamespace(enable_two_batch_overlap=False)))
+    monkeypatch.setattr(module, "is_enable_moe_cp_allgather", lambda: False)
+    mlp = SimpleNamespace(supports_deferred_finalize=True, num_experts=512, shared_expert_gate=object(),
+                          enable_shared_expert_fusion=False,
+                          experts=SimpleNamespace(w13_weight=SimpleNamespace(dtype=torch.bfloat16)))
+    own, hook = upstream_and_hook("sglang.srt.layers.moe.qwen4_decode.prepare_qwen4_decode_comm")
+    for cap in TIERS + UNKNOWN:
+        torch_device(cap)
+        upstream = own(mlp) == "fused"
+        routed = hook(own, mlp) == "fused"
+        assert upstream is TORCH_PATHS["qwen4_decode_fusion"](_cap(cap))
+        assert routed is _expected("qwen4_decode_fusion", cap, upstream), cap
+        assert module.torch is torch  # torch again after the call
+
+
+def test_marlin_lora_decode_factorization_on_every_tier_and_unknown(torch_device):
+    import torch
+
+    def weights(*shape):
+        return SimpleNamespace(shape=shape)
+
+    info = SimpleNamespace(gate_up_lora_a_weights=weights(2, 1, 64, 6144), gate_up_lora_b_weights=weights(2, 256, 768, 32),
+                           down_lora_a_weights=weights(2, 256, 32, 384), down_lora_b_weights=weights(2, 1, 6144, 32),
+                           max_lora_rank=32, experts_shared_outer_loras=True)
+    hidden = SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, device="cuda:0")
+    kwargs = dict(num_tokens=8, hidden_size=6144, router_topk=6, num_experts=256, intermediate_size=384,
+                  ep_active=False)
+    own, hook = upstream_and_hook("sglang.srt.lora.marlin_lora_temp.moe_runner."
+                                  "_use_multi_shared_outer_decode_factorization")
+    for cap in TIERS + UNKNOWN:
+        torch_device(cap)
+        upstream, routed = own(info, hidden, **kwargs), hook(own, info, hidden, **kwargs)
+        assert upstream is TORCH_PATHS["marlin_lora_b200_decode"](_cap(cap))
+        assert routed is _expected("marlin_lora_b200_decode", cap, upstream), cap
+
+
+def test_lora_cutedsl_tiles_on_every_tier_and_unknown(monkeypatch, torch_device):
+    from sglang.srt.lora.moe.base_gemm_provider import cutedsl_bf16
+
+    cls = cutedsl_bf16.CuteDslBf16ContiguousProvider
+    dropped = []
+    monkeypatch.setattr(cls.__mro__[1], "__init__", lambda self, *a, **kw: None)  # the base provider's setup
+    for base in cls.__mro__[1:]:
+        if "__init__" in vars(base) and base is not object:
+            monkeypatch.setattr(base, "__init__", lambda self, *a, **kw: None)
+    monkeypatch.setattr(cls, "_init_tiles", lambda self, info, drop_narrow_tile: dropped.append(drop_narrow_tile))
+    info = SimpleNamespace(w13_weight=SimpleNamespace(device="cuda:0"))
+    own, hook = upstream_and_hook("sglang.srt.lora.moe.base_gemm_provider.cutedsl_bf16."
+                                  "CuteDslBf16ContiguousProvider.__init__")
+    for cap in TIERS + UNKNOWN:
+        torch_device(cap)
+        own(object.__new__(cls), info)
+        hook(own, object.__new__(cls), info)
+        upstream, routed = dropped[-2:]
+        assert upstream is TORCH_PATHS["lora_cutedsl_wide_tiles"](_cap(cap))
+        assert routed is _expected("lora_cutedsl_wide_tiles", cap, upstream), cap
+
+
+def _site_check(path, needle):
+    """SGLang's own check at a Muse Spark site, read from the installed function's source and
+    evaluated in its module (a model's init and forward need a GPU and a checkpoint)."""
+    import inspect
+    import textwrap
+
+    from helpers import routed_target  # noqa: F401  (the target exists: upstream_and_hook checks it)
+
+    own, hook = upstream_and_hook(path)
+    lines = [line.strip() for line in inspect.getsource(own).splitlines() if needle in line]
+    assert len(lines) == 1, lines
+    expr = textwrap.dedent(lines[0])
+    for word in ("and ", "or "):
+        if expr.startswith(word):
+            expr = expr[len(word):]
+    module = sys.modules[own.__module__]
+    code = compile(expr, f"<{path}>", "eval")
+
+    def check(hidden_states=None):
+        return eval(code, vars(module), {"hidden_states": hidden_states})
+
+    check.__module__ = own.__module__
+    return expr, check, hook
+
+
+@pytest.mark.parametrize("path,expected_expr,name", [
+    ("sglang.srt.models.muse_spark.MuseSpark1xMoE.__init__", "torch.cuda.get_device_capability() == (10, 3)",
+     "muse_spark_gemm_ag"),
+    ("sglang.srt.models.muse_spark.MuseSpark1xMoE._forward_experts",
+     "torch.cuda.get_device_capability(hidden_states.device) == (10, 3)", "muse_spark_gemm_ag"),
+    ("sglang.srt.models.muse_spark.MuseSpark1xModel.__init__", "torch.cuda.get_device_capability()[0] != 10",
+     "muse_spark_finalize_ar"),
+])
+def test_muse_spark_checks_on_every_tier_and_unknown(torch_device, path, expected_expr, name):
+    expr, check, hook = _site_check(path, "torch.cuda.get_device_capability(")
+    assert expr == expected_expr
+    negated = "!=" in expr  # the finalize AR check names where the fusion is unavailable
+    hidden = SimpleNamespace(device="cuda:0")
+    for cap in TIERS + UNKNOWN:
+        torch_device(cap)
+        upstream = check(hidden) != negated
+        routed = hook(check, hidden) != negated
+        assert upstream is TORCH_PATHS[name](_cap(cap))
+        assert routed is _expected(name, cap, upstream), cap
+    torch_device("10.5")  # the GEMM + all-gather's tier (10.3) where its JIT kernel builds; CuTe DSL's finalize AR does not
+    assert (hook(check, hidden) != negated) is (name == "muse_spark_gemm_ag")
+
+
+def test_scoped_capability_nests_within_one_module(torch_device):
+    """Muse Spark's model init builds its MoE layers: the inner hooked init answers its own
+    check, the outer's answer is back after it, and torch is SGLang's after both."""
+    import torch
+
+    module = sys.modules["sglang.srt.models.muse_spark"]
+    _, outer_check, outer = _site_check("sglang.srt.models.muse_spark.MuseSpark1xModel.__init__",
+                                        "torch.cuda.get_device_capability(")
+    _, inner_check, inner = _site_check("sglang.srt.models.muse_spark.MuseSpark1xMoE.__init__",
+                                        "torch.cuda.get_device_capability(")
+    torch_device("10.5")  # finalize AR off (answered (0, 0)), GEMM + all-gather on (answered (10, 3))
+    seen = []
+
+    def model_init():
+        seen.append(outer_check())  # "[0] != 10": unavailable
+        seen.append(inner(inner_check))  # "== (10, 3)"
+        seen.append(outer_check())
+
+    model_init.__module__ = module.__name__
+    outer(model_init)
+    assert seen == [True, True, True]
+    assert module.torch is torch
