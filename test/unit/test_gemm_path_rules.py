@@ -43,6 +43,16 @@ def upstream_sbo(cap, cuda=CUDA):  # single_batch_overlap: not is_blackwell()
     return not (cap.major in (10, 11, 12) and cuda >= (12, 8))
 
 
+TORCH_CHECKS = {  # the torch reads SGLang writes inline, as each site compares the capability
+    "qwen4_decode_fusion": lambda cap: cap.major == 10,
+    "marlin_lora_b200_decode": lambda cap: cap.as_tuple() == (10, 0),
+    "lora_cutedsl_wide_tiles": lambda cap: cap.as_tuple() < (10, 0),
+    "muse_spark_gemm_ag": lambda cap: cap.as_tuple() == (10, 3),
+    "muse_spark_finalize_ar": lambda cap: cap.major == 10,
+}
+KERNEL_PATHS = ("k3_front_splitk", "router_gemv", "qwen4_decode_fusion", "muse_spark_gemm_ag", "muse_spark_finalize_ar")
+
+
 @pytest.mark.parametrize("cap", EXACT)
 def test_on_every_exact_tier_each_path_is_sglangs(cap):
     c = _cap(cap)
@@ -54,6 +64,8 @@ def test_on_every_exact_tier_each_path_is_sglangs(cap):
     assert paths.router_gemv.on is upstream_router(c)
     assert paths.nemotron_prefill_overlap.on is upstream_nemotron(c)
     assert paths.sbo_deep_gemm_down_overlap.on is upstream_sbo(c)
+    for name, check in TORCH_CHECKS.items():
+        assert getattr(paths, name).on is check(c), (cap, name)
     for cuda in ((12, 4), (13, 0)):  # SGLang's is_blackwell asks for CUDA 12.8
         assert gemm.sbo_deep_gemm_down_overlap(res, cuda).on is upstream_sbo(c, cuda)
 
@@ -64,9 +76,13 @@ def test_outside_the_table_a_path_is_taken_only_where_its_kernels_build(cap):
     res = resolve(cap)
     assert res.match != "exact"
     paths = gemm.gemm_paths(res, CUDA)
-    for name, choice in (("k3_front_splitk", "k3_front_splitk"), ("router_gemv", "router_gemv")):
+    for name in KERNEL_PATHS:
         if getattr(paths, name).on:
-            assert catalog.choice_runs("gemm_path", choice, c, CUDA).runs, (cap, name)
+            assert catalog.choice_runs("gemm_path", name, c, CUDA).runs, (cap, name)
+    # paths without a kernel of their own: the tier's rule
+    tier = res.resolved
+    assert paths.marlin_lora_b200_decode.on is TORCH_CHECKS["marlin_lora_b200_decode"](tier)
+    assert paths.lora_cutedsl_wide_tiles.on is TORCH_CHECKS["lora_cutedsl_wide_tiles"](tier)
     if paths.sbo_deep_gemm_down_overlap.on:
         assert catalog.choice_runs("deep_gemm", "jit", c, CUDA).runs
     # no unknown GPU is SM 10.7 or 12.0: the tuned table and the measured schedule stay off
@@ -92,6 +108,19 @@ def test_where_upstreams_rule_names_a_kernel_with_no_build_the_path_is_not_taken
     assert not path.on and "no build for 9.5" in path.reason
 
 
+def test_outside_the_table_the_torch_read_paths_take_the_tiers_rule_where_their_kernels_build():
+    # 10.5 resolves to 10.3: the GEMM + all-gather's JIT kernel builds for it (multimem: SM90+),
+    # CuTe DSL's finalize AR does not; upstream's exact 10.3 check says no, its major-10 check yes
+    res = resolve("10.5")
+    assert gemm.muse_spark_gemm_ag(res, CUDA).on and not TORCH_CHECKS["muse_spark_gemm_ag"](_cap("10.5"))
+    path = gemm.muse_spark_finalize_ar(res, CUDA)
+    assert not path.on and "no build for 10.5" in path.reason
+    assert gemm.qwen4_decode_fusion(res, CUDA).on  # the fused kernel is JIT-compiled for the device
+    # 11.5 resolves to 11.0, whose major is not 10: nothing of major 10 taken
+    assert not any(p.on for p in (gemm.qwen4_decode_fusion(resolve("11.5"), CUDA),
+                                  gemm.muse_spark_finalize_ar(resolve("11.5"), CUDA)))
+
+
 def test_the_catalog_entries_of_the_paths():
     splitk = catalog.CATALOG["sglang_warp_splitk_bf16_gemm"]
     assert {str(t.capability) for t in splitk.targets} == {"10.0", "10.3", "10.7"}
@@ -110,7 +139,7 @@ def test_the_catalog_entries_of_the_paths():
 def test_to_dict_names_every_path():
     d = gemm.gemm_paths(resolve("10.7"), CUDA).to_dict()
     assert set(d) == {"k3_front_splitk", "hopper_gemv_sm12x", "router_gemv", "nemotron_prefill_overlap",
-                      "sbo_deep_gemm_down_overlap"}
+                      "sbo_deep_gemm_down_overlap"} | set(TORCH_CHECKS)
     assert d["k3_front_splitk"]["on"] is True and "10.7" in d["k3_front_splitk"]["reason"]
 
 
@@ -171,3 +200,59 @@ def test_replace_call_with_any_args_replaces_a_probe_of_the_device_index():
     assert replace.apply(patched, edit, "glue")[1] is True
     patched, _ = replace.apply(patched, replace.Delete((), unused=("_is_sm100_family",)), "glue")
     assert "_is_sm100_family" not in patched.code
+
+
+def test_scoped_capability_answers_the_modules_torch_for_the_call_only():
+    import sys
+    import types
+
+    cuda = types.SimpleNamespace(get_device_capability=lambda device=None: (9, 0), current_stream=lambda: "s")
+    fake_torch = types.SimpleNamespace(cuda=cuda, float32="f32")
+    module = types.ModuleType("scoped_capability_test")
+    module.torch = fake_torch
+
+    def original(device=None):
+        t = module.torch
+        return t.cuda.get_device_capability(device), t.cuda.current_stream(), t.float32
+
+    original.__module__ = module.__name__
+    sys.modules[module.__name__] = module
+    try:
+        answers = iter([(10, 3), None])
+
+        def ask():
+            return next(answers)
+
+        ask.__module__ = "glue"
+        hook = hooks.scoped_capability(ask)
+        assert hook(original, "cuda:1") == ((10, 3), "s", "f32")  # every other attribute torch's own
+        assert module.torch is fake_torch
+        assert hook(original) == ((9, 0), "s", "f32")  # None: torch's own read
+        view = hooks._torch_answering(fake_torch, (10, 3))
+        assert hooks._torch_answering(fake_torch, (10, 3)) is view  # built once per answer
+        assert hooks._torch_answering(view, (12, 0)).cuda.get_device_capability() == (12, 0)  # nested
+    finally:
+        del sys.modules[module.__name__]
+
+
+QWEN = '''
+def prepare(mlp):
+    if (
+        mlp.tp != 4
+        or torch.cuda.get_device_capability()[0] != 10
+    ):
+        return None
+    cap = torch.cuda.get_device_capability(mlp.device)
+    return torch.cuda.is_available() and cap
+'''
+
+
+def test_replace_call_replaces_a_dotted_torch_read_with_or_without_arguments():
+    edit = replace.ReplaceCall("prepare", ("mlp",), "torch.cuda.get_device_capability", "cap_here", (),
+                               any_args=True)
+    patched, already = replace.apply(cst.parse_module(QWEN), edit, "glue")
+    assert not already
+    code = patched.code
+    assert "or glue.cap_here()[0] != 10" in code and "cap = glue.cap_here()" in code
+    assert "get_device_capability" not in code and "torch.cuda.is_available()" in code
+    assert replace.apply(patched, edit, "glue")[1] is True
