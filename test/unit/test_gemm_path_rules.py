@@ -256,3 +256,17 @@ def test_replace_call_replaces_a_dotted_torch_read_with_or_without_arguments():
     assert "or glue.cap_here()[0] != 10" in code and "cap = glue.cap_here()" in code
     assert "get_device_capability" not in code and "torch.cuda.is_available()" in code
     assert replace.apply(patched, edit, "glue")[1] is True
+
+
+def test_explain_shows_the_tuned_paths_taken_and_json_has_every_path():
+    from sglang_arch.arch.decisions import explain
+
+    d = explain("10.5", cuda=CUDA)
+    rows = {label: (value, reason) for label, value, reason, _ in d.named()}
+    value, reason = rows["tuned GEMM paths"]
+    assert value == "qwen4_decode_fusion, muse_spark_gemm_ag"  # 10.5: no CuTe DSL router GEMV nor finalize AR
+    assert "tier 10.3 (family)" in reason
+    tuned = d.to_dict()["moe_gemm"]["tuned_paths"]
+    assert set(tuned) == set(vars(d.gemm_paths)) and tuned["router_gemv"]["on"] is False
+    none = {label: value for label, value, _, _ in explain("7.0", cuda=CUDA).named()}["tuned GEMM paths"]
+    assert none == "sbo_deep_gemm_down_overlap, lora_cutedsl_wide_tiles"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives, deterministic, dsa, minicpm, minimax_m3, moe, speculative, vision
+from .policies import attention, collectives, deterministic, dsa, gemm, minicpm, minimax_m3, moe, speculative, vision
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
 
@@ -50,6 +50,8 @@ class Decisions:
     # MiniCPM's sparse backend (no backend set) and M3.1 NVFP4's arm (their model overrides)
     minicpm_sparse: Optional[minicpm.SparseDecision] = None
     minimax_m3_nvfp4: Optional[minimax_m3.ArmDecision] = None
+    # Tuned GEMM / GEMV paths SGLang keys to one GPU (K3 split-K table, GEMV window, ...)
+    gemm_paths: Optional[gemm.GemmPaths] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -83,7 +85,11 @@ class Decisions:
             (("MiniCPM sparse", self.minicpm_sparse.backend or f"SGLang's ({self.minicpm_sparse.preferred})",
               self.minicpm_sparse.reason, ()),) if self.minicpm_sparse is not None else ()) + (
             (("M3.1 NVFP4 arm", _arm(self.minimax_m3_nvfp4), self.minimax_m3_nvfp4.reason, ()),)
-            if self.minimax_m3_nvfp4 is not None else ())
+            if self.minimax_m3_nvfp4 is not None else ()) + (
+            (("tuned GEMM paths", _paths_on(self.gemm_paths), "; ".join(
+                f"{name}: {path.reason}" for name, path in vars(self.gemm_paths).items() if path.on)
+              or "none of SGLang's one-GPU tunings holds on this tier", ()),)
+            if self.gemm_paths is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -148,8 +154,13 @@ class Decisions:
                 "fp8_gemm": _choice(self.fp8_gemm),
                 "fp4_gemm": _choice(self.fp4_gemm),
                 "deep_gemm": _choice(self.deep_gemm),
+                "tuned_paths": None if self.gemm_paths is None else self.gemm_paths.to_dict(),
             },
         }
+
+
+def _paths_on(paths: gemm.GemmPaths) -> str:
+    return ", ".join(name for name, path in vars(paths).items() if path.on) or "-"
 
 
 def _page(d: attention.PageSizeDecision) -> str:
@@ -212,6 +223,7 @@ def decide(
         dsv4_attention=dsa.dsv4_mega_default(res, traits.cuda),
         minicpm_sparse=minicpm.sparse_backend(res, traits.cuda),
         minimax_m3_nvfp4=minimax_m3.nvfp4_arm(res, traits.cuda),
+        gemm_paths=gemm.gemm_paths(res, traits.cuda),
     )
 
 
