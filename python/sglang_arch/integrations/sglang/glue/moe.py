@@ -13,7 +13,7 @@ ROCm / NPU everything stays SGLang's.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
 
@@ -350,25 +350,30 @@ def bf16_gemm_cutedsl_here() -> bool:
 _GEMM_PATHS: dict = {}
 
 
-def _gemm_paths() -> Optional[Any]:
+def _per_machine(key: Any, decide: Callable[[Any], Any]) -> Any:
+    """``decide(ctx)`` once per machine; a call after the first is one look-up (no allocation)."""
     ctx = device_context()
     if ctx is None:
         return None
-    return per_machine(_GEMM_PATHS, ctx, None, ctx.gemm_paths)
+    entry = _GEMM_PATHS.get(key)
+    if entry is not None and entry[0] is ctx:
+        return entry[1]
+    return per_machine(_GEMM_PATHS, ctx, key, lambda: decide(ctx))
+
+
+def _gemm_paths() -> Optional[Any]:
+    return _per_machine(None, lambda ctx: ctx.gemm_paths())
+
+
+def _decide_k3_splitk_sm(ctx: Any) -> int:
+    if ctx.gemm_paths().k3_front_splitk.on:
+        return 107
+    own = ctx.resolution.requested.sm
+    return own if own != 107 else 0
 
 
 def _k3_splitk_sm() -> Optional[int]:
-    ctx = device_context()
-    if ctx is None:
-        return None
-
-    def decide() -> int:
-        if ctx.gemm_paths().k3_front_splitk.on:
-            return 107
-        own = ctx.resolution.requested.sm
-        return own if own != 107 else 0
-
-    return per_machine(_GEMM_PATHS, ctx, "k3_splitk_sm", decide)
+    return _per_machine("k3_splitk_sm", _decide_k3_splitk_sm)
 
 
 @fail_open
@@ -480,20 +485,23 @@ _PATH_CHECKS = {
 }
 
 
+def _decide_capability(ctx: Any, path: str) -> Tuple[int, int]:
+    on = getattr(ctx.gemm_paths(), path).on
+    holds, when_on, when_off = _PATH_CHECKS[path]
+    own = ctx.resolution.requested.as_tuple()
+    if holds(own) == on:
+        return own
+    return when_on if on else when_off
+
+
 def _path_capability(path: str) -> Optional[Tuple[int, int]]:
     ctx = device_context()
     if ctx is None:
         return None
-
-    def decide() -> Tuple[int, int]:
-        on = getattr(ctx.gemm_paths(), path).on
-        holds, when_on, when_off = _PATH_CHECKS[path]
-        own = ctx.resolution.requested.as_tuple()
-        if holds(own) == on:
-            return own
-        return when_on if on else when_off
-
-    return per_machine(_GEMM_PATHS, ctx, path, decide)
+    entry = _GEMM_PATHS.get(path)
+    if entry is not None and entry[0] is ctx:
+        return entry[1]
+    return per_machine(_GEMM_PATHS, ctx, path, lambda: _decide_capability(ctx, path))
 
 
 def _torch_capability() -> Tuple[int, int]:
