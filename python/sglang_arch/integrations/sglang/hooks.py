@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from typing import Any, Callable, Optional, Tuple
 
 from .glue import ArchDecisionError, fail_open, platform
@@ -221,33 +222,31 @@ def scoped_capability(ask: Callable) -> Callable:
     return _hook("scoped_capability", ask, around)
 
 
-class _Forwarding:
-    """A module seen through: each attribute its own, but those named in ``answers``."""
-
-    __slots__ = ("_of", "_answers")
+class _ModuleView(types.ModuleType):
+    """A module seen through: the attributes set on the view, every other one the module's
+    own.  A module object (not a plain proxy), so tracers that special-case modules (torch
+    dynamo) read it as one."""
 
     def __init__(self, of: Any, answers: dict) -> None:
-        object.__setattr__(self, "_of", of)
-        object.__setattr__(self, "_answers", answers)
+        super().__init__(getattr(of, "__name__", "view"))
+        self.__dict__.update(answers)
+        self.__dict__["_of"] = of
 
     def __getattr__(self, name: str) -> Any:
-        answers = object.__getattribute__(self, "_answers")
-        if name in answers:
-            return answers[name]
-        return getattr(object.__getattribute__(self, "_of"), name)
+        return getattr(self.__dict__["_of"], name)
 
 
 _TORCH_VIEWS: dict = {}  # (torch, answer) -> torch whose cuda.get_device_capability answers it
 
 
 def _torch_answering(real: Any, capability: Tuple[int, int]) -> Any:
-    if isinstance(real, _Forwarding):  # a hooked call inside another of the same module
-        real = object.__getattribute__(real, "_of")
+    if isinstance(real, _ModuleView):  # a hooked call inside another of the same module
+        real = real.__dict__["_of"]
     key = (id(real), tuple(capability))
     view = _TORCH_VIEWS.get(key)
     if view is None:
-        cuda = _Forwarding(real.cuda, {"get_device_capability": _answering(tuple(capability))})
-        view = _TORCH_VIEWS.setdefault(key, _Forwarding(real, {"cuda": cuda}))
+        cuda = _ModuleView(real.cuda, {"get_device_capability": _answering(tuple(capability))})
+        view = _TORCH_VIEWS.setdefault(key, _ModuleView(real, {"cuda": cuda}))
     return view
 
 
