@@ -78,18 +78,15 @@ class Decisions:
             ("vision attention", self.vision.backend, self.vision.reason, self.vision.dropped),
             ("hybrid linear draft", self.hybrid_linear_draft.backend or "-", self.hybrid_linear_draft.reason,
              self.hybrid_linear_draft.dropped),
-        ) + ((("FA4 page size", _page(self.fa4_page_size), self.fa4_page_size.reason, ()),)
-             if self.fa4_page_size is not None else ()) + (
+        ) + _paths_row(self.gemm_paths) + (
+            (("FA4 page size", _page(self.fa4_page_size), self.fa4_page_size.reason, ()),)
+            if self.fa4_page_size is not None else ()) + (
             (("DeepSeek-V4.1 auto", _dsv4(self.dsv4_attention), self.dsv4_attention.reason, ()),)
             if self.dsv4_attention is not None else ()) + (
             (("MiniCPM sparse", self.minicpm_sparse.backend or f"SGLang's ({self.minicpm_sparse.preferred})",
               self.minicpm_sparse.reason, ()),) if self.minicpm_sparse is not None else ()) + (
             (("M3.1 NVFP4 arm", _arm(self.minimax_m3_nvfp4), self.minimax_m3_nvfp4.reason, ()),)
-            if self.minimax_m3_nvfp4 is not None else ()) + (
-            (("tuned GEMM paths", _paths_on(self.gemm_paths), "; ".join(
-                f"{name}: {path.reason}" for name, path in vars(self.gemm_paths).items() if path.on)
-              or "none of SGLang's one-GPU tunings holds on this tier", ()),)
-            if self.gemm_paths is not None else ())
+            if self.minimax_m3_nvfp4 is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -159,8 +156,14 @@ class Decisions:
         }
 
 
-def _paths_on(paths: gemm.GemmPaths) -> str:
-    return ", ".join(name for name, path in vars(paths).items() if path.on) or "-"
+def _paths_row(paths: Optional[gemm.GemmPaths]) -> Tuple[Tuple[str, str, str, Tuple[()]], ...]:
+    """The tuned GEMM / GEMV paths taken on this tier, as one ``explain`` row."""
+    if paths is None:
+        return ()
+    taken = [(name, path) for name, path in vars(paths).items() if path.on]
+    value = ", ".join(name for name, _ in taken) or "-"
+    reason = "; ".join(f"{name}: {path.reason}" for name, path in taken)
+    return (("tuned GEMM paths", value, reason or "none of SGLang's one-GPU tunings holds on this tier", ()),)
 
 
 def _page(d: attention.PageSizeDecision) -> str:
