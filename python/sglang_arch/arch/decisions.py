@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives, deterministic, dsa, minicpm, minimax_m3, moe, quant, speculative, vision
+from .policies import attention, collectives, deterministic, dsa, gemm, minicpm, minimax_m3, moe, quant, speculative, vision
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
 
@@ -52,6 +52,8 @@ class Decisions:
     minimax_m3_nvfp4: Optional[minimax_m3.ArmDecision] = None
     # Whether dense block-FP8 weights take DeepGEMM's UE8M0 scales at load (D26)
     fp8_dense_scales: Optional[quant.RequantDecision] = None
+    # Tuned GEMM / GEMV paths SGLang keys to one GPU (K3 split-K table, GEMV window, ...)
+    gemm_paths: Optional[gemm.GemmPaths] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -78,8 +80,9 @@ class Decisions:
             ("vision attention", self.vision.backend, self.vision.reason, self.vision.dropped),
             ("hybrid linear draft", self.hybrid_linear_draft.backend or "-", self.hybrid_linear_draft.reason,
              self.hybrid_linear_draft.dropped),
-        ) + ((("FA4 page size", _page(self.fa4_page_size), self.fa4_page_size.reason, ()),)
-             if self.fa4_page_size is not None else ()) + (
+        ) + _paths_row(self.gemm_paths) + (
+            (("FA4 page size", _page(self.fa4_page_size), self.fa4_page_size.reason, ()),)
+            if self.fa4_page_size is not None else ()) + (
             (("DeepSeek-V4.1 auto", _dsv4(self.dsv4_attention), self.dsv4_attention.reason, ()),)
             if self.dsv4_attention is not None else ()) + (
             (("MiniCPM sparse", self.minicpm_sparse.backend or f"SGLang's ({self.minicpm_sparse.preferred})",
@@ -154,6 +157,7 @@ class Decisions:
                 "deep_gemm": _choice(self.deep_gemm),
                 "fp8_dense_scales": None if self.fp8_dense_scales is None else {
                     "ue8m0": self.fp8_dense_scales.dense, "reason": self.fp8_dense_scales.reason},
+                "tuned_paths": None if self.gemm_paths is None else self.gemm_paths.to_dict(),
             },
         }
 
@@ -161,6 +165,16 @@ class Decisions:
 def _scales(d: quant.RequantDecision) -> str:
     """Dense block-FP8 weights' scales once DeepGEMM's UE8M0 requantization is asked for."""
     return "SGLang's (DeepGEMM off)" if d.dense is None else ("UE8M0" if d.dense else "FP32")
+
+
+def _paths_row(paths: Optional[gemm.GemmPaths]) -> Tuple[Tuple[str, str, str, Tuple[()]], ...]:
+    """The tuned GEMM / GEMV paths taken on this tier, as one ``explain`` row."""
+    if paths is None:
+        return ()
+    taken = [(name, path) for name, path in vars(paths).items() if path.on]
+    value = ", ".join(name for name, _ in taken) or "-"
+    reason = "; ".join(f"{name}: {path.reason}" for name, path in taken)
+    return (("tuned GEMM paths", value, reason or "none of SGLang's one-GPU tunings holds on this tier", ()),)
 
 
 def _page(d: attention.PageSizeDecision) -> str:
@@ -224,6 +238,7 @@ def decide(
         minicpm_sparse=minicpm.sparse_backend(res, traits.cuda),
         minimax_m3_nvfp4=minimax_m3.nvfp4_arm(res, traits.cuda),
         fp8_dense_scales=quant.dense_ue8m0_requant(res, traits.cuda),
+        gemm_paths=gemm.gemm_paths(res, traits.cuda),
     )
 
 

@@ -440,6 +440,54 @@ KERNELS: Dict[str, Dict[str, Any]] = {
                     "sglang 0.5.23 kernels/ops/gemm/cutedsl_bf16_gemm.py _tgv_bf16_gemm_run: raises unless "
                     "is_sm100_supported (major 10, CUDA >= 12.8), so 11.0 is left out"],
     },
+    # Tuned GEMM / GEMV paths SGLang takes on one architecture (policies/gemm.py)
+    "sglang_warp_splitk_bf16_gemm": {
+        "summary": "SGLang's vendored copy of FlashInfer's CuTe DSL warp split-K BF16 GEMM with an FP32 output "
+                   "(kernels/ops/gemm/dense_bf16_gemm_warp_splitk.py): K3's merged MoE front projection",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
+        "min_cuda": "12.8",
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "sglang 0.5.23 kernels/ops/gemm/dense_bf16_gemm_warp_splitk.py: sizes its ring from "
+                    "get_smem_capacity_in_bytes('sm_100'); reached only from _tgv_bf16_gemm_out_run, which raises "
+                    "unless is_sm100_supported (major 10, CUDA >= 12.8)"],
+    },
+    "sglang_cutedsl_router_gemv": {
+        "summary": "SGLang's CuTe DSL FP32 router GEMV for Muse Spark decode "
+                   "(kernels/ops/gemm/muse_spark_router_gemv_cutedsl.py: SIMT FMA, warp shuffles, shared memory)",
+        "targets": ["jit:8.0", "jit:8.6", "jit:8.7", "jit:8.9", "jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7",
+                    "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "sglang 0.5.23 kernels/ops/gemm/muse_spark_router_gemv_cutedsl.py _kernel_type: no MMA, TMA or "
+                    "cluster op (griddepcontrol only with PDL, which is_arch_support_pdl leaves to SM90 and newer)"],
+    },
+    "sglang_jit_muse_spark_all_gather": {
+        "summary": "Muse Spark's fused GEMM + all-gather over CustomAllReduceV2's multicast push workspace "
+                   "(kernels/ops/communication/muse_spark_all_gather.py gemm_ag, sglang/kernels JIT for the device)",
+        "targets": ["jit:9.0+"],
+        "sources": ["sglang 0.5.23 kernels/ops/communication/muse_spark_all_gather.py _jit_module: load_jit of "
+                    "muse_spark/all_gather.cuh for the running device's arch",
+                    "sglang 0.5.23 kernels/jit/csrc/muse_spark/all_gather.cuh: ptx::st_multimem_16B, which "
+                    "sgl_kernel/distributed/ptx.cuh supports 'only on Hopper or later architecture'"],
+    },
+    "sglang_cutedsl_muse_spark_finalize_ar": {
+        "summary": "Muse Spark's MoE finalize fused with the all-reduce (CuTe DSL, DSMEM clusters; "
+                   "kernels/ops/communication/muse_spark_moe_finalize_all_reduce_cutedsl.py)",
+        "targets": ["jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "sglang 0.5.23 kernels/ops/communication/muse_spark_moe_finalize_all_reduce_cutedsl.py: one "
+                    "block or DSMEM cluster per token (thread block clusters: SM90 and newer)"],
+    },
+    "sglang_jit_moe_finalize_shared_gate_ar": {
+        "summary": "SGLang's MoE finalize + shared-expert gate + all-reduce (kernels/ops/communication/"
+                   "all_reduce_fusion.py moe_finalize_shared_gate_all_reduce, JIT for the device, cluster launch)",
+        "targets": ["jit:9.0+"],
+        "sources": ["sglang 0.5.23 kernels/ops/communication/all_reduce_fusion.py _jit_shared_gate_module: "
+                    "require_cluster_launch_arch() before load_jit of distributed/all_reduce_fusion.cuh "
+                    "(thread block clusters: SM90 and newer)"],
+    },
     "flashinfer_megamoe": {
         "summary": "FlashInfer MegaMoE (CuTe DSL, SM100 datacenter kernels)",
         "targets": ["jit:10.0", "jit:10.3"],
@@ -571,6 +619,14 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     # --bf16-gemm-backend (unquantized BF16 dense GEMM; auto and torch run cuBLAS through torch)
     "bf16_gemm": {
         "cutedsl": [{"kernel": "sglang_cutedsl_bf16_gemm"}],
+    },
+    # Tuned GEMM / GEMV paths (policies/gemm.py): the kernels a path keyed to one architecture runs
+    "gemm_path": {
+        "k3_front_splitk": [{"kernel": "sglang_warp_splitk_bf16_gemm", "with": ["sglang_cutedsl_bf16_gemm"]}],
+        "router_gemv": [{"kernel": "sglang_cutedsl_router_gemv"}],
+        "muse_spark_gemm_ag": [{"kernel": "sglang_jit_muse_spark_all_gather"}],
+        "muse_spark_finalize_ar": [{"kernel": "sglang_cutedsl_muse_spark_finalize_ar"}],
+        "qwen4_decode_fusion": [{"kernel": "sglang_jit_moe_finalize_shared_gate_ar"}],
     },
     # --fp4-gemm-backend (NVFP4 dense GEMM)
     "fp4_gemm": {

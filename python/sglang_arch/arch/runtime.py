@@ -16,8 +16,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import (attention, collectives, deterministic, dsa, linear_attention, minicpm, minimax_m3, moe, platform,
-                       quant, speculative, vision)
+from .policies import (attention, collectives, deterministic, dsa, gemm, linear_attention, minicpm, minimax_m3, moe,
+                       platform, quant, speculative, vision)
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import TOPOLOGIES, Topology
@@ -190,6 +190,9 @@ class MachineContext:
 
     def bf16_gemm(self) -> moe.Choice:
         return moe.bf16_gemm(self._res(), self.cuda)
+
+    def gemm_paths(self) -> gemm.GemmPaths:
+        return gemm.gemm_paths(self._res(), self.cuda)
 
     def check_gemm(self, decision: str, name: str) -> moe.Validity:
         return moe.check_gemm(self._res(), decision, name, self.cuda)

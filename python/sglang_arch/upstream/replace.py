@@ -15,8 +15,8 @@ comes and goes between releases, and puts one read of the registry in its place:
 - ``AndCondition``: an ``if`` whose test reads an attribute gets ``and <glue call>``;
 - ``ReplaceCall``: every call of a probe a function binds to a local (``get_device_sm =
   self._get_device_sm`` ... ``get_device_sm()``, or ``from ... import is_sm100_supported``
-  in its body) becomes one glue call, and the binding or the local import, read by
-  nothing else, goes;
+  in its body), or of a dotted read (``torch.cuda.get_device_capability``), becomes one glue call, and the binding or the local import, read by
+  nothing else, goes (``any_args``: its calls with arguments too, which the glue call drops);
 - ``ReplaceFact``: every inline read of one platform fact (``get_platform().is_blackwell``)
   in a function becomes one glue call; with a ``marker``, only the read in the test of the
   one conditional (an ``if`` at any depth, or ``a if c else b``) that holds that string
@@ -114,10 +114,13 @@ class AndCondition(_Labelled):
 class ReplaceCall(_Labelled):
     qualname: str
     params: Tuple[str, ...]
-    name: str  # the local the function calls (a probe bound to it)
+    name: str  # the local the function calls (a probe bound to it), or a dotted read (torch.cuda....)
     call: str
     args: Tuple[str, ...]
     what: str = "probe call"
+    # also calls of ``name`` with arguments (a probe of the device index): the registry
+    # answers for the machine, so the arguments the probe took are dropped
+    any_args: bool = False
 
 
 @dataclass(frozen=True)
@@ -295,14 +298,14 @@ def _literals(node: cst.CSTNode) -> Set[str]:
 
 
 class _SwapCalls(cst.CSTTransformer):
-    """``name()`` (no arguments) -> ``call``."""
+    """``name()`` (no arguments; with ``any_args``, any) -> ``call``."""
 
-    def __init__(self, name: str, call: cst.BaseExpression) -> None:
+    def __init__(self, name: str, call: cst.BaseExpression, any_args: bool = False) -> None:
         super().__init__()
-        self.name, self.call, self.swapped = name, call, 0
+        self.name, self.call, self.any_args, self.swapped = name, call, any_args, 0
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if isinstance(updated.func, cst.Name) and updated.func.value == self.name and not updated.args:
+        if dotted_name(updated.func) == self.name and (self.any_args or not updated.args):
             self.swapped += 1
             return self.call
         return updated
@@ -318,7 +321,7 @@ def _binds(stmt: cst.BaseStatement, name: str) -> bool:
 
 def _replace_call(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceCall, alias: str):
     body = _body(fn)
-    swap = _SwapCalls(edit.name, cst.parse_expression(_glue_call(alias, edit.call, edit.args)))
+    swap = _SwapCalls(edit.name, cst.parse_expression(_glue_call(alias, edit.call, edit.args)), edit.any_args)
     body = [stmt.visit(swap) for stmt in body]
     if not swap.swapped:
         if _calls(cst.Module(body=body), alias, edit.call):

@@ -79,6 +79,67 @@ return band if band is not None and is_flashinfer_available() else None
 _ATTENTION_GUARD_COVERS = ATTENTION_GUARD_COVERS
 
 
+# Tuned GEMM / GEMV paths keyed to one architecture (policies/gemm.py; the plugin's
+# targets.gemm_path_targets): each probe call the path reads becomes the registry's
+# per-machine answer, and a probe helper no code reads any more goes.
+_TORCH_CAPABILITY = "torch.cuda.get_device_capability"
+GEMM_PATH_PLANS: Tuple[ModulePlan, ...] = (
+    ModulePlan("kernels/ops/gemm/cutedsl_bf16_gemm.py", "moe", (
+        ReplaceCall("use_cutedsl_bf16_gemm", ("m", "n", "k"), "get_device_sm", "bf16_gemm_k3_splitk_sm_here", (),
+                    what="K3 split-K table's SM"),
+        ReplaceCall("_tgv_bf16_gemm_out_run", ("x", "weight", "out", "bias"), "get_device_sm",
+                    "bf16_gemm_k3_splitk_sm_here", (), what="K3 warp split-K table's SM"),
+        Delete((), unused=("get_device_sm",), what="probe of the replaced checks"),
+    )),
+    ModulePlan("kernels/ops/gemm/hopper_bf16_gemv.py", "moe", (
+        ReplaceCall("_config", ("n",), "_is_sm12x", "hopper_gemv_sm12x_here", (), what="SM12x tile config"),
+        ReplaceCall("use_hopper_bf16_gemv", ("m", "n", "k"), "_is_sm12x", "hopper_gemv_sm12x_here", (),
+                    what="SM12x GEMV window"),
+        Delete((), unused=("_is_sm12x",), what="helper of the replaced checks"),
+    )),
+    ModulePlan("kernels/ops/gemm/muse_spark_router_gemv_cutedsl.py", "moe", (
+        ReplaceCall("router_gemv_cute_eligible", ("x", "w"), "_is_sm100_family", "router_gemv_sm100_family_here",
+                    ("x.device.index",), what="SM100-family check", any_args=True),
+        Delete((), unused=("_is_sm100_family",), what="helper of the replaced check"),
+    )),
+    ModulePlan("srt/models/nemotron_h.py", "moe", (
+        ReplaceCall("NemotronHMoE._forward_core", ("self", "hidden_states", "forward_batch"), "is_sm120",
+                    "nemotron_prefill_overlap_here", (), what="prefill overlap's SM120 check"),
+    )),
+    ModulePlan("srt/batch_overlap/single_batch_overlap.py", "moe", (
+        ReplaceCall("SboFlags.enable_combine_down_gemm_two_stream_overlap", ("cls",), "is_blackwell",
+                    "sbo_deep_gemm_blackwell_here", (), what="DeepGEMM down-GEMM overlap's Blackwell check"),
+    )),
+    # Torch reads written inline: the capability the check compares becomes the registry's.
+    ModulePlan("srt/layers/moe/qwen4_decode.py", "moe", (
+        ReplaceCall("prepare_qwen4_decode_comm", ("mlp",), _TORCH_CAPABILITY, "qwen4_decode_capability_here", (),
+                    what="fused decode's major-10 check", any_args=True),
+    )),
+    ModulePlan("srt/lora/marlin_lora_temp/moe_runner.py", "moe", (
+        ReplaceCall("_use_multi_shared_outer_decode_factorization",
+                    ("lora_info", "hidden_states", "num_tokens", "hidden_size", "router_topk", "num_experts",
+                     "intermediate_size", "ep_active"), _TORCH_CAPABILITY, "marlin_lora_decode_capability_here", (),
+                    what="B200 decode factorization's check", any_args=True),
+    )),
+    ModulePlan("srt/lora/moe/base_gemm_provider/cutedsl_bf16.py", "moe", (
+        ReplaceCall("CuteDslBf16ContiguousProvider.__init__", ("self", "quant_info"), _TORCH_CAPABILITY,
+                    "lora_cutedsl_tile_capability_here", (), what="Hopper wide-tile check", any_args=True),
+    )),
+    ModulePlan("srt/models/muse_spark.py", "moe", (
+        ReplaceCall("MuseSpark1xMoE.__init__",
+                    ("self", "config", "layer_idx", "nvfp4_checkpoint", "prefix", "quant_config"), _TORCH_CAPABILITY,
+                    "muse_spark_gemm_ag_capability_here", (), what="GEMM + all-gather workspace's 10.3 check",
+                    any_args=True),
+        ReplaceCall("MuseSpark1xMoE._forward_experts", ("self", "hidden_states", "router_input", "ar_workspace"),
+                    _TORCH_CAPABILITY, "muse_spark_gemm_ag_capability_here", (),
+                    what="GEMM + all-gather's 10.3 check", any_args=True),
+        ReplaceCall("MuseSpark1xModel.__init__", ("self", "config", "quant_config", "prefix"), _TORCH_CAPABILITY,
+                    "muse_spark_finalize_ar_capability_here", (), what="finalize AR fusion's major-10 check",
+                    any_args=True),
+    )),
+)
+
+
 @dataclass(frozen=True)
 class Step:
     """One commit of the series (and one PR description)."""
@@ -355,7 +416,7 @@ STEPS: Tuple[Step, ...] = (
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why
         # each is there and what is left out).
-    ), covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS + FP8_GEMM_COVERS),
+    ) + GEMM_PATH_PLANS, covers=MOE_GUARD_COVERS + MOE_LOAD_TIME_COVERS + FP8_GEMM_COVERS),
 )
 
 

@@ -19,6 +19,10 @@ the upstream rewriter inserts at the top of a routed function (``upstream/rewrit
 - ``scoped_fact``: the same for one platform fact a method reads inline
   (``get_platform().is_blackwell``): for the original's call, its module's ``get_platform()``
   answers SGLang's platform with that one fact the glue's; the series replaces the read;
+- ``scoped_capability``: the same for a torch read written inline
+  (``torch.cuda.get_device_capability(...)``): for the original's call, its module's
+  ``torch`` answers torch with that one function answering the glue's capability (every
+  other attribute torch's own); the series replaces the call;
 - ``scoped_self``: the same for probes a method reads from its instance (bound at init,
   ``self._get_device_sm``): for the original's call, each named attribute of ``self``
   answers the glue's value; the series replaces the calls with the replace forms;
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from typing import Any, Callable, Optional, Tuple
 
 from .glue import ArchDecisionError, fail_open, platform
@@ -128,7 +133,7 @@ def scoped(ask: Callable, name: str, value: bool = False, module: Optional[str] 
         probe = getattr(holder, name, _MISSING)
         if probe is _MISSING:  # not there (a release that moved it): SGLang's own probe answers
             return original(*args, **kwargs)
-        setattr(holder, name, arch_answer if value else (lambda *a, **k: arch_answer))
+        setattr(holder, name, arch_answer if value else _answering(arch_answer))
         try:
             return original(*args, **kwargs)
         finally:
@@ -189,6 +194,62 @@ def _fact_getter(module: str, getter: Callable, fact_name: str, value: Any) -> C
     return found
 
 
+def scoped_capability(ask: Callable) -> Callable:
+    """``scoped_capability`` form: while the original runs, its module's ``torch`` answers
+    torch with ``torch.cuda.get_device_capability(...)`` returning ``ask()`` (a capability
+    tuple, whatever device it is asked for), or stays torch where ``ask`` answers ``None``.
+    Only code of the original's module sees it (the kernels it calls read the device), and
+    a hooked function nested in another of the same module answers its own.  Per call: the
+    glue's (cached) answer and one module attribute swapped; every ``torch.<name>`` the
+    module reads during the call goes through one attribute look-up more.  The view is built
+    once per (torch, answer)."""
+    asking = _naming_the_kill_switch(ask)
+
+    def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        arch_answer = asking()
+        if arch_answer is None:
+            return original(*args, **kwargs)
+        holder = sys.modules.get(original.__module__)
+        real = getattr(holder, "torch", None)
+        if real is None:  # a release whose module no longer reads torch: nothing to answer
+            return original(*args, **kwargs)
+        setattr(holder, "torch", _torch_answering(real, arch_answer))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            setattr(holder, "torch", real)
+
+    return _hook("scoped_capability", ask, around)
+
+
+class _ModuleView(types.ModuleType):
+    """A module seen through: the attributes set on the view, every other one the module's
+    own.  A module object (not a plain proxy), so tracers that special-case modules (torch
+    dynamo) read it as one."""
+
+    def __init__(self, of: Any, answers: dict) -> None:
+        super().__init__(getattr(of, "__name__", "view"))
+        self.__dict__.update(answers)
+        self.__dict__["_of"] = of
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_of"], name)
+
+
+_TORCH_VIEWS: dict = {}  # (torch, answer) -> torch whose cuda.get_device_capability answers it
+
+
+def _torch_answering(real: Any, capability: Tuple[int, int]) -> Any:
+    if isinstance(real, _ModuleView):  # a hooked call inside another of the same module
+        real = real.__dict__["_of"]
+    key = (id(real), tuple(capability))
+    view = _TORCH_VIEWS.get(key)
+    if view is None:
+        cuda = _ModuleView(real.cuda, {"get_device_capability": _answering(tuple(capability))})
+        view = _TORCH_VIEWS.setdefault(key, _ModuleView(real, {"cuda": cuda}))
+    return view
+
+
 def scoped_self(ask: Callable, names: Tuple[str, ...]) -> Callable:
     """``scoped_self`` form: while the original method runs, each probe ``self.<name>`` it
     reads answers the matching value of ``ask(self)``, or all stay SGLang's where ``ask``
@@ -239,6 +300,17 @@ def _restore(self: Any, names: Tuple[str, ...], saved: list) -> None:
 
 def _constant(value: Any) -> Any:
     return value
+
+
+_ANSWERING: dict = {}  # (type, value) -> a probe that answers it whatever its arguments (built once)
+
+
+def _answering(value: Any) -> Callable:
+    key = (type(value), value)
+    probe = _ANSWERING.get(key)
+    if probe is None:
+        probe = _ANSWERING.setdefault(key, lambda *args, **kwargs: value)
+    return probe
 
 
 def decides(ask: Callable) -> Callable:

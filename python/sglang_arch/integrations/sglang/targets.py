@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .glue import attention, collectives, fusion, moe
-from .hooks import answer, check, decides, done, fact, scoped, scoped_fact, scoped_self
+from .hooks import answer, check, decides, done, fact, scoped, scoped_capability, scoped_fact, scoped_self
 
 logger = logging.getLogger("sglang_arch")
 
@@ -59,6 +59,11 @@ _BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
 _DSV4_HOOK = "sglang.srt.arg_groups.deepseek_v4_hook"
 _DSPARK = "sglang.srt.models.deepseek_v4_dspark.DeepseekV4ForCausalLMDSpark"
 _K3_SP = "sglang.srt.layers.communication.k3_sp_collective"
+_CUTEDSL_GEMM = "sglang.kernels.ops.gemm.cutedsl_bf16_gemm"
+_GEMV = "sglang.kernels.ops.gemm.hopper_bf16_gemv"
+_ROUTER_GEMV = "sglang.kernels.ops.gemm.muse_spark_router_gemv_cutedsl"
+_SBO = "sglang.srt.batch_overlap.single_batch_overlap.SboFlags"
+_MUSE = "sglang.srt.models.muse_spark"
 # DeepseekSparseAttnBackend._apply_cuda_graph_metadata's parameters (the plugin target and the series site)
 DSA_REPLAY_PARAMS = ("self", "bs", "req_pool_indices", "seq_lens", "seq_lens_cpu", "forward_mode",
                      "spec_info", "out_cache_loc", "actual_forward_mode")
@@ -426,6 +431,58 @@ def all_targets() -> List[Target]:
         Target("MiniMax sparse index dtype", f"{_MEMORY_POOL}.get_minimax_sparse_index_dtype",
                scoped_fact(moe.minimax_fp8_index_hopper, "is_sm90"), ("fp8_attn_gemm", "kv_cache_dtype", "model_dtype"),
                ("get_platform",)),
+    ] + gemm_path_targets()
+
+
+# The warp split-K run is a custom op SGLang registers at import with the function itself, so
+# no hook over that function is ever called; its one Python entry is cutedsl_bf16_gemm_out,
+# and while that runs (the op is called inside it) the module's get_device_sm answers.
+K3_SPLITK_RUN_COVERS = (f"{_CUTEDSL_GEMM}._tgv_bf16_gemm_out_run:get_device_sm() == 107",)
+
+
+def gemm_path_targets() -> List[Target]:
+    """Tuned GEMM / GEMV paths SGLang keys to one architecture (``policies/gemm.py``): each
+    reads a probe inline, per call; for the call, the module's probe answers the registry's
+    per-machine decision (the ``scoped`` form: one cached look-up and one attribute swap)."""
+    return [
+        Target("BF16 GEMM tuned table", f"{_CUTEDSL_GEMM}.use_cutedsl_bf16_gemm",
+               scoped(moe.bf16_gemm_k3_splitk_sm, "get_device_sm"), ("m", "n", "k"),
+               ("get_device_sm", "_K3_FRONT_WARP_SPLITK")),
+        Target("BF16 GEMM tuned table", f"{_CUTEDSL_GEMM}.cutedsl_bf16_gemm_out",
+               scoped(moe.bf16_gemm_k3_splitk_sm, "get_device_sm"), ("x", "weight", "out", "bias"),
+               ("get_device_sm", "_tgv_bf16_gemm_out_run"), covers=K3_SPLITK_RUN_COVERS),
+        # The GEMV's window and its tile config read the same check; both answer alike.
+        Target("BF16 GEMV window", f"{_GEMV}.use_hopper_bf16_gemv", scoped(moe.hopper_gemv_sm12x, "_is_sm12x"),
+               ("m", "n", "k"), ("_is_sm12x",)),
+        Target("BF16 GEMV window", f"{_GEMV}._config", scoped(moe.hopper_gemv_sm12x, "_is_sm12x"), ("n",),
+               ("_is_sm12x",)),
+        Target("Muse Spark router GEMV", f"{_ROUTER_GEMV}.router_gemv_cute_eligible",
+               scoped(moe.router_gemv_sm100_family, "_is_sm100_family"), ("x", "w"), ("_is_sm100_family",)),
+        Target("Nemotron-H prefill overlap", "sglang.srt.models.nemotron_h.NemotronHMoE._forward_core",
+               scoped(moe.nemotron_prefill_overlap, "is_sm120"), ("self", "hidden_states", "forward_batch"),
+               ("is_sm120",)),
+        Target("single-batch overlap", f"{_SBO}.enable_combine_down_gemm_two_stream_overlap",
+               scoped(moe.sbo_deep_gemm_blackwell, "is_blackwell"), (), ("is_blackwell",)),
+        # Torch reads written inline: for the call, the module's torch answers the capability
+        # the check compares (``scoped_capability``).
+        Target("Qwen decode MoE fusion", "sglang.srt.layers.moe.qwen4_decode.prepare_qwen4_decode_comm",
+               scoped_capability(moe.qwen4_decode_capability), ("mlp",), ("torch",)),
+        Target("Marlin LoRA MoE decode", "sglang.srt.lora.marlin_lora_temp.moe_runner."
+               "_use_multi_shared_outer_decode_factorization", scoped_capability(moe.marlin_lora_decode_capability),
+               ("lora_info", "hidden_states", "num_tokens", "hidden_size", "router_topk", "num_experts",
+                "intermediate_size", "ep_active"), ("torch",)),
+        Target("LoRA MoE CuTe DSL tiles", "sglang.srt.lora.moe.base_gemm_provider.cutedsl_bf16."
+               "CuteDslBf16ContiguousProvider.__init__", scoped_capability(moe.lora_cutedsl_tile_capability),
+               ("self", "quant_info"), ("torch",)),
+        Target("Muse Spark GEMM + all-gather", f"{_MUSE}.MuseSpark1xMoE.__init__",
+               scoped_capability(moe.muse_spark_gemm_ag_capability),
+               ("self", "config", "layer_idx", "nvfp4_checkpoint", "prefix", "quant_config"), ("torch",)),
+        Target("Muse Spark GEMM + all-gather", f"{_MUSE}.MuseSpark1xMoE._forward_experts",
+               scoped_capability(moe.muse_spark_gemm_ag_capability),
+               ("self", "hidden_states", "router_input", "ar_workspace"), ("torch",)),
+        Target("Muse Spark finalize AR", f"{_MUSE}.MuseSpark1xModel.__init__",
+               scoped_capability(moe.muse_spark_finalize_ar_capability),
+               ("self", "config", "quant_config", "prefix"), ("torch",)),
     ]
 
 

@@ -13,7 +13,7 @@ ROCm / NPU everything stays SGLang's.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
 
@@ -474,3 +474,226 @@ def minimax_fp8_index_hopper() -> Optional[bool]:
 
 def minimax_fp8_index_hopper_here() -> bool:
     return or_platform_fact(minimax_fp8_index_hopper(), "is_sm90")
+
+
+# --- Tuned GEMM / GEMV paths keyed to one architecture (policies/gemm.py) ---
+#
+# SGLang reads the device's identity inline, per call, to take a path tuned on one GPU.
+# The registry decides each path once per machine (``ctx.gemm_paths()``, cached below);
+# the plugin's ``scoped`` hooks answer the probe the call site reads with that decision,
+# and the series puts the replace forms (``*_here``) in place of the probe calls.  The
+# device is the one SGLang's probes read (none of them reads the platform context), so
+# these ask ``device_context``.  Each ask answers ``None`` (SGLang's own probe) without an
+# NVIDIA GPU; per call: one dict look-up once the machine's answer is cached.
+
+_GEMM_PATHS: dict = {}
+
+
+def _per_machine(key: Any, decide: Callable[[Any], Any]) -> Any:
+    """``decide(ctx)`` once per machine; a call after the first is one look-up (no allocation)."""
+    ctx = device_context()
+    if ctx is None:
+        return None
+    entry = _GEMM_PATHS.get(key)
+    if entry is not None and entry[0] is ctx:
+        return entry[1]
+    return per_machine(_GEMM_PATHS, ctx, key, lambda: decide(ctx))
+
+
+def _gemm_paths() -> Optional[Any]:
+    return _per_machine(None, lambda ctx: ctx.gemm_paths())
+
+
+def _decide_k3_splitk_sm(ctx: Any) -> int:
+    if ctx.gemm_paths().k3_front_splitk.on:
+        return 107
+    own = ctx.resolution.requested.sm
+    return own if own != 107 else 0
+
+
+def _k3_splitk_sm() -> Optional[int]:
+    return _per_machine("k3_splitk_sm", _decide_k3_splitk_sm)
+
+
+@fail_open
+def bf16_gemm_k3_splitk_sm() -> Optional[int]:
+    """What ``get_device_sm()`` answers where ``use_cutedsl_bf16_gemm`` and
+    ``_tgv_bf16_gemm_out_run`` test it against 107 for K3's split-K table: 107 where the
+    registry takes the table (``policies/gemm.k3_front_splitk``), else the device's own SM
+    when that is not 107, else 0."""
+    return _k3_splitk_sm()
+
+
+def bf16_gemm_k3_splitk_sm_here() -> int:
+    """The replace form of ``get_device_sm()`` in the K3 split-K checks."""
+    sm = bf16_gemm_k3_splitk_sm()
+    if sm is not None:
+        return sm
+    from sglang.srt.utils.common import get_device_sm
+
+    return get_device_sm()
+
+
+@fail_open
+def hopper_gemv_sm12x() -> Optional[bool]:
+    """What ``_is_sm12x()`` answers in ``hopper_bf16_gemv``'s window and its tile config
+    (the two must agree: the SM12x window admits K only the unroll-1 kernel serves)."""
+    paths = _gemm_paths()
+    return None if paths is None else paths.hopper_gemv_sm12x.on
+
+
+def hopper_gemv_sm12x_here() -> bool:
+    """The replace form of ``_is_sm12x()``: the registry's answer, else SGLang's check."""
+    answer = hopper_gemv_sm12x()
+    if answer is not None:
+        return answer
+    from sglang.kernels.jit.utils import get_jit_cuda_arch
+
+    return get_jit_cuda_arch().major >= 12
+
+
+@fail_open
+def router_gemv_sm100_family() -> Optional[bool]:
+    """What ``_is_sm100_family(...)`` answers in ``router_gemv_cute_eligible``: whether the
+    registry takes Muse Spark's CuTe DSL router GEMV on this machine."""
+    paths = _gemm_paths()
+    return None if paths is None else paths.router_gemv.on
+
+
+def router_gemv_sm100_family_here(device_index: Optional[int]) -> bool:
+    """The replace form of ``_is_sm100_family(x.device.index)``."""
+    answer = router_gemv_sm100_family()
+    if answer is not None:
+        return answer
+    import torch
+
+    return torch.cuda.get_device_capability(device_index)[0] == 10
+
+
+@fail_open
+def nemotron_prefill_overlap() -> Optional[bool]:
+    """What ``is_sm120()`` answers in ``NemotronHMoE._forward_core``: whether the registry
+    takes Nemotron-H's prefill overlap on this machine."""
+    paths = _gemm_paths()
+    return None if paths is None else paths.nemotron_prefill_overlap.on
+
+
+def nemotron_prefill_overlap_here() -> bool:
+    """The replace form of ``is_sm120()`` in ``NemotronHMoE._forward_core``."""
+    answer = nemotron_prefill_overlap()
+    if answer is not None:
+        return answer
+    from sglang.srt.utils import is_sm120
+
+    return is_sm120()
+
+
+@fail_open
+def sbo_deep_gemm_blackwell() -> Optional[bool]:
+    """What ``is_blackwell()`` answers in ``SboFlags.enable_combine_down_gemm_two_stream_overlap``:
+    True where the registry does not overlap the combine with DeepGEMM's down GEMM."""
+    paths = _gemm_paths()
+    return None if paths is None else not paths.sbo_deep_gemm_down_overlap.on
+
+
+def sbo_deep_gemm_blackwell_here() -> bool:
+    """The replace form of ``is_blackwell()`` in the DeepGEMM down-GEMM overlap check."""
+    answer = sbo_deep_gemm_blackwell()
+    if answer is not None:
+        return answer
+    from sglang.srt.utils import is_blackwell
+
+    return bool(is_blackwell())
+
+
+# Paths SGLang keys to a torch read written inline (``torch.cuda.get_device_capability()``
+# compared in a larger function): the capability the comparison reads is answered, once per
+# machine, so that the comparison says the registry's decision: the device's own where
+# SGLang's check already says it, else the capability the path is keyed to (on) or (0, 0)
+# (off, as SGLang's check reads on no GPU of that architecture).  The plugin answers it
+# through the module's torch for the call (``scoped_capability``); the series replaces the
+# read with the ``*_here`` form.
+
+_PATH_CHECKS = {
+    # path: (SGLang's check of the capability, the capability answered for on, for off)
+    "qwen4_decode_fusion": (lambda cap: cap[0] == 10, (10, 0), (0, 0)),
+    "marlin_lora_b200_decode": (lambda cap: cap == (10, 0), (10, 0), (0, 0)),
+    "lora_cutedsl_wide_tiles": (lambda cap: cap < (10, 0), (9, 0), (10, 0)),
+    "muse_spark_gemm_ag": (lambda cap: cap == (10, 3), (10, 3), (0, 0)),
+    "muse_spark_finalize_ar": (lambda cap: cap[0] == 10, (10, 0), (0, 0)),
+}
+
+
+def _decide_capability(ctx: Any, path: str) -> Tuple[int, int]:
+    on = getattr(ctx.gemm_paths(), path).on
+    holds, when_on, when_off = _PATH_CHECKS[path]
+    own = ctx.resolution.requested.as_tuple()
+    if holds(own) == on:
+        return own
+    return when_on if on else when_off
+
+
+def _path_capability(path: str) -> Optional[Tuple[int, int]]:
+    ctx = device_context()
+    if ctx is None:
+        return None
+    entry = _GEMM_PATHS.get(path)
+    if entry is not None and entry[0] is ctx:
+        return entry[1]
+    return per_machine(_GEMM_PATHS, ctx, path, lambda: _decide_capability(ctx, path))
+
+
+def _torch_capability() -> Tuple[int, int]:
+    import torch
+
+    return tuple(torch.cuda.get_device_capability())
+
+
+@fail_open
+def qwen4_decode_capability() -> Optional[Tuple[int, int]]:
+    """The capability ``prepare_qwen4_decode_comm`` reads (major 10: Qwen's fused decode)."""
+    return _path_capability("qwen4_decode_fusion")
+
+
+def qwen4_decode_capability_here() -> Tuple[int, int]:
+    return qwen4_decode_capability() or _torch_capability()
+
+
+@fail_open
+def marlin_lora_decode_capability() -> Optional[Tuple[int, int]]:
+    """The capability the Marlin LoRA MoE runner's B200 decode factorization check reads."""
+    return _path_capability("marlin_lora_b200_decode")
+
+
+def marlin_lora_decode_capability_here() -> Tuple[int, int]:
+    return marlin_lora_decode_capability() or _torch_capability()
+
+
+@fail_open
+def lora_cutedsl_tile_capability() -> Optional[Tuple[int, int]]:
+    """The capability the CuTe DSL BF16 LoRA MoE provider's tile set reads (below 10.0: wide tiles)."""
+    return _path_capability("lora_cutedsl_wide_tiles")
+
+
+def lora_cutedsl_tile_capability_here() -> Tuple[int, int]:
+    return lora_cutedsl_tile_capability() or _torch_capability()
+
+
+@fail_open
+def muse_spark_gemm_ag_capability() -> Optional[Tuple[int, int]]:
+    """The capability Muse Spark's GEMM + all-gather checks read (10.3), at init and per call."""
+    return _path_capability("muse_spark_gemm_ag")
+
+
+def muse_spark_gemm_ag_capability_here() -> Tuple[int, int]:
+    return muse_spark_gemm_ag_capability() or _torch_capability()
+
+
+@fail_open
+def muse_spark_finalize_ar_capability() -> Optional[Tuple[int, int]]:
+    """The capability Muse Spark's finalize AR fusion check reads (major 10)."""
+    return _path_capability("muse_spark_finalize_ar")
+
+
+def muse_spark_finalize_ar_capability_here() -> Tuple[int, int]:
+    return muse_spark_finalize_ar_capability() or _torch_capability()
