@@ -593,6 +593,13 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     "dsa_indexer": {
         "dg_native": [{"kernel": "deep_gemm_paged_mqa_sm100"}],
     },
+    # DeepSeek-V4's inline Blackwell / Hopper path reads (policies/deepseek.py): SGLang's Triton
+    # kernels (wo_a GEMV / small batch, q RMSNorm + MXFP8, mHC fused stats and combine-norm, the
+    # V4.1 indexer's paged FP4 logits); the Blackwell paths' MXFP8 epilogues cast to float8e4nv
+    "dsv4_paths": {
+        "blackwell": [{"kernel": "triton_fp8"}],
+        "hopper": [{"kernel": "triton"}],
+    },
     # Kimi K3's sequence-parallel collective (SGLANG_K3_SP_COLLECTIVE) and its attention-residual
     # carry (SGLANG_K3_SP_ATTN_RES)
     "k3_sp_collective": {

@@ -16,8 +16,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import (attention, collectives, deterministic, dsa, linear_attention, minicpm, minimax_m3, moe, platform,
-                       speculative, vision)
+from .policies import (attention, collectives, deepseek, deterministic, dsa, linear_attention, minicpm, minimax_m3, moe,
+                       platform, speculative, vision)
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import TOPOLOGIES, Topology
@@ -160,6 +160,9 @@ class MachineContext:
 
     def dsa_dg_native_verify(self) -> dsa.VerifyLayout:
         return dsa.dg_native_verify(self._res(), self.cuda)
+
+    def dsv4_kernel_paths(self) -> deepseek.Dsv4Paths:
+        return deepseek.dsv4_kernel_paths(self._res(), self.cuda)
 
     def minicpm_sparse_backend(self, fuse_topk: bool = False) -> minicpm.SparseDecision:
         return minicpm.sparse_backend(self._res(), self.cuda, fuse_topk)

@@ -34,6 +34,8 @@ from ..integrations.sglang.targets import (
     ATTENTION_GUARD_COVERS,
     BEAM_BAND_TABLE,
     DSA_REPLAY_PARAMS,
+    DSV4_DECODE_SCORES_PARAMS,
+    DSV4_WO_A_PARAMS,
     FP8_GEMM_COVERS,
     MOE_GUARD_COVERS,
     MOE_LOAD_TIME_COVERS,
@@ -306,6 +308,30 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/layers/quantization/unquant.py", "moe", (
             ReplaceFact("initialize_bf16_gemm_config", (), "is_sm100", "bf16_gemm_cutedsl_here", (),
                         what="BF16 GEMM auto arm's SM100 check", marker="cutedsl"),
+        )),
+        # DeepSeek-V4's Triton kernel paths: every inline is_blackwell / is_sm90 read of the
+        # functions the plugin hooks becomes the registry's one decision (policies/deepseek.py).
+        ModulePlan("srt/models/deepseek_v4.py", "moe", (
+            ReplaceFact("_apply_wo_a_bf16_matmul", DSV4_WO_A_PARAMS, "is_blackwell", "dsv4_blackwell_path_here", (),
+                        what="wo_a fast paths' Blackwell checks"),
+            ReplaceFact("_apply_wo_a_bf16_matmul", DSV4_WO_A_PARAMS, "is_sm90", "dsv4_hopper_path_here", (),
+                        what="wo_a decode GEMV's Hopper check"),
+            ReplaceFact("MQALayer._normalize_q_lora", ("self", "q"), "is_blackwell", "dsv4_blackwell_path_here", (),
+                        what="q RMSNorm + MXFP8 Blackwell check"),
+        )),
+        ModulePlan("srt/models/deepseek_v4_mhc.py", "moe", (
+            ReplaceFact("_mix_stats_impl", ("hc", "x"), "is_blackwell", "dsv4_blackwell_path_here", (),
+                        what="mHC fused stats' Blackwell check"),
+            ReplaceFact("_mix_stats_impl", ("hc", "x"), "is_sm90", "dsv4_hopper_path_here", (),
+                        what="mHC stats' Hopper bands"),
+            ReplaceFact("_combine", ("hc", "state", "quantized"), "is_blackwell", "dsv4_blackwell_path_here", (),
+                        what="mHC fused combine's Blackwell check"),
+            ReplaceFact("_combine", ("hc", "state", "quantized"), "is_sm90", "dsv4_hopper_path_here", (),
+                        what="mHC fused combine's Hopper band"),
+        )),
+        ModulePlan("srt/layers/attention/dsv4/v41_indexer/scoring.py", "moe", (
+            ReplaceFact("decode_scores", DSV4_DECODE_SCORES_PARAMS, "is_sm90", "dsv4_hopper_path_here", (),
+                        what="V4.1 indexer's paged decode scoring (Hopper)"),
         )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why

@@ -51,6 +51,15 @@ _BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
 _DSV4_HOOK = "sglang.srt.arg_groups.deepseek_v4_hook"
 _DSPARK = "sglang.srt.models.deepseek_v4_dspark.DeepseekV4ForCausalLMDSpark"
 _K3_SP = "sglang.srt.layers.communication.k3_sp_collective"
+_DSV4 = "sglang.srt.models.deepseek_v4"
+_DSV4_MHC = "sglang.srt.models.deepseek_v4_mhc"
+_V41_SCORING = "sglang.srt.layers.attention.dsv4.v41_indexer.scoring"
+# DeepSeek-V4's two inline path facts, in the order the glue answers them (the plugin targets
+# and the series sites), and the parameters of the two longer functions that read them
+DSV4_FACTS = ("is_blackwell", "is_sm90")
+DSV4_WO_A_PARAMS = ("o", "wo_a", "is_decode", "is_target_verify", "fuse_mxfp8_quant", "is_prefill", "fast_path",
+                    "fp8_grid", "emit_fp8")
+DSV4_DECODE_SCORES_PARAMS = ("inputs", "token_to_kv_pool", "req_to_token", "candidate_mask", "compute_topk_plan")
 # DeepseekSparseAttnBackend._apply_cuda_graph_metadata's parameters (the plugin target and the series site)
 DSA_REPLAY_PARAMS = ("self", "bs", "req_pool_indices", "seq_lens", "seq_lens_cpu", "forward_mode",
                      "spec_info", "out_cache_loc", "actual_forward_mode")
@@ -383,6 +392,19 @@ def all_targets() -> List[Target]:
         # call, that fact answers whether the registry's BF16 GEMM is SGLang's CuTe DSL kernel.
         Target("BF16 GEMM backend", f"{_UNQUANT}.initialize_bf16_gemm_config",
                scoped_fact(moe.bf16_gemm_cutedsl, "is_sm100"), (), ("get_exec", "get_platform")),
+        # DeepSeek-V4's Triton kernel paths: each function reads get_platform().is_blackwell /
+        # is_sm90 inline per layer; for the call, its module's get_platform() answers them with
+        # the registry's one decision (policies/deepseek.py), every other fact SGLang's.
+        Target("DeepSeek-V4 kernel paths", f"{_DSV4}._apply_wo_a_bf16_matmul",
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), DSV4_WO_A_PARAMS, ("get_platform",)),
+        Target("DeepSeek-V4 kernel paths", f"{_DSV4}.MQALayer._normalize_q_lora",
+               scoped_fact(moe.dsv4_blackwell_path, "is_blackwell"), ("self", "q"), ("get_platform",)),
+        Target("DeepSeek-V4 kernel paths", f"{_DSV4_MHC}._mix_stats_impl",
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "x"), ("get_platform",)),
+        Target("DeepSeek-V4 kernel paths", f"{_DSV4_MHC}._combine",
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "state", "quantized"), ("get_platform",)),
+        Target("DeepSeek-V4 kernel paths", f"{_V41_SCORING}.decode_scores",
+               scoped_fact(moe.dsv4_hopper_path, "is_sm90"), DSV4_DECODE_SCORES_PARAMS, ("get_platform",)),
     ]
 
 

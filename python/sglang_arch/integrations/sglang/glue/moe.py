@@ -13,9 +13,9 @@ ROCm / NPU everything stays SGLang's.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from . import REGISTRY, ArchDecisionError, fail_open, or_platform_fact, routed_context
+from . import REGISTRY, ArchDecisionError, fail_open, or_platform_fact, per_machine, routed_context
 
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
@@ -335,3 +335,55 @@ def bf16_gemm_cutedsl_here() -> bool:
     """The replace form of ``get_platform().is_sm100`` in ``initialize_bf16_gemm_config``'s
     auto arm: the registry's answer, else SGLang's probe."""
     return or_platform_fact(bf16_gemm_cutedsl(), "is_sm100")
+
+
+# --- DeepSeek-V4: the model's inline Blackwell / Hopper path reads ---
+#
+# ``deepseek_v4._apply_wo_a_bf16_matmul``, ``MQALayer._normalize_q_lora``,
+# ``deepseek_v4_mhc._mix_stats_impl`` / ``_combine`` and the V4.1 indexer's
+# ``scoring.decode_scores`` read ``get_platform().is_blackwell`` / ``is_sm90`` per layer to
+# take their Triton paths tuned on those architectures.  One registry decision answers every
+# read (``policies/deepseek.dsv4_kernel_paths``), decided once per machine: per call, the
+# machine context and one dictionary look-up.
+_dsv4_paths: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def dsv4_kernel_paths() -> Optional[Tuple[bool, bool]]:
+    """(``is_blackwell``, ``is_sm90``) as DeepSeek-V4's kernel paths read them: whether the
+    model takes its Blackwell and its Hopper paths, as the registry decides.  None (SGLang's
+    facts) without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+
+    def decide() -> Tuple[bool, bool]:
+        paths = ctx.dsv4_kernel_paths()
+        return paths.blackwell, paths.hopper
+
+    return per_machine(_dsv4_paths, ctx, None, decide)
+
+
+@fail_open
+def dsv4_blackwell_path() -> Optional[bool]:
+    """The Blackwell half of ``dsv4_kernel_paths`` (a method that reads only that fact)."""
+    paths = dsv4_kernel_paths()
+    return None if paths is None else paths[0]
+
+
+@fail_open
+def dsv4_hopper_path() -> Optional[bool]:
+    """The Hopper half of ``dsv4_kernel_paths`` (the V4.1 indexer's paged decode scoring)."""
+    paths = dsv4_kernel_paths()
+    return None if paths is None else paths[1]
+
+
+def dsv4_blackwell_path_here() -> bool:
+    """The replace form of DeepSeek-V4's inline ``get_platform().is_blackwell``: the
+    registry's answer, else SGLang's fact."""
+    return or_platform_fact(dsv4_blackwell_path(), "is_blackwell")
+
+
+def dsv4_hopper_path_here() -> bool:
+    """The replace form of DeepSeek-V4's inline ``get_platform().is_sm90``."""
+    return or_platform_fact(dsv4_hopper_path(), "is_sm90")

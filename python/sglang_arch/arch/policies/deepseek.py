@@ -1,0 +1,64 @@
+"""DeepSeek-V4's per-architecture kernel paths: one decision for the model's inline
+``get_platform().is_blackwell`` / ``is_sm90`` reads.
+
+SGLang 0.5.23's DeepSeek-V4 / V4.1 model code reads two platform facts inline, per layer,
+to choose between tuned paths and a generic one, all of which run on any CUDA GPU:
+
+- ``is_blackwell`` (majors 10-12, CUDA >= 12.8), "the Blackwell path":
+  ``deepseek_v4._apply_wo_a_bf16_matmul`` takes the token-major wo_a fast paths for target
+  verify (up to 384 rows, and DSpark's longer blocks) and prefill (4096-65536 rows);
+  ``MqaAttentionBase._normalize_q_lora`` (V4.1) fuses the q RMSNorm with its MXFP8 quant
+  (``rmsnorm_mxfp8``); ``deepseek_v4_mhc._mix_stats_impl`` fuses the mHC mix stats with
+  Sinkhorn and ``_combine`` the combine with the norm (``hc_combine_norm``, MXFP8 variant);
+- ``is_sm90`` (major 9, CUDA >= 12.3), "the Hopper path": the wo_a single-token decode GEMV,
+  the mHC fused stats / BF16x3 projection / fused combine bands measured on Hopper, and the
+  V4.1 indexer's paged decode scoring (``v41_indexer/scoring.decode_scores``:
+  ``fp4_index_logits_paged`` instead of gathering slots for ``fp4_index_logits_decode``).
+
+Every one of those kernels is a Triton kernel in SGLang (``kernels/ops/gemm/dsv4_wo_a.py``,
+``kernels/ops/layernorm/rmsnorm_mxfp8.py``, ``hc_combine_norm.py``, ``mhc.py``,
+``kernels/ops/attention/dsv4/fp4_indexer.py``), compiled by Triton for the device it runs
+on; the Blackwell paths' MXFP8 epilogues cast to ``tl.float8e4nv``, which Triton compiles
+from capability 8.9 (the catalog's ``sglang_triton_fp8``).  The facts pick no build: they
+pick paths tuned on those architectures.  Decisions, then: the registry answers both with
+SGLang's rule asked of the resolved tier (equal to upstream on every exact tier), each path
+kept only where the catalog builds its kernels for the device itself.  One answer serves every
+site, so the wo_a GEMM, the q norm, the mHC stats and combine and the indexer scoring agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from .. import catalog
+from ..registry import Resolution
+from .platform import tier_fact
+
+Cuda = Optional[Tuple[int, int]]
+DSV4_PATHS = "dsv4_paths"  # the kernel catalog's name for this decision
+BLACKWELL, HOPPER = "blackwell", "hopper"
+
+
+@dataclass(frozen=True)
+class Dsv4Paths:
+    blackwell: bool  # the model's get_platform().is_blackwell reads
+    hopper: bool  # its get_platform().is_sm90 reads
+    reason: str
+
+
+def _kept(res: Resolution, path: str, rule: bool, cuda: Cuda) -> Tuple[bool, str]:
+    if not rule:
+        return False, f"not the tier's {path} path"
+    verdict = catalog.choice_runs(DSV4_PATHS, path, res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        return False, f"the tier's {path} path, but on {res.requested} {verdict.reason}"
+    return True, f"the tier's {path} path ({verdict.reason if verdict else path})"
+
+
+def dsv4_kernel_paths(res: Resolution, cuda: Cuda = None) -> Dsv4Paths:
+    """DeepSeek-V4's Blackwell and Hopper kernel paths on this device."""
+    where = f"tier {res.resolved} ({res.match})"
+    blackwell, why_b = _kept(res, BLACKWELL, tier_fact(res, "is_blackwell", cuda), cuda)
+    hopper, why_h = _kept(res, HOPPER, tier_fact(res, "is_sm90", cuda), cuda)
+    return Dsv4Paths(blackwell, hopper, f"{where}: Blackwell: {why_b}; Hopper: {why_h}")
