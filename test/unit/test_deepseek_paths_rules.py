@@ -1,0 +1,164 @@
+"""DeepSeek-V4's Blackwell / Hopper kernel paths (``policies/deepseek.dsv4_kernel_paths``):
+the rule over capabilities, the catalog's builds of the paths, the glue's one answer per
+machine and ``scoped_fact`` over several facts of one decision."""
+
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+from sglang_arch.arch import catalog, resolve, runtime
+from sglang_arch.arch.capability import Capability
+from sglang_arch.arch.policies import deepseek
+from sglang_arch.arch.table import ARCHITECTURES
+from sglang_arch.integrations.sglang import hooks
+
+EXACT = sorted(ARCHITECTURES)
+CUDAS = ((12, 2), (12, 4), (12, 8), (12, 9), (13, 0))
+
+
+def upstream_is_blackwell(cap, cuda):
+    """SGLang 0.5.23's is_blackwell_supported: majors 10-12, torch CUDA >= 12.8."""
+    return cap.major in (10, 11, 12) and cuda >= (12, 8)
+
+
+def upstream_is_sm90(cap, cuda):
+    """SGLang 0.5.23's is_sm90_supported: major 9, torch CUDA >= 12.3."""
+    return cap.major == 9 and cuda >= (12, 3)
+
+
+@pytest.mark.parametrize("tier", EXACT)
+@pytest.mark.parametrize("cuda", CUDAS)
+def test_on_every_exact_tier_the_paths_are_sglangs_facts(tier, cuda):
+    res = resolve(tier)
+    paths = deepseek.dsv4_kernel_paths(res, cuda)
+    assert paths.blackwell is upstream_is_blackwell(res.requested, cuda), paths.reason
+    assert paths.hopper is upstream_is_sm90(res.requested, cuda), paths.reason
+
+
+@pytest.mark.parametrize("cap,blackwell", [("10.5", True), ("11.5", True), ("12.3", True), ("13.0", True),
+                                           ("9.5", False), ("6.1", False)])
+def test_on_unknown_gpus_the_nearest_tier_decides(cap, blackwell):
+    res = resolve(cap)
+    assert res.match != "exact"
+    paths = deepseek.dsv4_kernel_paths(res, (13, 0))
+    assert paths.blackwell is blackwell, paths.reason
+    assert paths.hopper is (cap == "9.5"), paths.reason
+    assert f"tier {res.resolved}" in paths.reason
+
+
+def test_13_0_takes_12_1s_blackwell_paths_where_sglangs_majors_rule_does_not():
+    res = resolve("13.0")
+    assert not upstream_is_blackwell(res.requested, (13, 0))
+    assert deepseek.dsv4_kernel_paths(res, (13, 0)).blackwell
+
+
+@pytest.mark.parametrize("cap,runs", [("7.0", False), ("8.0", False), ("8.6", False), ("8.9", True), ("9.0", True),
+                                      ("10.0", True), ("12.1", True), ("13.0", True)])
+def test_the_blackwell_paths_need_tritons_fp8_and_the_hopper_paths_triton(cap, runs):
+    """The Blackwell paths' MXFP8 epilogues cast to float8e4nv (Triton: capability 8.9 on)."""
+    device = Capability(*map(int, cap.split(".")))
+    assert catalog.choice_runs("dsv4_paths", "blackwell", device, (13, 0)).runs is runs
+    assert catalog.choice_runs("dsv4_paths", "hopper", device, (13, 0)).runs
+
+
+def test_a_path_without_a_build_for_the_device_is_not_taken(monkeypatch):
+    """The catalog filter, on a device whose tier takes the path but which cannot build it."""
+    res = resolve("10.0")
+    monkeypatch.setattr(catalog, "choice_runs", lambda *a, **k: catalog.Verdict(False, "no build", "x"))
+    paths = deepseek.dsv4_kernel_paths(res, (13, 0))
+    assert not paths.blackwell and "no build" in paths.reason
+
+
+# --- the glue: one decision per machine, SGLang's facts off CUDA --------------------------------
+
+@pytest.fixture
+def machine(monkeypatch):
+    from sglang_arch.integrations.sglang import glue
+    from sglang_arch.integrations.sglang.glue import moe
+
+    monkeypatch.setattr(moe, "_cuda_platform", lambda: True)
+    monkeypatch.setattr(glue, "platform_overrides", lambda: {})
+    moe._dsv4_paths.clear()
+
+    def use(cap, cuda=(13, 0)):
+        ctx = SimpleNamespace(resolution=None) if cap is None else runtime.machine(capability=cap, cuda=cuda)
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+        return ctx
+
+    return use
+
+
+@pytest.mark.parametrize("cap,answer", [("9.0", (False, True)), ("10.0", (True, False)), ("13.0", (True, False)),
+                                        ("8.9", (False, False))])
+def test_glue_answers_both_facts_from_one_decision(machine, cap, answer):
+    from sglang_arch.integrations.sglang.glue import moe
+
+    machine(cap)
+    assert moe.dsv4_kernel_paths() == answer
+    assert (moe.dsv4_blackwell_path(), moe.dsv4_hopper_path()) == answer
+
+
+def test_glue_decides_once_per_machine(machine, monkeypatch):
+    from sglang_arch.integrations.sglang.glue import moe
+
+    machine("10.0")
+    calls = []
+    decide = deepseek.dsv4_kernel_paths
+    monkeypatch.setattr(deepseek, "dsv4_kernel_paths", lambda *a: calls.append(1) or decide(*a))
+    for _ in range(3):
+        moe.dsv4_kernel_paths()
+    assert len(calls) == 1
+    machine("9.0")  # another machine context: decided again
+    assert moe.dsv4_kernel_paths() == (False, True)
+
+
+def test_glue_without_an_nvidia_gpu_or_off_cuda_leaves_sglangs_facts(machine, monkeypatch):
+    from sglang_arch.integrations.sglang.glue import moe
+
+    machine(None)
+    assert moe.dsv4_kernel_paths() is None and moe.dsv4_blackwell_path() is None
+    machine("10.0")
+    monkeypatch.setattr(moe, "_cuda_platform", lambda: False)
+    assert moe.dsv4_kernel_paths() is None and moe.dsv4_hopper_path() is None
+
+
+# --- scoped_fact over several facts -----------------------------------------------------------
+
+class _Platform:
+    is_blackwell = False
+    is_sm90 = True
+    is_sm100 = False
+
+
+def test_scoped_fact_answers_the_facts_of_one_decision_and_puts_the_getter_back(monkeypatch):
+    user = types.ModuleType("h24_facts_user")
+    platform = _Platform()
+    user.get_platform = lambda: platform
+    exec("def paths():\n    p = get_platform()\n    return p.is_blackwell, p.is_sm90, p.is_sm100\n", user.__dict__)
+    monkeypatch.setitem(sys.modules, "h24_facts_user", user)
+    own = user.get_platform
+    answers = [(True, False)]
+    hook = hooks.scoped_fact(lambda: answers[0], ("is_blackwell", "is_sm90"))
+    assert hook(user.paths) == (True, False, False)  # both answered; is_sm100 stays SGLang's
+    assert user.get_platform is own
+    user.used = []
+    exec("def record():\n    used.append(get_platform)\n", user.__dict__)
+    hook(user.record)
+    hook(user.record)
+    assert user.used[0] is user.used[1] is not own  # one getter per answer: nothing built per call
+    answers[0] = (False, True)
+    hook(user.record)
+    assert user.used[2] is not user.used[0]
+    answers[0] = None
+    hook(user.record)
+    assert user.used[3] is own  # None: SGLang's own
+    assert user.get_platform is own
+
+
+def test_scoped_fact_with_one_name_still_takes_a_bare_value(monkeypatch):
+    user = types.ModuleType("h24_fact_user")
+    user.get_platform = lambda: _Platform()
+    exec("def read():\n    return get_platform().is_sm90\n", user.__dict__)
+    monkeypatch.setitem(sys.modules, "h24_fact_user", user)
+    assert hooks.scoped_fact(lambda: False, "is_sm90")(user.read) is False
