@@ -162,3 +162,35 @@ def test_scoped_fact_with_one_name_still_takes_a_bare_value(monkeypatch):
     exec("def read():\n    return get_platform().is_sm90\n", user.__dict__)
     monkeypatch.setitem(sys.modules, "h24_fact_user", user)
     assert hooks.scoped_fact(lambda: False, "is_sm90")(user.read) is False
+
+
+# --- the DeepSeek family's router GEMM ------------------------------------------------------
+
+@pytest.mark.parametrize("tier", EXACT)
+def test_router_gemm_on_every_exact_tier_is_sglangs_sm90_floor(tier):
+    res = resolve(tier)
+    assert deepseek.tiny_router_gemm(res, (13, 0)).tiny is (res.requested.sm >= 90)
+
+
+@pytest.mark.parametrize("cap,tiny", [("10.5", True), ("11.5", True), ("12.3", True), ("13.0", True),
+                                      ("9.5", True), ("6.1", False)])
+def test_router_gemm_on_unknown_gpus_follows_the_tier(cap, tiny):
+    decision = deepseek.tiny_router_gemm(resolve(cap), (13, 0))
+    assert decision.tiny is tiny, decision.reason
+
+
+@pytest.mark.parametrize("cap,runs", [("7.5", False), ("8.0", True), ("13.0", True)])
+def test_the_tiny_gemm_builds_wherever_cuda_cpp_with_bf16_does(cap, runs):
+    assert catalog.choice_runs("tiny_router_gemm", "tiny", Capability(*map(int, cap.split("."))), (13, 0)).runs is runs
+
+
+def test_router_gemm_glue_answers_minus_one_only_where_the_registry_keeps_cublas(machine):
+    from sglang_arch.integrations.sglang.glue import moe
+
+    moe._tiny_router.clear()
+    machine("8.9")
+    assert moe.tiny_router_gemm_off(num_experts=256, hidden_size=7168, weight_dtype=None) == -1
+    machine("9.0")
+    assert moe.tiny_router_gemm_off() is None  # SGLang's function goes on to its shape checks
+    machine(None)
+    assert moe.tiny_router_gemm_off() is None

@@ -335,6 +335,16 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "sources": ["triton 3.8.0 backends/nvidia/compiler.py: fp8e4nv is supported from capability 89",
                     "sglang 0.5.23 fp8_utils._dispatch_auto_backend: triton is the portable FP8 block GEMM"],
     },
+    "sglang_jit_tiny_gemm": {
+        "summary": "SGLang's tiny BF16-activation GEMM for a handful of rows (kernels/ops/gemm/tiny_gemm.py: the "
+                   "DeepSeek family's router), CUDA C++ JIT-compiled for the device",
+        "targets": ["jit:8.0+"],
+        "sources": ["sglang 0.5.23 kernels/jit/csrc/gemm/tiny_gemm.cuh: no architecture-specific instruction; "
+                    "vector width from utils.cuh kMaxVecBytes (16 bytes before Blackwell, 32 from it), PDL only "
+                    "where is_arch_support_pdl (SM90+); BF16 arithmetic from SM80",
+                    "sglang 0.5.23 deepseek_common/utils.py tiny_router_gemm_max_tokens: 'Rows up to which the "
+                    "tiny GEMM beats cuBLAS for the router'"],
+    },
     "triton_kernels_mxfp4": {
         "summary": "triton_kernels matmul_ogs (GPT-OSS MXFP4 MoE, --moe-runner-backend triton_kernel)",
         "targets": ["jit:8.0+"],
@@ -599,6 +609,10 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     "dsv4_paths": {
         "blackwell": [{"kernel": "triton_fp8"}],
         "hopper": [{"kernel": "triton"}],
+    },
+    # the DeepSeek family's router GEMM (deepseek_common/utils.tiny_router_gemm_max_tokens)
+    "tiny_router_gemm": {
+        "tiny": [{"kernel": "sglang_jit_tiny_gemm"}],
     },
     # Kimi K3's sequence-parallel collective (SGLANG_K3_SP_COLLECTIVE) and its attention-residual
     # carry (SGLANG_K3_SP_ATTN_RES)

@@ -164,6 +164,9 @@ class MachineContext:
     def dsv4_kernel_paths(self) -> deepseek.Dsv4Paths:
         return deepseek.dsv4_kernel_paths(self._res(), self.cuda)
 
+    def tiny_router_gemm(self) -> deepseek.RouterGemm:
+        return deepseek.tiny_router_gemm(self._res(), self.cuda)
+
     def minicpm_sparse_backend(self, fuse_topk: bool = False) -> minicpm.SparseDecision:
         return minicpm.sparse_backend(self._res(), self.cuda, fuse_topk)
 

@@ -333,6 +333,11 @@ STEPS: Tuple[Step, ...] = (
             ReplaceFact("decode_scores", DSV4_DECODE_SCORES_PARAMS, "is_sm90", "dsv4_hopper_path_here", (),
                         what="V4.1 indexer's paged decode scoring (Hopper)"),
         )),
+        # The DeepSeek family's router GEMM (SGLang's tiny BF16 GEMM or cuBLAS).
+        ModulePlan("srt/models/deepseek_common/utils.py", "moe", (
+            FunctionSite("tiny_router_gemm_max_tokens", ("num_experts", "hidden_size", "weight_dtype"),
+                         "tiny_router_gemm_off", ()),
+        )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why
         # each is there and what is left out).

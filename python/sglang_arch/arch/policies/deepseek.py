@@ -62,3 +62,36 @@ def dsv4_kernel_paths(res: Resolution, cuda: Cuda = None) -> Dsv4Paths:
     blackwell, why_b = _kept(res, BLACKWELL, tier_fact(res, "is_blackwell", cuda), cuda)
     hopper, why_h = _kept(res, HOPPER, tier_fact(res, "is_sm90", cuda), cuda)
     return Dsv4Paths(blackwell, hopper, f"{where}: Blackwell: {why_b}; Hopper: {why_h}")
+
+
+# --- the DeepSeek family's router GEMM: SGLang's tiny BF16 GEMM or cuBLAS ---------------------
+#
+# ``deepseek_common/utils.tiny_router_gemm_max_tokens`` (DeepSeek-V2/V3, MiniMax-M3, dots3)
+# gives the rows up to which the router takes SGLang's tiny BF16 GEMM (``tiny_gemm_bf16``)
+# rather than cuBLAS: -1 off CUDA, below SM90 (``_device_sm < 90``) or for a shape the kernel
+# does not serve, else 16 -- "Rows up to which the tiny GEMM beats cuBLAS for the router".
+# The kernel is plain CUDA C++ compiled for the device (``csrc/gemm/tiny_gemm.cuh``: vector
+# loads of the architecture's width, PDL only where ``is_arch_support_pdl``), so the SM90
+# floor is where it was measured to win, not where it builds: a decision.  The registry asks
+# the rule of the resolved tier and keeps the kernel only where the catalog builds it.
+TINY_ROUTER = "tiny_router_gemm"  # the kernel catalog's name for this decision
+TINY = "tiny"
+
+
+@dataclass(frozen=True)
+class RouterGemm:
+    tiny: bool  # the router may take the tiny GEMM (SGLang's shape checks still apply)
+    reason: str
+
+
+def tiny_router_gemm(res: Resolution, cuda: Cuda = None) -> RouterGemm:
+    """Whether the DeepSeek family's router takes SGLang's tiny BF16 GEMM on this device."""
+    where = f"tier {res.resolved} ({res.match})"
+    if res.resolved.sm < 90:
+        return RouterGemm(False, f"{where}: below SM90, where the tiny GEMM was not measured to beat cuBLAS: cuBLAS")
+    verdict = catalog.choice_runs(TINY_ROUTER, TINY, res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        return RouterGemm(False, f"{where}: SM90 and newer take the tiny GEMM, but on {res.requested} "
+                                 f"{verdict.reason}: cuBLAS")
+    return RouterGemm(True, f"{where}: SM90 and newer take the tiny GEMM for up to 16 rows "
+                            f"({verdict.reason if verdict else TINY})")

@@ -405,6 +405,10 @@ def all_targets() -> List[Target]:
                scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "state", "quantized"), ("get_platform",)),
         Target("DeepSeek-V4 kernel paths", f"{_V41_SCORING}.decode_scores",
                scoped_fact(moe.dsv4_hopper_path, "is_sm90"), DSV4_DECODE_SCORES_PARAMS, ("get_platform",)),
+        # The DeepSeek family's router GEMM: SGLang's tiny BF16 GEMM (up to 16 rows) or cuBLAS;
+        # the registry answers -1 where it keeps cuBLAS, else SGLang's function checks the shape.
+        Target("Router GEMM", "sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens",
+               answer(moe.tiny_router_gemm_off), ("num_experts", "hidden_size", "weight_dtype")),
     ]
 
 

@@ -387,3 +387,22 @@ def dsv4_blackwell_path_here() -> bool:
 def dsv4_hopper_path_here() -> bool:
     """The replace form of DeepSeek-V4's inline ``get_platform().is_sm90``."""
     return or_platform_fact(dsv4_hopper_path(), "is_sm90")
+
+
+# --- the DeepSeek family's router GEMM (deepseek_common/utils.tiny_router_gemm_max_tokens) ---
+_tiny_router: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def tiny_router_gemm_off(*args: Any, **kwargs: Any) -> Optional[int]:
+    """``tiny_router_gemm_max_tokens`` (asked once per router layer at model init): -1 (cuBLAS)
+    where the registry keeps the router off SGLang's tiny BF16 GEMM
+    (``policies/deepseek.tiny_router_gemm``); None where it may take it, so SGLang's function
+    goes on to its CUDA, dtype and shape checks (its own SM90 floor then holds on every
+    device whose tier takes the tiny GEMM).  None (SGLang's) without an NVIDIA GPU, off CUDA.
+    The function's arguments are SGLang's to judge: none of them is read here."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    tiny = per_machine(_tiny_router, ctx, None, lambda: ctx.tiny_router_gemm().tiny)
+    return None if tiny else -1
