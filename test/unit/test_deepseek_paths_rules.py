@@ -194,3 +194,85 @@ def test_router_gemm_glue_answers_minus_one_only_where_the_registry_keeps_cublas
     assert moe.tiny_router_gemm_off() is None  # SGLang's function goes on to its shape checks
     machine(None)
     assert moe.tiny_router_gemm_off() is None
+
+
+# --- the fused QKV-A GEMM's auto backend ----------------------------------------------------
+
+def upstream_is_sm120(cap, cuda):
+    return cap.major == 12 and cuda >= (12, 8)
+
+
+@pytest.mark.parametrize("tier", EXACT)
+@pytest.mark.parametrize("cuda", CUDAS)
+def test_fused_a_on_every_exact_tier_is_sglangs_import_time_pick(tier, cuda):
+    res = resolve(tier)
+    expected = "cutedsl" if upstream_is_sm120(res.requested, cuda) else "jit"
+    assert deepseek.fused_a_gemm_auto(res, cuda).backend == expected
+
+
+@pytest.mark.parametrize("cap", ["12.3", "12.9", "13.0"])
+def test_fused_a_where_cute_dsl_has_no_build_takes_the_jit_kernel(cap):
+    decision = deepseek.fused_a_gemm_auto(resolve(cap), (13, 0))
+    assert decision.backend == "jit" and "no build" in decision.reason
+
+
+@pytest.mark.parametrize("cap,cutedsl", [("8.0", False), ("9.0", True), ("10.7", True), ("11.0", True), ("12.1", True),
+                                         ("12.3", False)])
+def test_fused_a_kernels_build_where_cute_dsl_and_nvcc_target_sm90_on(cap, cutedsl):
+    device = Capability(*map(int, cap.split(".")))
+    assert catalog.choice_runs("fused_a_gemm", "cutedsl", device, (13, 0)).runs is cutedsl
+    assert catalog.choice_runs("fused_a_gemm", "jit", device, (13, 0)).runs is (device.sm >= 90)
+
+
+def test_fused_a_glue_without_an_nvidia_gpu_leaves_sglangs_pick(machine):
+    from sglang_arch.integrations.sglang.glue import moe
+
+    machine(None)
+    assert moe.fused_a_gemm_auto_backend() is None
+
+
+# --- the series' ReplaceName edit and the spacing a deleted assignment leaves ----------------
+
+FUSED_A = '''
+from enum import Enum
+
+from common import get_device_sm, is_sm120_supported
+
+
+class Backend(str, Enum):
+    AUTO = "auto"
+    JIT = "jit"
+
+
+_AUTO_BACKEND = (
+    Backend.JIT if is_sm120_supported() else Backend.AUTO
+)
+
+_DEVICE_SM = get_device_sm()
+
+
+def gemm(a, backend="auto"):
+    if backend == Backend.AUTO:
+        backend = _AUTO_BACKEND
+    return a._AUTO_BACKEND, backend
+'''
+
+
+def test_replace_name_replaces_each_read_of_the_import_time_value():
+    import libcst as cst
+    from sglang_arch.upstream import replace
+
+    edit = replace.ReplaceName("gemm", ("a", "backend"), "_AUTO_BACKEND", "auto_here", ())
+    patched, already = replace.apply(cst.parse_module(FUSED_A), edit, "glue")
+    assert not already
+    assert "        backend = glue.auto_here()\n" in patched.code
+    assert "return a._AUTO_BACKEND, backend" in patched.code  # an attribute of that name is not the value
+    assert replace.apply(patched, edit, "glue")[1] is True
+    plain = replace.apply(cst.parse_module(FUSED_A.replace("a._AUTO_BACKEND", "a")), edit, "glue")[0]
+    deleted, _ = replace.apply(plain, replace.Delete((), unused=("_AUTO_BACKEND", "is_sm120_supported")), "glue")
+    assert "is_sm120_supported" not in deleted.code and "_AUTO_BACKEND =" not in deleted.code
+    assert '    JIT = "jit"\n\n\n_DEVICE_SM = get_device_sm()' in deleted.code  # two blank lines after the class
+    from sglang_arch.upstream.nodes import Mismatch
+
+    with pytest.raises(Mismatch, match="no longer reads"):
+        replace.apply(cst.parse_module(FUSED_A.replace("= _AUTO_BACKEND", "= None")), edit, "glue")

@@ -345,6 +345,22 @@ KERNELS: Dict[str, Dict[str, Any]] = {
                     "sglang 0.5.23 deepseek_common/utils.py tiny_router_gemm_max_tokens: 'Rows up to which the "
                     "tiny GEMM beats cuBLAS for the router'"],
     },
+    "sglang_cutedsl_fused_a_gemm": {
+        "summary": "SGLang's CuTe DSL DeepSeek-V3 fused QKV-A GEMM (kernels/ops/gemm/cutedsl_dsv3_fused_a_gemm.py: "
+                   "cp.async + mbarrier pipeline, mma.sync.m16n8k16), fused_a_gemm's auto pick on SM120",
+        "targets": ["jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "sglang 0.5.23 cutedsl_dsv3_fused_a_gemm.py: 'CuTe DSL DeepSeek-V3 fused-A GEMM (sm90+)'; "
+                    "_compiled_kernel raises below SM90"],
+    },
+    "sglang_jit_fused_a_gemm": {
+        "summary": "SGLang's JIT CUDA C++ DeepSeek-V3 fused QKV-A GEMM (kernels/ops/gemm/dsv3_fused_a_gemm.py), "
+                   "compiled for the device",
+        "targets": ["jit:9.0+"],
+        "sources": ["sglang 0.5.23 dsv3_fused_a_gemm.py: 'Runtime-compiled CUDA C++ kernel for SM90+ (Hopper) GPUs'",
+                    "sglang 0.5.23 fused_a_gemm.py fused_a_gemm_weight_eligible: _DEVICE_SM >= 90"],
+    },
     "triton_kernels_mxfp4": {
         "summary": "triton_kernels matmul_ogs (GPT-OSS MXFP4 MoE, --moe-runner-backend triton_kernel)",
         "targets": ["jit:8.0+"],
@@ -613,6 +629,11 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     # the DeepSeek family's router GEMM (deepseek_common/utils.tiny_router_gemm_max_tokens)
     "tiny_router_gemm": {
         "tiny": [{"kernel": "sglang_jit_tiny_gemm"}],
+    },
+    # the DeepSeek-V3 fused QKV-A GEMM's backend (kernels/ops/gemm/fused_a_gemm.py)
+    "fused_a_gemm": {
+        "cutedsl": [{"kernel": "sglang_cutedsl_fused_a_gemm"}],
+        "jit": [{"kernel": "sglang_jit_fused_a_gemm"}],
     },
     # Kimi K3's sequence-parallel collective (SGLANG_K3_SP_COLLECTIVE) and its attention-residual
     # carry (SGLANG_K3_SP_ATTN_RES)

@@ -167,6 +167,9 @@ class MachineContext:
     def tiny_router_gemm(self) -> deepseek.RouterGemm:
         return deepseek.tiny_router_gemm(self._res(), self.cuda)
 
+    def fused_a_gemm_auto(self) -> deepseek.FusedAGemm:
+        return deepseek.fused_a_gemm_auto(self._res(), self.cuda)
+
     def minicpm_sparse_backend(self, fuse_topk: bool = False) -> minicpm.SparseDecision:
         return minicpm.sparse_backend(self._res(), self.cuda, fuse_topk)
 

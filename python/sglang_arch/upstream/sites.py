@@ -27,6 +27,7 @@ from .replace import (
     ReplaceBody,
     ReplaceCall,
     ReplaceFact,
+    ReplaceName,
     ReplaceOperands,
     ReplaceSpan,
 )
@@ -337,6 +338,13 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/models/deepseek_common/utils.py", "moe", (
             FunctionSite("tiny_router_gemm_max_tokens", ("num_experts", "hidden_size", "weight_dtype"),
                          "tiny_router_gemm_off", ()),
+        )),
+        # The fused QKV-A GEMM's auto backend: the import-time pick becomes the registry's,
+        # read where the function resolves "auto".
+        ModulePlan("kernels/ops/gemm/fused_a_gemm.py", "moe", (
+            ReplaceName("dsv3_fused_a_gemm", ("mat_a", "mat_b", "output", "backend"), "_AUTO_BACKEND",
+                        "fused_a_gemm_auto_backend_here", (), what="auto backend bound at import"),
+            Delete((), unused=("_AUTO_BACKEND", "is_sm120_supported"), what="the import-time pick and its probe"),
         )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why

@@ -95,3 +95,37 @@ def tiny_router_gemm(res: Resolution, cuda: Cuda = None) -> RouterGemm:
                                  f"{verdict.reason}: cuBLAS")
     return RouterGemm(True, f"{where}: SM90 and newer take the tiny GEMM for up to 16 rows "
                             f"({verdict.reason if verdict else TINY})")
+
+
+# --- the DeepSeek-V3 fused QKV-A GEMM's automatic backend --------------------------------------
+#
+# ``kernels/ops/gemm/fused_a_gemm.dsv3_fused_a_gemm`` (DeepSeek-V2/V3's q/kv-a projection for
+# 1-16 tokens, and Nemotron-H's) turns ``backend="auto"`` into ``_AUTO_BACKEND``, bound at
+# import: the CuTe DSL kernel where ``is_sm120_supported()`` (major 12, CUDA >= 12.8), else the
+# JIT CUDA C++ kernel.  Both are SM90+ kernels of the same GEMM (cp.async, mbarrier and
+# mma.sync; the JIT one "for SM90+ (Hopper) GPUs", the CuTe DSL one "sm90+"), both run on
+# SM120: the major picks which, a decision.  The CuTe DSL one compiles only for the
+# architectures CuTe DSL targets (up to 12.1), so on a newer SM12x SGLang's major rule would
+# pick a kernel with no build; the registry asks the rule of the tier and keeps the CuTe DSL
+# kernel only where it builds, else the JIT one.
+FUSED_A = "fused_a_gemm"  # the kernel catalog's name for this decision
+FUSED_A_CUTEDSL, FUSED_A_JIT = "cutedsl", "jit"
+
+
+@dataclass(frozen=True)
+class FusedAGemm:
+    backend: str  # "cutedsl" or "jit" (SGLang's FusedAGemmBackend values)
+    reason: str
+
+
+def fused_a_gemm_auto(res: Resolution, cuda: Cuda = None) -> FusedAGemm:
+    """The fused QKV-A GEMM's ``auto`` backend on this device."""
+    where = f"tier {res.resolved} ({res.match})"
+    if not tier_fact(res, "is_sm120", cuda):
+        return FusedAGemm(FUSED_A_JIT, f"{where}: not SM120 (major 12, CUDA >= 12.8): the JIT kernel")
+    verdict = catalog.choice_runs(FUSED_A, FUSED_A_CUTEDSL, res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        return FusedAGemm(FUSED_A_JIT, f"{where}: SM120 takes the CuTe DSL kernel, but on {res.requested} "
+                                       f"{verdict.reason}: the JIT kernel")
+    return FusedAGemm(FUSED_A_CUTEDSL, f"{where}: SM120 takes the CuTe DSL kernel "
+                                       f"({verdict.reason if verdict else FUSED_A_CUTEDSL})")

@@ -409,6 +409,11 @@ def all_targets() -> List[Target]:
         # the registry answers -1 where it keeps cuBLAS, else SGLang's function checks the shape.
         Target("Router GEMM", "sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens",
                answer(moe.tiny_router_gemm_off), ("num_experts", "hidden_size", "weight_dtype")),
+        # The fused QKV-A GEMM's auto backend, bound at import (_AUTO_BACKEND): for the call,
+        # that name answers the registry's backend.
+        Target("Fused QKV-A GEMM", "sglang.kernels.ops.gemm.fused_a_gemm.dsv3_fused_a_gemm",
+               scoped(moe.fused_a_gemm_auto_backend, "_AUTO_BACKEND", value=True),
+               ("mat_a", "mat_b", "output", "backend"), ("_AUTO_BACKEND", "FusedAGemmBackend")),
     ]
 
 

@@ -406,3 +406,36 @@ def tiny_router_gemm_off(*args: Any, **kwargs: Any) -> Optional[int]:
         return None
     tiny = per_machine(_tiny_router, ctx, None, lambda: ctx.tiny_router_gemm().tiny)
     return None if tiny else -1
+
+
+# --- the DeepSeek-V3 fused QKV-A GEMM's automatic backend (kernels/ops/gemm/fused_a_gemm.py) ---
+_FUSED_A = "sglang.kernels.ops.gemm.fused_a_gemm"
+_fused_a: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def fused_a_gemm_auto_backend() -> Any:
+    """``dsv3_fused_a_gemm``'s ``backend="auto"`` (``_AUTO_BACKEND``, bound at import from
+    ``is_sm120_supported()``): the registry's backend (``policies/deepseek.fused_a_gemm_auto``),
+    SGLang's ``FusedAGemmBackend`` member, decided once per machine (asked per GEMM call: the
+    machine context and one look-up).  None (SGLang's) without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+
+    def decide() -> Any:
+        return sys.modules[_FUSED_A].FusedAGemmBackend(ctx.fused_a_gemm_auto().backend)
+
+    return per_machine(_fused_a, ctx, None, decide)
+
+
+def fused_a_gemm_auto_backend_here() -> Any:
+    """The replace form of ``_AUTO_BACKEND`` in ``dsv3_fused_a_gemm``: the registry's backend,
+    else SGLang's rule (the CuTe DSL kernel where ``is_sm120_supported()``, else the JIT one)."""
+    backend = fused_a_gemm_auto_backend()
+    if backend is not None:
+        return backend
+    from sglang.srt.utils.common import is_sm120_supported
+
+    enum = sys.modules[_FUSED_A].FusedAGemmBackend
+    return enum.CUTEDSL if is_sm120_supported() else enum.JIT
