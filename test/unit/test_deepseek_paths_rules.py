@@ -276,3 +276,28 @@ def test_replace_name_replaces_each_read_of_the_import_time_value():
 
     with pytest.raises(Mismatch, match="no longer reads"):
         replace.apply(cst.parse_module(FUSED_A.replace("= _AUTO_BACKEND", "= None")), edit, "glue")
+
+
+# --- DeepSeek's shared-expert fusion under NVFP4 + Marlin ---------------------------------------
+
+@pytest.mark.parametrize("tier", EXACT)
+@pytest.mark.parametrize("cuda", CUDAS)
+def test_shared_experts_hold_on_every_exact_tier_is_sglangs_is_sm90(tier, cuda):
+    res = resolve(tier)
+    assert deepseek.shared_experts_hopper_marlin_hold(res, cuda).hold is upstream_is_sm90(res.requested, cuda)
+
+
+@pytest.mark.parametrize("cap,hold", [("9.5", True), ("10.5", False), ("13.0", False), ("6.1", False)])
+def test_shared_experts_hold_on_unknown_gpus_follows_the_tier(cap, hold):
+    assert deepseek.shared_experts_hopper_marlin_hold(resolve(cap), (13, 0)).hold is hold
+
+
+def test_shared_experts_glue_answers_the_rule_and_leaves_sglangs_probe_without_a_gpu(machine):
+    from sglang_arch.integrations.sglang.glue import moe
+
+    machine("9.0")
+    assert moe.shared_experts_hopper_marlin_hold() is True
+    machine("10.0")
+    assert moe.shared_experts_hopper_marlin_hold() is False
+    machine(None)
+    assert moe.shared_experts_hopper_marlin_hold() is None

@@ -170,6 +170,9 @@ class MachineContext:
     def fused_a_gemm_auto(self) -> deepseek.FusedAGemm:
         return deepseek.fused_a_gemm_auto(self._res(), self.cuda)
 
+    def shared_experts_hopper_marlin_hold(self) -> deepseek.SharedExpertsHold:
+        return deepseek.shared_experts_hopper_marlin_hold(self._res(), self.cuda)
+
     def minicpm_sparse_backend(self, fuse_topk: bool = False) -> minicpm.SparseDecision:
         return minicpm.sparse_backend(self._res(), self.cuda, fuse_topk)
 

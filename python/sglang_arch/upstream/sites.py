@@ -339,6 +339,13 @@ STEPS: Tuple[Step, ...] = (
             FunctionSite("tiny_router_gemm_max_tokens", ("num_experts", "hidden_size", "weight_dtype"),
                          "tiny_router_gemm_off", ()),
         )),
+        # DeepSeek's shared-expert fusion under NVFP4 + Marlin: the Hopper operand of its condition.
+        ModulePlan("srt/models/deepseek_v2.py", "moe", (
+            ReplaceOperands("DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason",
+                            ("cls", "hf_config", "quant_config"), "shared_experts_hopper_marlin_hold_here", (),
+                            what="NVFP4 + Marlin's Hopper check"),
+            Delete((), unused=("is_sm90_supported",), what="probe of the replaced condition"),
+        )),
         # The fused QKV-A GEMM's auto backend: the import-time pick becomes the registry's,
         # read where the function resolves "auto".
         ModulePlan("kernels/ops/gemm/fused_a_gemm.py", "moe", (

@@ -129,3 +129,27 @@ def fused_a_gemm_auto(res: Resolution, cuda: Cuda = None) -> FusedAGemm:
                                        f"{verdict.reason}: the JIT kernel")
     return FusedAGemm(FUSED_A_CUTEDSL, f"{where}: SM120 takes the CuTe DSL kernel "
                                        f"({verdict.reason if verdict else FUSED_A_CUTEDSL})")
+
+
+# --- DeepSeek's shared-expert fusion under Hopper NVFP4 + Marlin --------------------------------
+#
+# ``DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason`` (once per runner, before the
+# layers are built) keeps the shared expert out of the routed experts' kernel for a
+# ``modelopt_fp4`` checkpoint on the Marlin MoE runner where ``is_sm90_supported()``:
+# "fusion off by default until the shared-expert fused load path is validated".  Marlin's
+# kernels run on every GPU from SM80 and the fused and unfused paths both run there: the
+# architecture names where the fused load path was not validated, a decision.  The registry
+# asks the rule of the tier (a rule that only turns the fusion off picks no kernel).
+@dataclass(frozen=True)
+class SharedExpertsHold:
+    hold: bool  # NVFP4 + Marlin keeps the shared expert unfused by default
+    reason: str
+
+
+def shared_experts_hopper_marlin_hold(res: Resolution, cuda: Cuda = None) -> SharedExpertsHold:
+    """Whether an NVFP4 checkpoint on the Marlin MoE runner keeps its shared expert unfused."""
+    where = f"tier {res.resolved} ({res.match})"
+    if tier_fact(res, "is_sm90", cuda):
+        return SharedExpertsHold(True, f"{where}: Hopper (major 9, CUDA >= 12.3): the shared-expert fused load "
+                                       "path under NVFP4 + Marlin is not validated there: unfused by default")
+    return SharedExpertsHold(False, f"{where}: not Hopper: SGLang's other fusion conditions decide")

@@ -409,6 +409,12 @@ def all_targets() -> List[Target]:
         # the registry answers -1 where it keeps cuBLAS, else SGLang's function checks the shape.
         Target("Router GEMM", "sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens",
                answer(moe.tiny_router_gemm_off), ("num_experts", "hidden_size", "weight_dtype")),
+        # DeepSeek's shared-expert fusion under NVFP4 + Marlin: the class method's one probe call
+        # (is_sm90_supported, imported by the module) answers the registry's rule for the call.
+        Target("Shared-expert fusion", "sglang.srt.models.deepseek_v2.DeepseekV2ForCausalLM"
+               ".shared_experts_fusion_disable_reason",
+               scoped(moe.shared_experts_hopper_marlin_hold, "is_sm90_supported"), ("hf_config", "quant_config"),
+               ("is_sm90_supported",)),
         # The fused QKV-A GEMM's auto backend, bound at import (_AUTO_BACKEND): for the call,
         # that name answers the registry's backend.
         Target("Fused QKV-A GEMM", "sglang.kernels.ops.gemm.fused_a_gemm.dsv3_fused_a_gemm",

@@ -439,3 +439,29 @@ def fused_a_gemm_auto_backend_here() -> Any:
 
     enum = sys.modules[_FUSED_A].FusedAGemmBackend
     return enum.CUTEDSL if is_sm120_supported() else enum.JIT
+
+
+# --- DeepSeek's shared-expert fusion under Hopper NVFP4 + Marlin ---
+
+
+@fail_open
+def shared_experts_hopper_marlin_hold() -> Optional[bool]:
+    """``DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason``'s ``is_sm90_supported()``
+    (asked once per runner): whether an NVFP4 checkpoint on the Marlin MoE runner keeps its
+    shared expert unfused here, as the registry decides
+    (``policies/deepseek.shared_experts_hopper_marlin_hold``); SGLang's quantization and runner
+    conditions stay around it.  None (SGLang's probe) without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    return ctx.shared_experts_hopper_marlin_hold().hold
+
+
+def shared_experts_hopper_marlin_hold_here() -> bool:
+    """The replace form of the same probe call: the registry's answer, else SGLang's probe."""
+    answer = shared_experts_hopper_marlin_hold()
+    if answer is not None:
+        return answer
+    from sglang.srt.utils.common import is_sm90_supported
+
+    return bool(is_sm90_supported())

@@ -1,4 +1,4 @@
-"""The DeepSeek family's GEMM picks: the plugin's hooks against SGLang 0.5.23's own functions
+"""The DeepSeek family's GEMM and MoE picks: the plugin's hooks against SGLang 0.5.23's own functions
 on every exact tier and on 10.5, 11.5, 12.3 and 13.0 (and 6.1).
 
 - ``deepseek_common/utils.tiny_router_gemm_max_tokens``: the rows up to which the router
@@ -9,6 +9,10 @@ on every exact tier and on 10.5, 11.5, 12.3 and 13.0 (and 6.1).
   ``_AUTO_BACKEND``, bound at import (the CuTe DSL kernel where ``is_sm120_supported()``, else
   the JIT one).  Upstream's side binds it as SGLang's import would for the capability (the
   probe's fact for it); the kernels are stand-ins naming which one was called.
+- ``DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason`` (a class method): an NVFP4
+  checkpoint on the Marlin MoE runner keeps its shared expert unfused where
+  ``is_sm90_supported()``.  Upstream's side binds that probe to its answer for the capability;
+  the MoE and parallelism state it reads is stood in for.
 """
 
 import importlib.util
@@ -186,3 +190,104 @@ def test_fused_a_on_unknown_gpus_takes_the_cutedsl_kernel_only_where_it_builds(f
     assert routed == "dsv3_fused_a_gemm", cap  # the JIT kernel: 12.1's rule where CuTe DSL has no build
     for backend in ("jit", "cutedsl"):  # an explicit backend is the caller's
         assert _fused_a_both(fused_a, cap, (12, 9), backend)[1] == _fused_a_both(fused_a, cap, (12, 9), backend)[0]
+
+
+# --- DeepSeek's shared-expert fusion under NVFP4 + Marlin ----------------------------------------
+
+FUSION = "sglang.srt.models.deepseek_v2.DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason"
+
+
+@pytest.fixture(scope="module")
+def fusion():
+    own, hook = upstream_and_hook(FUSION)
+    from sglang.srt.models import deepseek_v2 as module
+
+    mp = pytest.MonkeyPatch()
+    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
+        mp.delenv(k)
+    mp.setattr(module, "quant_blocks_shared_experts_fusion", lambda quant_config: False)
+    mp.setattr(module, "get_exec", lambda: SimpleNamespace(moe=SimpleNamespace(enforce_shared_experts_fusion=False)))
+    for name in ("is_sbo_enabled", "is_tbo_enabled", "is_deepep_class_backend"):
+        mp.setattr(module, name, lambda: False)
+    try:
+        yield own, hook, module, mp
+    finally:
+        mp.undo()
+
+
+def _fusion_both(fusion, cap, cuda, quant, marlin):
+    from sglang.srt.runtime_context import override_platform
+
+    own, hook, module, _ = fusion
+    facts = upstream_platform_facts(_cap(cap), cuda)
+    ctx = runtime.machine(capability=cap, cuda=cuda)
+    hf_config = SimpleNamespace(architectures=["NotFused"])
+    quant_config = None if quant is None else SimpleNamespace(get_name=lambda: quant)
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(module, "is_sm90_supported", lambda: facts["is_sm90"])  # SGLang's probe on this GPU
+        mp.setattr(module, "get_moe_runner_backend", lambda: SimpleNamespace(is_marlin=lambda: marlin))
+        with override_platform(**SIMULATED_MACHINE, **facts):
+            upstream = own(hf_config, quant_config)
+            mp.setattr(glue, "current", lambda: ctx)
+            routed = hook(own, hf_config, quant_config)
+    finally:
+        mp.undo()
+    return upstream, routed
+
+
+FUSION_CASES = [(quant, marlin) for quant in ("modelopt_fp4", "fp8", None) for marlin in (True, False)]
+
+
+def test_fusion_premise_hopper_nvfp4_marlin_is_held(fusion):
+    upstream, routed = _fusion_both(fusion, "9.0", (12, 9), "modelopt_fp4", True)
+    assert upstream == routed and upstream.startswith("Hopper modelopt_fp4 with moe_runner_backend=marlin")
+    assert _fusion_both(fusion, "10.0", (12, 9), "modelopt_fp4", True)[0] == \
+        "Config does not support fused shared expert(s)."
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_fusion_on_every_exact_tier_is_upstreams(fusion, tier):
+    for cuda in ((12, 2), (12, 9)):
+        for quant, marlin in FUSION_CASES:
+            upstream, routed = _fusion_both(fusion, tier, cuda, quant, marlin)
+            assert routed == upstream, (tier, cuda, quant, marlin)
+
+
+@pytest.mark.parametrize("cap", UNKNOWN + ("9.5",))
+def test_fusion_on_unknown_gpus_follows_the_tier(fusion, cap):
+    tier = str(resolve(cap).resolved)
+    for quant, marlin in FUSION_CASES:
+        routed = _fusion_both(fusion, cap, (12, 9), quant, marlin)[1]
+        assert routed == _fusion_both(fusion, tier, (12, 9), quant, marlin)[1], (cap, quant, marlin)
+
+
+def test_the_class_method_stays_one_when_routed(fusion):
+    """Routed by the plugin, the hook is a class method over SGLang's function: a subclass's
+    call passes the subclass (its own fused architecture name)."""
+    import inspect
+
+    from helpers import routed
+
+    module = fusion[2]
+    cls = module.DeepseekV2ForCausalLM
+    with routed(FUSION):
+        assert isinstance(inspect.getattr_static(cls, "shared_experts_fusion_disable_reason"), classmethod)
+        seen = []
+
+        class Sub(cls):
+            fused_shared_experts_architecture = "NotFused"
+
+        hf_config = SimpleNamespace(architectures=["NotFused"], n_routed_experts=256, n_shared_experts=1)
+        mp = pytest.MonkeyPatch()
+        try:
+            mp.setattr(module, "get_moe_runner_backend", lambda: SimpleNamespace(is_marlin=lambda: False))
+            mp.setattr(module, "is_wint4afp8_or_wint4a16_config", lambda q: seen.append(q) or False)
+            mp.setattr(module, "get_parallel", lambda: SimpleNamespace(moe_ep_size=1))
+            mp.setattr(module, "_is_cuda", True)
+            mp.setattr(module.torch.cuda, "get_device_capability", lambda *a: (9, 0))
+            assert Sub.shared_experts_fusion_disable_reason(hf_config, None) is None  # Sub's architecture matched
+            assert seen == [None]
+        finally:
+            mp.undo()
+    assert isinstance(inspect.getattr_static(cls, "shared_experts_fusion_disable_reason"), classmethod)
