@@ -291,3 +291,86 @@ def test_the_class_method_stays_one_when_routed(fusion):
         finally:
             mp.undo()
     assert isinstance(inspect.getattr_static(cls, "shared_experts_fusion_disable_reason"), classmethod)
+
+
+# --- DeepSeek's NVFP4 shared expert: the fused GEMM + SwiGLU + quant -------------------------------
+#
+# The decision is one condition inside ``DeepseekV2MoE.__init__``, which builds a whole MoE layer;
+# the test compiles SGLang's own condition (read from the installed source) as a function of the
+# module and runs it bare and under the plugin's hook over ``__init__`` (the same scoped_fact, so
+# the same module-level get_platform() swap), every other operand true.
+
+MOE_INIT = "sglang.srt.models.deepseek_v2.DeepseekV2MoE.__init__"
+
+
+@pytest.fixture(scope="module")
+def swiglu_condition():
+    import ast
+    import inspect
+
+    from sglang.srt.models import deepseek_v2 as module
+
+    _, hook = upstream_and_hook(MOE_INIT)
+    source = inspect.getsource(module)
+    tree = ast.parse(source)
+    (init,) = [f for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "DeepseekV2MoE"
+               for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"]
+    tests = [n.test for n in ast.walk(init) if isinstance(n, ast.If) and "get_platform().is_sm100" in ast.unparse(n.test)]
+    assert len(tests) == 1  # the premise: one SM100 read in the constructor, this condition
+    text = ast.unparse(tests[0])
+    assert "_interleave_for_swiglu_fusion" in ast.unparse([n for n in ast.walk(init) if isinstance(n, ast.If)
+                                                          and n.test is tests[0]][0])
+    namespace = {}
+    code = ("def h24_swiglu_condition(self, get_fp4_gemm_runner_backend, ModelOptFp4LinearMethod, fc1_n):\n"
+            f"    return bool({text})\n")
+    exec(compile(code, module.__file__, "exec"), module.__dict__, namespace)
+    condition = namespace["h24_swiglu_condition"]
+    assert condition.__module__ == module.__name__
+    return condition, hook, module
+
+
+def _swiglu_both(swiglu_condition, cap, cuda):
+    from sglang.srt.runtime_context import override_platform
+
+    condition, hook, module = swiglu_condition
+    facts = upstream_platform_facts(_cap(cap), cuda)
+    ctx = runtime.machine(capability=cap, cuda=cuda)
+
+    class Method:
+        quant_mode = "w4a4"
+
+    proj = SimpleNamespace(quant_method=Method())
+    layer = SimpleNamespace(shared_experts=SimpleNamespace(gate_up_proj=proj, down_proj=proj, swiglu_limit=None))
+    backend = lambda: SimpleNamespace(supports_swiglu_fusion=lambda: True)  # noqa: E731
+    args = (layer, backend, Method, 256)
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(module, "get_lora", lambda: SimpleNamespace(enable_lora=False, lora_paths=None))
+        mp.setattr(module, "check_cuda_graph_backend", lambda *a: False)
+        with override_platform(**SIMULATED_MACHINE, **facts):
+            upstream = condition(*args)
+            mp.setattr(glue, "current", lambda: ctx)
+            routed = hook(condition, *args)
+    finally:
+        mp.undo()
+    return upstream, routed
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_swiglu_fusion_on_every_exact_tier_is_upstreams(swiglu_condition, tier):
+    for cuda in ((12, 4), (12, 9)):
+        upstream, routed = _swiglu_both(swiglu_condition, tier, cuda)
+        assert routed == upstream, (tier, cuda)
+
+
+def test_swiglu_fusion_premise_sm100_fuses(swiglu_condition):
+    assert _swiglu_both(swiglu_condition, "10.0", (12, 9)) == (True, True)
+    assert _swiglu_both(swiglu_condition, "11.0", (12, 9)) == (False, False)
+
+
+@pytest.mark.parametrize("cap", UNKNOWN)
+def test_swiglu_fusion_on_unknown_gpus_only_where_the_kernel_builds(swiglu_condition, cap):
+    upstream, routed = _swiglu_both(swiglu_condition, cap, (12, 9))
+    assert routed is False, cap  # 10.5: tier 10.3 fuses, CuTe DSL has no build; elsewhere not SM100
+    if cap == "10.5":
+        assert upstream is True  # SGLang's major-10 rule would take a kernel with no build

@@ -301,3 +301,29 @@ def test_shared_experts_glue_answers_the_rule_and_leaves_sglangs_probe_without_a
     assert moe.shared_experts_hopper_marlin_hold() is False
     machine(None)
     assert moe.shared_experts_hopper_marlin_hold() is None
+
+
+# --- DeepSeek's NVFP4 shared expert: the fused GEMM + SwiGLU + quant -------------------------------
+
+def upstream_is_sm100(cap, cuda):
+    return cap.major == 10 and cuda >= (12, 8)
+
+
+@pytest.mark.parametrize("tier", EXACT)
+@pytest.mark.parametrize("cuda", CUDAS)
+def test_swiglu_fusion_on_every_exact_tier_is_sglangs_is_sm100(tier, cuda):
+    res = resolve(tier)
+    assert deepseek.nvfp4_swiglu_fusion(res, cuda).fused is upstream_is_sm100(res.requested, cuda)
+
+
+@pytest.mark.parametrize("cap,fused", [("10.5", False), ("10.9", False), ("11.5", False), ("13.0", False)])
+def test_swiglu_fusion_on_unknown_gpus_only_where_cute_dsl_builds_the_kernel(cap, fused):
+    decision = deepseek.nvfp4_swiglu_fusion(resolve(cap), (13, 0))
+    assert decision.fused is fused, decision.reason
+
+
+def test_the_fused_kernel_builds_for_the_block_scaled_mma_archs():
+    builds = {cap for cap in ("9.0", "10.0", "10.3", "10.5", "10.7", "11.0", "12.0", "12.1")
+              if catalog.choice_runs("nvfp4_swiglu_fusion", "fused", Capability(*map(int, cap.split("."))),
+                                     (13, 0)).runs}
+    assert builds == {"10.0", "10.3", "10.7", "11.0"}

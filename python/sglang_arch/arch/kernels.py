@@ -361,6 +361,17 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "sources": ["sglang 0.5.23 dsv3_fused_a_gemm.py: 'Runtime-compiled CUDA C++ kernel for SM90+ (Hopper) GPUs'",
                     "sglang 0.5.23 fused_a_gemm.py fused_a_gemm_weight_eligible: _DEVICE_SM >= 90"],
     },
+    "sglang_cutedsl_nvfp4_gemm_swiglu": {
+        "summary": "SGLang's CuTe DSL NVFP4 GEMM + SwiGLU + NVFP4 quant (kernels/ops/gemm/"
+                   "nvfp4_gemm_swiglu_nvfp4_quant.py, tcgen05 block-scaled MMA): DeepSeek's fused shared expert",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0"],
+        "min_cuda": "12.8",
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "nvidia-cutlass-dsl 4.8.0 cute/nvgpu/tcgen05/mma.py MmaMXF4NVF4Op.admissible_archs: sm_100a "
+                    "sm_100f sm_103a sm_107a sm_110a",
+                    "sglang 0.5.23 nvfp4_gemm_swiglu_nvfp4_quant.py Sm100BlockScaledPersistentDenseGemmKernel"],
+    },
     "triton_kernels_mxfp4": {
         "summary": "triton_kernels matmul_ogs (GPT-OSS MXFP4 MoE, --moe-runner-backend triton_kernel)",
         "targets": ["jit:8.0+"],
@@ -634,6 +645,10 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     "fused_a_gemm": {
         "cutedsl": [{"kernel": "sglang_cutedsl_fused_a_gemm"}],
         "jit": [{"kernel": "sglang_jit_fused_a_gemm"}],
+    },
+    # DeepSeek's NVFP4 shared expert: the fused GEMM + SwiGLU + quant (DeepseekV2MoE.__init__)
+    "nvfp4_swiglu_fusion": {
+        "fused": [{"kernel": "sglang_cutedsl_nvfp4_gemm_swiglu"}],
     },
     # Kimi K3's sequence-parallel collective (SGLANG_K3_SP_COLLECTIVE) and its attention-residual
     # carry (SGLANG_K3_SP_ATTN_RES)

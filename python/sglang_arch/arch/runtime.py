@@ -173,6 +173,9 @@ class MachineContext:
     def shared_experts_hopper_marlin_hold(self) -> deepseek.SharedExpertsHold:
         return deepseek.shared_experts_hopper_marlin_hold(self._res(), self.cuda)
 
+    def nvfp4_swiglu_fusion(self) -> deepseek.SwigluFusion:
+        return deepseek.nvfp4_swiglu_fusion(self._res(), self.cuda)
+
     def minicpm_sparse_backend(self, fuse_topk: bool = False) -> minicpm.SparseDecision:
         return minicpm.sparse_backend(self._res(), self.cuda, fuse_topk)
 

@@ -34,6 +34,7 @@ from .replace import (
 from ..integrations.sglang.targets import (
     ATTENTION_GUARD_COVERS,
     BEAM_BAND_TABLE,
+    DEEPSEEK_MOE_INIT_PARAMS,
     DSA_REPLAY_PARAMS,
     DSV4_DECODE_SCORES_PARAMS,
     DSV4_WO_A_PARAMS,
@@ -345,6 +346,8 @@ STEPS: Tuple[Step, ...] = (
                             ("cls", "hf_config", "quant_config"), "shared_experts_hopper_marlin_hold_here", (),
                             what="NVFP4 + Marlin's Hopper check"),
             Delete((), unused=("is_sm90_supported",), what="probe of the replaced condition"),
+            ReplaceFact("DeepseekV2MoE.__init__", DEEPSEEK_MOE_INIT_PARAMS, "is_sm100", "nvfp4_swiglu_fusion_here", (),
+                        what="shared expert's fused NVFP4 GEMM + SwiGLU SM100 check"),
         )),
         # The fused QKV-A GEMM's auto backend: the import-time pick becomes the registry's,
         # read where the function resolves "auto".

@@ -153,3 +153,37 @@ def shared_experts_hopper_marlin_hold(res: Resolution, cuda: Cuda = None) -> Sha
         return SharedExpertsHold(True, f"{where}: Hopper (major 9, CUDA >= 12.3): the shared-expert fused load "
                                        "path under NVFP4 + Marlin is not validated there: unfused by default")
     return SharedExpertsHold(False, f"{where}: not Hopper: SGLang's other fusion conditions decide")
+
+
+# --- DeepSeek's shared expert: the fused NVFP4 GEMM + SwiGLU + NVFP4 quant -----------------------
+#
+# ``DeepseekV2MoE.__init__`` (once per MoE layer) lets a W4A4 NVFP4 shared expert run its
+# gate/up GEMM, SwiGLU and the down projection's input quant as one kernel
+# (``kernels/ops/gemm/nvfp4_gemm_swiglu_nvfp4_quant.py``) where ``get_platform().is_sm100``
+# (major 10, CUDA >= 12.8), with SGLang's LoRA, quantization, FP4 GEMM backend, shape and
+# CUDA-graph conditions; elsewhere the NVFP4 GEMM, SwiGLU and quant run apart.  The fused kernel
+# is CuTe DSL with tcgen05 block-scaled MMA, which CuTe DSL builds for 10.0, 10.3, 10.7 and
+# 11.0: the major picks where the fusion is used, not where it builds (11.0 builds it and is
+# left out), a decision.  The registry asks the rule of the tier and keeps the fusion only
+# where the catalog builds the kernel for the device (not on a 10.x the table does not list).
+NVFP4_SWIGLU = "nvfp4_swiglu_fusion"  # the kernel catalog's name for this decision
+FUSED = "fused"
+
+
+@dataclass(frozen=True)
+class SwigluFusion:
+    fused: bool  # the shared expert may take the fused NVFP4 GEMM + SwiGLU + quant kernel
+    reason: str
+
+
+def nvfp4_swiglu_fusion(res: Resolution, cuda: Cuda = None) -> SwigluFusion:
+    """Whether a W4A4 NVFP4 shared expert may take SGLang's fused GEMM + SwiGLU + quant kernel."""
+    where = f"tier {res.resolved} ({res.match})"
+    if not tier_fact(res, "is_sm100", cuda):
+        return SwigluFusion(False, f"{where}: not SM100 (major 10, CUDA >= 12.8): GEMM, SwiGLU and quant apart")
+    verdict = catalog.choice_runs(NVFP4_SWIGLU, FUSED, res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        return SwigluFusion(False, f"{where}: SM100 fuses them, but on {res.requested} {verdict.reason}: "
+                                   "GEMM, SwiGLU and quant apart")
+    return SwigluFusion(True, f"{where}: SM100 fuses the NVFP4 GEMM, SwiGLU and quant "
+                              f"({verdict.reason if verdict else FUSED})")

@@ -59,6 +59,8 @@ _V41_SCORING = "sglang.srt.layers.attention.dsv4.v41_indexer.scoring"
 DSV4_FACTS = ("is_blackwell", "is_sm90")
 DSV4_WO_A_PARAMS = ("o", "wo_a", "is_decode", "is_target_verify", "fuse_mxfp8_quant", "is_prefill", "fast_path",
                     "fp8_grid", "emit_fp8")
+DEEPSEEK_MOE_INIT_PARAMS = ("self", "config", "layer_id", "quant_config", "prefix", "alt_stream", "routed_quant_stream",
+                            "is_nextn", "is_deepseek_v4", "vl_correction_bias", "reduce_results")
 DSV4_DECODE_SCORES_PARAMS = ("inputs", "token_to_kv_pool", "req_to_token", "candidate_mask", "compute_topk_plan")
 # DeepseekSparseAttnBackend._apply_cuda_graph_metadata's parameters (the plugin target and the series site)
 DSA_REPLAY_PARAMS = ("self", "bs", "req_pool_indices", "seq_lens", "seq_lens_cpu", "forward_mode",
@@ -409,6 +411,10 @@ def all_targets() -> List[Target]:
         # the registry answers -1 where it keeps cuBLAS, else SGLang's function checks the shape.
         Target("Router GEMM", "sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens",
                answer(moe.tiny_router_gemm_off), ("num_experts", "hidden_size", "weight_dtype")),
+        # DeepSeek's NVFP4 shared expert: the one platform fact the MoE layer's constructor reads
+        # (the fused GEMM + SwiGLU + quant kernel) answers the registry's decision for the call.
+        Target("Shared-expert NVFP4 fusion", "sglang.srt.models.deepseek_v2.DeepseekV2MoE.__init__",
+               scoped_fact(moe.nvfp4_swiglu_fusion, "is_sm100"), DEEPSEEK_MOE_INIT_PARAMS, ("get_platform",)),
         # DeepSeek's shared-expert fusion under NVFP4 + Marlin: the class method's one probe call
         # (is_sm90_supported, imported by the module) answers the registry's rule for the call.
         Target("Shared-expert fusion", "sglang.srt.models.deepseek_v2.DeepseekV2ForCausalLM"

@@ -465,3 +465,24 @@ def shared_experts_hopper_marlin_hold_here() -> bool:
     from sglang.srt.utils.common import is_sm90_supported
 
     return bool(is_sm90_supported())
+
+
+# --- DeepSeek's shared expert: the fused NVFP4 GEMM + SwiGLU + quant ---
+
+
+@fail_open
+def nvfp4_swiglu_fusion() -> Optional[bool]:
+    """``DeepseekV2MoE.__init__``'s ``get_platform().is_sm100`` (once per MoE layer): whether a
+    W4A4 NVFP4 shared expert may take SGLang's fused GEMM + SwiGLU + quant kernel, as the
+    registry decides (``policies/deepseek.nvfp4_swiglu_fusion``); SGLang's LoRA, quantization,
+    backend, shape and CUDA-graph conditions stay around it.  None (SGLang's fact) without an
+    NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    return ctx.nvfp4_swiglu_fusion().fused
+
+
+def nvfp4_swiglu_fusion_here() -> bool:
+    """The replace form of the same fact read: the registry's answer, else SGLang's."""
+    return or_platform_fact(nvfp4_swiglu_fusion(), "is_sm100")
