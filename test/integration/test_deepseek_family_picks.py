@@ -374,3 +374,47 @@ def test_swiglu_fusion_on_unknown_gpus_only_where_the_kernel_builds(swiglu_condi
     assert routed is False, cap  # 10.5: tier 10.3 fuses, CuTe DSL has no build; elsewhere not SM100
     if cap == "10.5":
         assert upstream is True  # SGLang's major-10 rule would take a kernel with no build
+
+
+# --- DSA's MHA one-shot kernel: covered by the routed prefill band ------------------------------
+
+def test_dsa_mha_kernel_premises_hold_in_the_installed_release():
+    """``_forward_standard_mha``'s kernel check (TRT-LLM ragged from major 10, FA3 varlen
+    below) runs only under ``use_mha``, which only ``set_dsa_prefill_impl`` sets (True only from
+    the band the registry decides there); the band keeps MHA only where the kernel this check
+    picks for the device has a build (targets.DSA_MHA_KERNEL_COVERS)."""
+    import ast
+    import inspect
+
+    from sglang.srt.layers.attention import dsa_backend
+    from sglang_arch.arch import catalog
+    from sglang_arch.arch.policies import dsa
+    from sglang_arch.integrations.sglang import targets
+
+    tree = ast.parse(inspect.getsource(dsa_backend))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "DeepseekSparseAttnBackend")
+    methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+    setters = {name for name, f in methods.items() for n in ast.walk(f) if isinstance(n, ast.Assign)
+               and any(ast.unparse(t) == "self.use_mha" for t in n.targets)
+               and not (isinstance(n.value, ast.Constant) and n.value.value is False)}
+    assert setters == {"set_dsa_prefill_impl"}
+    guarded = calls = 0
+    for f in methods.values():
+        for node in ast.walk(f):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "self._forward_standard_mha":
+                calls += 1
+        for node in ast.walk(f):  # the calls inside an ``if self.use_mha:`` body
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "self.use_mha":
+                guarded += sum(isinstance(c, ast.Call) and ast.unparse(c.func) == "self._forward_standard_mha"
+                               for stmt in node.body for c in ast.walk(stmt))
+    assert calls and guarded == calls
+    body = ast.unparse(methods["_forward_standard_mha"])
+    check = targets.DSA_MHA_KERNEL_COVERS[0].split(":", 1)[1]
+    assert check.rstrip(":").removeprefix("if ") in body
+    assert body.index("trtllm_ragged_attention_deepseek") < body.index("flash_attn_varlen_func")
+    for cap in TIERS + UNKNOWN:
+        res = resolve(cap)
+        bands = dsa.prefill_bands(res, (12, 9))
+        assert bands.mha_kernel == ("trtllm" if res.requested.major >= 10 else "fa3"), cap
+        if bands.mha_one_shot:
+            assert catalog.choice_runs("dsa", bands.mha_kernel, res.requested, (12, 9)).runs, cap

@@ -35,6 +35,7 @@ from ..integrations.sglang.targets import (
     ATTENTION_GUARD_COVERS,
     BEAM_BAND_TABLE,
     DEEPSEEK_MOE_INIT_PARAMS,
+    DSA_MHA_KERNEL_COVERS,
     DSA_REPLAY_PARAMS,
     DSV4_DECODE_SCORES_PARAMS,
     DSV4_WO_A_PARAMS,
@@ -286,7 +287,7 @@ STEPS: Tuple[Step, ...] = (
                             "mimo_local_attention_here", (), what="SM90 condition"),
             Delete((), unused=("is_sm90_supported",), what="probe of the replaced condition"),
         )),
-    ), covers=_ATTENTION_GUARD_COVERS),
+    ), covers=_ATTENTION_GUARD_COVERS + DSA_MHA_KERNEL_COVERS),
     Step(5, "moe", "moe: MoE runner, FP8 block / FP4 GEMM backends, DeepGEMM enablement", "moe", (
         # Guards, not deletions: each function also holds ROCm, NPU, MUSA and
         # environment arms the registry does not decide, which stay SGLang's below.

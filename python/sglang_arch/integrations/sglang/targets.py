@@ -232,6 +232,18 @@ FP8_GEMM_COVERS = (
 # with UE8M0 activation scales): the registry's FP8 GEMM rule does not model which block
 # sizes and scale formats DeepGEMM takes on SM100, so it stays SGLang's decision.
 
+# DSA's MHA one-shot kernel: ``_forward_standard_mha`` runs TRT-LLM's ragged attention where
+# the device's major is 10 or more, FA3's varlen kernel below.  It runs only under
+# ``self.use_mha``, which only ``set_dsa_prefill_impl`` sets, from the MHA one-shot band the
+# registry decides there (``policies/dsa.prefill_bands``): the tier's band (9.0, 10.x), kept
+# only where the kernel this check then picks for the device has a build (the policy models
+# the same check: trtllm from major 10, fa3 below).  So the kernel the check picks is one
+# that band decision judged already.  ``test_deepseek_family_picks.py`` checks the premises
+# against the installed release's source.
+DSA_MHA_KERNEL_COVERS = (
+    f"{_DSA}._forward_standard_mha:if _is_cuda and self.device_sm_major >= 10:",
+)
+
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
 # _PLATFORM_VALUES map them; checked against the installed release before use.
 FACT_HELPERS = {
@@ -346,7 +358,7 @@ def all_targets() -> List[Target]:
         # two probes the backend binds at init; the hook answers those two for the call.
         Target("DSA attention", f"{_DSA}.set_dsa_prefill_impl",
                scoped_self(attention.dsa_prefill_probes, ("_get_device_sm", "_is_blackwell")),
-               ("self", "forward_batch")),
+               ("self", "forward_batch"), covers=DSA_MHA_KERNEL_COVERS),
         # DeepSeek-V4's --dsv4-attn-backend auto: the one capability condition among SGLang's
         # model, dtype, parallelism and layout ones is a probe the function imports when it
         # runs (from sglang.srt.utils.common); the hook answers that probe for the call.
