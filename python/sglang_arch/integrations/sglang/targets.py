@@ -431,7 +431,7 @@ def all_targets() -> List[Target]:
         # (is_sm90_supported, imported by the module) answers the registry's rule for the call.
         Target("Shared-expert fusion", "sglang.srt.models.deepseek_v2.DeepseekV2ForCausalLM"
                ".shared_experts_fusion_disable_reason",
-               scoped(moe.shared_experts_hopper_marlin_hold, "is_sm90_supported"), ("hf_config", "quant_config"),
+               scoped(moe.shared_experts_hopper_marlin_hold, "is_sm90_supported"), ("cls", "hf_config", "quant_config"),
                ("is_sm90_supported",)),
         # The fused QKV-A GEMM's auto backend, bound at import (_AUTO_BACKEND): for the call,
         # that name answers the registry's backend.
@@ -455,6 +455,9 @@ def check_target(target: Target, early: bool = False) -> Optional[str]:
     original = getattr(owner, attr, None)
     if original is None or not callable(original):
         return f"{target.path} is missing"
+    raw = inspect.getattr_static(owner, attr, None)
+    if isinstance(raw, classmethod):  # its function's parameters, ``cls`` first (as the series reads them)
+        original = raw.__func__
     try:
         params = tuple(inspect.signature(original).parameters)
     except (TypeError, ValueError):
