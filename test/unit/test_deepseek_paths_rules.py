@@ -327,3 +327,21 @@ def test_the_fused_kernel_builds_for_the_block_scaled_mma_archs():
               if catalog.choice_runs("nvfp4_swiglu_fusion", "fused", Capability(*map(int, cap.split("."))),
                                      (13, 0)).runs}
     assert builds == {"10.0", "10.3", "10.7", "11.0"}
+
+
+# --- explain ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cap,paths,fused_a", [("9.0", "Hopper", "jit"), ("10.0", "Blackwell", "jit"),
+                                               ("12.0", "Blackwell", "cutedsl"), ("12.3", "Blackwell", "jit"),
+                                               ("8.0", "generic", "jit")])
+def test_explain_shows_the_dsv4_paths_and_the_fused_a_gemm(cap, paths, fused_a):
+    from sglang_arch.arch.decisions import explain
+
+    decisions = explain(cap)
+    rows = {label: (value, reason) for label, value, reason, _ in decisions.named()}
+    assert rows["DeepSeek-V4 paths"][0] == paths
+    assert rows["fused QKV-A GEMM auto"][0] == fused_a
+    moe_gemm = decisions.to_dict()["moe_gemm"]
+    assert moe_gemm["fused_a_gemm"]["auto"] == fused_a and moe_gemm["fused_a_gemm"]["reason"]
+    assert (moe_gemm["dsv4_paths"]["blackwell"], moe_gemm["dsv4_paths"]["hopper"]) == (
+        paths == "Blackwell", paths == "Hopper")

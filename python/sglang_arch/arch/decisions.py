@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives, deterministic, dsa, minicpm, minimax_m3, moe, speculative, vision
+from .policies import attention, collectives, deepseek, deterministic, dsa, minicpm, minimax_m3, moe, speculative, vision
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
 
@@ -50,6 +50,9 @@ class Decisions:
     # MiniCPM's sparse backend (no backend set) and M3.1 NVFP4's arm (their model overrides)
     minicpm_sparse: Optional[minicpm.SparseDecision] = None
     minimax_m3_nvfp4: Optional[minimax_m3.ArmDecision] = None
+    # DeepSeek-V4's Blackwell / Hopper kernel paths and the fused QKV-A GEMM's auto backend
+    dsv4_paths: Optional[deepseek.Dsv4Paths] = None
+    fused_a_gemm: Optional[deepseek.FusedAGemm] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -83,7 +86,11 @@ class Decisions:
             (("MiniCPM sparse", self.minicpm_sparse.backend or f"SGLang's ({self.minicpm_sparse.preferred})",
               self.minicpm_sparse.reason, ()),) if self.minicpm_sparse is not None else ()) + (
             (("M3.1 NVFP4 arm", _arm(self.minimax_m3_nvfp4), self.minimax_m3_nvfp4.reason, ()),)
-            if self.minimax_m3_nvfp4 is not None else ())
+            if self.minimax_m3_nvfp4 is not None else ()) + (
+            (("DeepSeek-V4 paths", _paths(self.dsv4_paths), self.dsv4_paths.reason, ()),)
+            if self.dsv4_paths is not None else ()) + (
+            (("fused QKV-A GEMM auto", self.fused_a_gemm.backend, self.fused_a_gemm.reason, ()),)
+            if self.fused_a_gemm is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -148,6 +155,11 @@ class Decisions:
                 "fp8_gemm": _choice(self.fp8_gemm),
                 "fp4_gemm": _choice(self.fp4_gemm),
                 "deep_gemm": _choice(self.deep_gemm),
+                "dsv4_paths": None if self.dsv4_paths is None else {
+                    "blackwell": self.dsv4_paths.blackwell, "hopper": self.dsv4_paths.hopper,
+                    "reason": self.dsv4_paths.reason},
+                "fused_a_gemm": None if self.fused_a_gemm is None else {
+                    "auto": self.fused_a_gemm.backend, "reason": self.fused_a_gemm.reason},
             },
         }
 
@@ -159,6 +171,11 @@ def _page(d: attention.PageSizeDecision) -> str:
 def _dsv4(d: dsa.Dsv4MegaDecision) -> str:
     """What ``auto`` becomes for DeepSeek-V4.1 with an FP8 KV cache, no attention TP and a V4.1 layout."""
     return dsa.DSV4_MEGA if d.allowed else "flashmla"
+
+
+def _paths(d: deepseek.Dsv4Paths) -> str:
+    """Which of DeepSeek-V4's tuned Triton paths the model takes (generic: neither)."""
+    return "Blackwell" if d.blackwell else "Hopper" if d.hopper else "generic"
 
 
 def _arm(d: minimax_m3.ArmDecision) -> str:
@@ -212,6 +229,8 @@ def decide(
         dsv4_attention=dsa.dsv4_mega_default(res, traits.cuda),
         minicpm_sparse=minicpm.sparse_backend(res, traits.cuda),
         minimax_m3_nvfp4=minimax_m3.nvfp4_arm(res, traits.cuda),
+        dsv4_paths=deepseek.dsv4_kernel_paths(res, traits.cuda),
+        fused_a_gemm=deepseek.fused_a_gemm_auto(res, traits.cuda),
     )
 
 
