@@ -418,3 +418,67 @@ def test_dsa_mha_kernel_premises_hold_in_the_installed_release():
         assert bands.mha_kernel == ("trtllm" if res.requested.major >= 10 else "fa3"), cap
         if bands.mha_one_shot:
             assert catalog.choice_runs("dsa", bands.mha_kernel, res.requested, (12, 9)).runs, cap
+
+
+# --- DeepSeek-V4.1's index logits dtype ------------------------------------------------------------
+
+LOGITS = "sglang.kernels.ops.attention.dsv4.index_logits.index_logits_dtype"
+
+
+@pytest.fixture(scope="module")
+def logits():
+    import inspect
+
+    own, hook = upstream_and_hook(LOGITS)
+    from sglang.kernels.ops.attention.dsv4 import index_logits as module
+
+    return inspect.unwrap(own), hook, module  # SGLang's function without its per-process cache
+
+
+def _logits_both(logits, cap, forced=None):
+    own, hook, module = logits
+    ctx = runtime.machine(capability=cap, cuda=CUDA)
+    mp = pytest.MonkeyPatch()
+    try:
+        for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
+            mp.delenv(k)
+        if forced is None:
+            mp.delenv("SGLANG_OPT_DSV41_BF16_INDEX_LOGITS", raising=False)
+        else:
+            mp.setenv("SGLANG_OPT_DSV41_BF16_INDEX_LOGITS", forced)
+        mp.setattr(module, "_is_sm100", lambda: _cap(cap).major == 10)  # SGLang's probe on this GPU
+        from sglang.srt.runtime_context import override_platform
+
+        with override_platform(**SIMULATED_MACHINE, **upstream_platform_facts(_cap(cap), CUDA)):
+            upstream = own()
+            mp.setattr(glue, "current", lambda: ctx)
+            routed = hook(own)
+    finally:
+        mp.undo()
+    return str(upstream), str(routed)
+
+
+def test_logits_premise_sm100_scores_in_bf16(logits):
+    assert _logits_both(logits, "10.0") == ("torch.bfloat16",) * 2
+    assert _logits_both(logits, "9.0") == ("torch.float32",) * 2
+
+
+@pytest.mark.parametrize("cap", TIERS + UNKNOWN)
+def test_logits_dtype_is_upstreams_on_every_gpu(logits, cap):
+    """Equal on every exact tier; on 10.5, 11.5, 12.3, 13.0 and 6.1 the tier's major agrees
+    with the device's, so equal there too.  The environment override stays SGLang's."""
+    for forced in (None, "1", "0"):
+        upstream, routed = _logits_both(logits, cap, forced)
+        assert routed == upstream, (cap, forced)
+
+
+def test_logits_dtype_is_the_registrys_answer(logits, monkeypatch):
+    from sglang_arch.arch.policies import deepseek
+    from sglang_arch.integrations.sglang.glue import moe
+
+    monkeypatch.setattr(deepseek, "dsv41_bf16_index_logits", lambda res, cuda=None: deepseek.IndexLogits(False, "x"))
+    moe._index_logits.clear()
+    try:
+        assert _logits_both(logits, "10.0") == ("torch.bfloat16", "torch.float32")
+    finally:
+        moe._index_logits.clear()

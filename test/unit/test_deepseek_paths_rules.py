@@ -345,3 +345,23 @@ def test_explain_shows_the_dsv4_paths_and_the_fused_a_gemm(cap, paths, fused_a):
     assert moe_gemm["fused_a_gemm"]["auto"] == fused_a and moe_gemm["fused_a_gemm"]["reason"]
     assert (moe_gemm["dsv4_paths"]["blackwell"], moe_gemm["dsv4_paths"]["hopper"]) == (
         paths == "Blackwell", paths == "Hopper")
+
+
+# --- DeepSeek-V4.1's index logits dtype ----------------------------------------------------------
+
+@pytest.mark.parametrize("cap", EXACT + ["10.5", "11.5", "12.3", "13.0", "6.1"])
+def test_index_logits_are_bf16_where_the_tier_is_sm100(cap):
+    res = resolve(cap)
+    decision = deepseek.dsv41_bf16_index_logits(res, (13, 0))
+    assert decision.bf16 is (res.resolved.major == 10) is (res.requested.major == 10), decision.reason
+
+
+def test_replace_name_replaces_a_call_of_a_probe_the_module_defines():
+    import libcst as cst
+    from sglang_arch.upstream import replace
+
+    source = "def _probe():\n    return True\n\n\ndef dtype(forced=None):\n    return _probe() if forced is None else forced\n"
+    edit = replace.ReplaceName("dtype", ("forced",), "_probe", "probe_here", ())
+    patched, _ = replace.apply(cst.parse_module(source), edit, "glue")
+    assert "return glue.probe_here() if forced is None else forced" in patched.code
+    assert "def _probe():" in patched.code

@@ -176,6 +176,9 @@ class MachineContext:
     def nvfp4_swiglu_fusion(self) -> deepseek.SwigluFusion:
         return deepseek.nvfp4_swiglu_fusion(self._res(), self.cuda)
 
+    def dsv41_bf16_index_logits(self) -> deepseek.IndexLogits:
+        return deepseek.dsv41_bf16_index_logits(self._res(), self.cuda)
+
     def minicpm_sparse_backend(self, fuse_topk: bool = False) -> minicpm.SparseDecision:
         return minicpm.sparse_backend(self._res(), self.cuda, fuse_topk)
 

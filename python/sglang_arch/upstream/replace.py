@@ -22,7 +22,8 @@ comes and goes between releases, and puts one read of the registry in its place:
   one conditional (an ``if`` at any depth, or ``a if c else b``) that holds that string
   literal (a decision written inline in a larger function, such as a model override's arm);
 - ``ReplaceName``: every read of one module-level name in a function (a value SGLang bound
-  at import from a probe, such as ``_AUTO_BACKEND``) becomes one glue call;
+  at import from a probe, such as ``_AUTO_BACKEND``), or call of it without arguments (a
+  probe the module defines), becomes one glue call;
 - ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
   code reads any more; a module left without code is removed.
 
@@ -371,7 +372,8 @@ class _SwapFact(cst.CSTTransformer):
 
 
 class _SwapName(cst.CSTTransformer):
-    """Each read of the name ``name`` -> ``call`` (an attribute of that name is not a read of it)."""
+    """Each read of the name ``name``, or call of it without arguments, -> ``call`` (an
+    attribute of that name is not a read of it)."""
 
     def __init__(self, name: str, call: cst.BaseExpression) -> None:
         super().__init__()
@@ -381,6 +383,11 @@ class _SwapName(cst.CSTTransformer):
         if updated.value == self.name:
             self.swapped += 1
             return self.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if isinstance(original.func, cst.Name) and original.func.value == self.name and not original.args:
+            return self.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)  # ``<name>()``: the call
         return updated
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:

@@ -350,6 +350,12 @@ STEPS: Tuple[Step, ...] = (
             ReplaceFact("DeepseekV2MoE.__init__", DEEPSEEK_MOE_INIT_PARAMS, "is_sm100", "nvfp4_swiglu_fusion_here", (),
                         what="shared expert's fused NVFP4 GEMM + SwiGLU SM100 check"),
         )),
+        # DeepSeek-V4.1's index logits dtype: the module's SM100 probe call in it (the probe
+        # stays: the head-weight dtype's gate reads it too).
+        ModulePlan("kernels/ops/attention/dsv4/index_logits.py", "moe", (
+            ReplaceName("index_logits_dtype", (), "_is_sm100", "dsv41_bf16_index_logits_here", (),
+                        what="bf16 logits' SM100 check"),
+        )),
         # The fused QKV-A GEMM's auto backend: the import-time pick becomes the registry's,
         # read where the function resolves "auto".
         ModulePlan("kernels/ops/gemm/fused_a_gemm.py", "moe", (

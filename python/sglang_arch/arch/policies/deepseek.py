@@ -187,3 +187,28 @@ def nvfp4_swiglu_fusion(res: Resolution, cuda: Cuda = None) -> SwigluFusion:
                                    "GEMM, SwiGLU and quant apart")
     return SwigluFusion(True, f"{where}: SM100 fuses the NVFP4 GEMM, SwiGLU and quant "
                               f"({verdict.reason if verdict else FUSED})")
+
+
+# --- DeepSeek-V4.1's index logits dtype ---------------------------------------------------------
+#
+# ``kernels/ops/attention/dsv4/index_logits.index_logits_dtype`` (cached per process): bf16
+# index logits "on SM100, where the reference kernels score in bf16; fp32 elsewhere"
+# (``_is_sm100()``: a CUDA torch and the device's major 10), unless
+# SGLANG_OPT_DSV41_BF16_INDEX_LOGITS says otherwise.  DeepGEMM's MQA-logits kernels take
+# either dtype on every architecture they build for (deep_gemm/_C.so: ``logits_dtype ==
+# torch::kFloat32 or logits_dtype == torch::kBFloat16``, no architecture in that check; only
+# bf16 head weights are SM100's: ``index_weights_dtype``, a gate), so the major picks the
+# numerics the reference uses, not a build: a decision.  The registry asks the rule of the
+# tier (a dtype, no kernel to filter).
+@dataclass(frozen=True)
+class IndexLogits:
+    bf16: bool  # the V4.1 index layers score in bf16 (else fp32)
+    reason: str
+
+
+def dsv41_bf16_index_logits(res: Resolution, cuda: Cuda = None) -> IndexLogits:
+    """Whether DeepSeek-V4.1's index logits are bf16 on this device (the environment apart)."""
+    where = f"tier {res.resolved} ({res.match})"
+    if res.resolved.major == 10:
+        return IndexLogits(True, f"{where}: SM100, where the reference kernels score in bf16: bf16 logits")
+    return IndexLogits(False, f"{where}: not SM100: fp32 logits")

@@ -433,6 +433,10 @@ def all_targets() -> List[Target]:
                ".shared_experts_fusion_disable_reason",
                scoped(moe.shared_experts_hopper_marlin_hold, "is_sm90_supported"), ("cls", "hf_config", "quant_config"),
                ("is_sm90_supported",)),
+        # DeepSeek-V4.1's index logits dtype: the module's own SM100 probe, called in the
+        # (cached) function, answers the registry's rule for the call.
+        Target("DeepSeek-V4.1 index logits", "sglang.kernels.ops.attention.dsv4.index_logits.index_logits_dtype",
+               scoped(moe.dsv41_bf16_index_logits, "_is_sm100"), (), ("_is_sm100",)),
         # The fused QKV-A GEMM's auto backend, bound at import (_AUTO_BACKEND): for the call,
         # that name answers the registry's backend.
         Target("Fused QKV-A GEMM", "sglang.kernels.ops.gemm.fused_a_gemm.dsv3_fused_a_gemm",

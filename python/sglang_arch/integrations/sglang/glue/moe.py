@@ -486,3 +486,29 @@ def nvfp4_swiglu_fusion() -> Optional[bool]:
 def nvfp4_swiglu_fusion_here() -> bool:
     """The replace form of the same fact read: the registry's answer, else SGLang's."""
     return or_platform_fact(nvfp4_swiglu_fusion(), "is_sm100")
+
+
+# --- DeepSeek-V4.1's index logits dtype (kernels/ops/attention/dsv4/index_logits.py) ---
+_INDEX_LOGITS = "sglang.kernels.ops.attention.dsv4.index_logits"
+_index_logits: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def dsv41_bf16_index_logits() -> Optional[bool]:
+    """``index_logits_dtype``'s ``_is_sm100()``: whether DeepSeek-V4.1's index logits are bf16
+    here, as the registry decides (``policies/deepseek.dsv41_bf16_index_logits``); the
+    environment override stays SGLang's.  Decided once per machine (asked per indexer call:
+    the machine context and one look-up).  None (SGLang's probe) without an NVIDIA GPU, off
+    CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    return per_machine(_index_logits, ctx, None, lambda: ctx.dsv41_bf16_index_logits().bf16)
+
+
+def dsv41_bf16_index_logits_here() -> bool:
+    """The replace form of the same probe call: the registry's answer, else SGLang's probe."""
+    answer = dsv41_bf16_index_logits()
+    if answer is not None:
+        return answer
+    return bool(sys.modules[_INDEX_LOGITS]._is_sm100())
