@@ -147,9 +147,17 @@ def upstream_and_hook(path):
 
     from sglang_arch.integrations.sglang import targets
 
+    import inspect
+
     owner, attr = path.rsplit(".", 1)
-    own = getattr(pkgutil.resolve_name(owner), attr)
-    own = getattr(own, "__wrapped__", own)
+    holder = pkgutil.resolve_name(owner)
+    raw = inspect.getattr_static(holder, attr, None)
+    if isinstance(raw, classmethod):  # SGLang's function, bound to the class it is named on
+        function = raw.__func__
+        own = getattr(function, "__wrapped__", function).__get__(holder)
+    else:
+        own = getattr(holder, attr)
+        own = getattr(own, "__wrapped__", own)
     (target,) = [t for t in targets.all_targets() if t.path == path]
     assert own.__module__ == target.module, (own.__module__, target.module)
     assert targets.check_target(target) is None

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from .capability import CapabilityLike, parse_capability
-from .policies import attention, collectives, deterministic, dsa, gemm, minicpm, minimax_m3, moe, quant, speculative, vision
+from .policies import (attention, collectives, deepseek, deterministic, dsa, gemm, minicpm, minimax_m3, moe, quant,
+                       speculative, vision)
 from .registry import Resolution, resolve
 from .topology import Topology, parse_topology
 
@@ -54,6 +55,9 @@ class Decisions:
     fp8_dense_scales: Optional[quant.RequantDecision] = None
     # Tuned GEMM / GEMV paths SGLang keys to one GPU (K3 split-K table, GEMV window, ...)
     gemm_paths: Optional[gemm.GemmPaths] = None
+    # DeepSeek-V4's Blackwell / Hopper kernel paths and the fused QKV-A GEMM's auto backend
+    dsv4_paths: Optional[deepseek.Dsv4Paths] = None
+    fused_a_gemm: Optional[deepseek.FusedAGemm] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -90,7 +94,11 @@ class Decisions:
             (("M3.1 NVFP4 arm", _arm(self.minimax_m3_nvfp4), self.minimax_m3_nvfp4.reason, ()),)
             if self.minimax_m3_nvfp4 is not None else ()) + (
             (("FP8 dense scales", _scales(self.fp8_dense_scales), self.fp8_dense_scales.reason, ()),)
-            if self.fp8_dense_scales is not None else ())
+            if self.fp8_dense_scales is not None else ()) + (
+            (("DeepSeek-V4 paths", _paths(self.dsv4_paths), self.dsv4_paths.reason, ()),)
+            if self.dsv4_paths is not None else ()) + (
+            (("fused QKV-A GEMM auto", self.fused_a_gemm.backend, self.fused_a_gemm.reason, ()),)
+            if self.fused_a_gemm is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -158,6 +166,11 @@ class Decisions:
                 "fp8_dense_scales": None if self.fp8_dense_scales is None else {
                     "ue8m0": self.fp8_dense_scales.dense, "reason": self.fp8_dense_scales.reason},
                 "tuned_paths": None if self.gemm_paths is None else self.gemm_paths.to_dict(),
+                "dsv4_paths": None if self.dsv4_paths is None else {
+                    "blackwell": self.dsv4_paths.blackwell, "hopper": self.dsv4_paths.hopper,
+                    "reason": self.dsv4_paths.reason},
+                "fused_a_gemm": None if self.fused_a_gemm is None else {
+                    "auto": self.fused_a_gemm.backend, "reason": self.fused_a_gemm.reason},
             },
         }
 
@@ -184,6 +197,11 @@ def _page(d: attention.PageSizeDecision) -> str:
 def _dsv4(d: dsa.Dsv4MegaDecision) -> str:
     """What ``auto`` becomes for DeepSeek-V4.1 with an FP8 KV cache, no attention TP and a V4.1 layout."""
     return dsa.DSV4_MEGA if d.allowed else "flashmla"
+
+
+def _paths(d: deepseek.Dsv4Paths) -> str:
+    """Which of DeepSeek-V4's tuned Triton paths the model takes (generic: neither)."""
+    return "Blackwell" if d.blackwell else "Hopper" if d.hopper else "generic"
 
 
 def _arm(d: minimax_m3.ArmDecision) -> str:
@@ -239,6 +257,8 @@ def decide(
         minimax_m3_nvfp4=minimax_m3.nvfp4_arm(res, traits.cuda),
         fp8_dense_scales=quant.dense_ue8m0_requant(res, traits.cuda),
         gemm_paths=gemm.gemm_paths(res, traits.cuda),
+        dsv4_paths=deepseek.dsv4_kernel_paths(res, traits.cuda),
+        fused_a_gemm=deepseek.fused_a_gemm_auto(res, traits.cuda),
     )
 
 

@@ -335,6 +335,43 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "sources": ["triton 3.8.0 backends/nvidia/compiler.py: fp8e4nv is supported from capability 89",
                     "sglang 0.5.23 fp8_utils._dispatch_auto_backend: triton is the portable FP8 block GEMM"],
     },
+    "sglang_jit_tiny_gemm": {
+        "summary": "SGLang's tiny BF16-activation GEMM for a handful of rows (kernels/ops/gemm/tiny_gemm.py: the "
+                   "DeepSeek family's router), CUDA C++ JIT-compiled for the device",
+        "targets": ["jit:8.0+"],
+        "sources": ["sglang 0.5.23 kernels/jit/csrc/gemm/tiny_gemm.cuh: no architecture-specific instruction; "
+                    "vector width from utils.cuh kMaxVecBytes (16 bytes before Blackwell, 32 from it), PDL only "
+                    "where is_arch_support_pdl (SM90+); BF16 arithmetic from SM80",
+                    "sglang 0.5.23 deepseek_common/utils.py tiny_router_gemm_max_tokens: 'Rows up to which the "
+                    "tiny GEMM beats cuBLAS for the router'"],
+    },
+    "sglang_cutedsl_fused_a_gemm": {
+        "summary": "SGLang's CuTe DSL DeepSeek-V3 fused QKV-A GEMM (kernels/ops/gemm/cutedsl_dsv3_fused_a_gemm.py: "
+                   "cp.async + mbarrier pipeline, mma.sync.m16n8k16), fused_a_gemm's auto pick on SM120",
+        "targets": ["jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "sglang 0.5.23 cutedsl_dsv3_fused_a_gemm.py: 'CuTe DSL DeepSeek-V3 fused-A GEMM (sm90+)'; "
+                    "_compiled_kernel raises below SM90"],
+    },
+    "sglang_jit_fused_a_gemm": {
+        "summary": "SGLang's JIT CUDA C++ DeepSeek-V3 fused QKV-A GEMM (kernels/ops/gemm/dsv3_fused_a_gemm.py), "
+                   "compiled for the device",
+        "targets": ["jit:9.0+"],
+        "sources": ["sglang 0.5.23 dsv3_fused_a_gemm.py: 'Runtime-compiled CUDA C++ kernel for SM90+ (Hopper) GPUs'",
+                    "sglang 0.5.23 fused_a_gemm.py fused_a_gemm_weight_eligible: _DEVICE_SM >= 90"],
+    },
+    "sglang_cutedsl_nvfp4_gemm_swiglu": {
+        "summary": "SGLang's CuTe DSL NVFP4 GEMM + SwiGLU + NVFP4 quant (kernels/ops/gemm/"
+                   "nvfp4_gemm_swiglu_nvfp4_quant.py, tcgen05 block-scaled MMA): DeepSeek's fused shared expert",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0"],
+        "min_cuda": "12.8",
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    "nvidia-cutlass-dsl 4.8.0 cute/nvgpu/tcgen05/mma.py MmaMXF4NVF4Op.admissible_archs: sm_100a "
+                    "sm_100f sm_103a sm_107a sm_110a",
+                    "sglang 0.5.23 nvfp4_gemm_swiglu_nvfp4_quant.py Sm100BlockScaledPersistentDenseGemmKernel"],
+    },
     "triton_kernels_mxfp4": {
         "summary": "triton_kernels matmul_ogs (GPT-OSS MXFP4 MoE, --moe-runner-backend triton_kernel)",
         "targets": ["jit:8.0+"],
@@ -648,6 +685,26 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     # DSA's MTP verify (target_verify with next_n >= 2): the native [B, next_n] paged-MQA layout
     "dsa_indexer": {
         "dg_native": [{"kernel": "deep_gemm_paged_mqa_sm100"}],
+    },
+    # DeepSeek-V4's inline Blackwell / Hopper path reads (policies/deepseek.py): SGLang's Triton
+    # kernels (wo_a GEMV / small batch, q RMSNorm + MXFP8, mHC fused stats and combine-norm, the
+    # V4.1 indexer's paged FP4 logits); the Blackwell paths' MXFP8 epilogues cast to float8e4nv
+    "dsv4_paths": {
+        "blackwell": [{"kernel": "triton_fp8"}],
+        "hopper": [{"kernel": "triton"}],
+    },
+    # the DeepSeek family's router GEMM (deepseek_common/utils.tiny_router_gemm_max_tokens)
+    "tiny_router_gemm": {
+        "tiny": [{"kernel": "sglang_jit_tiny_gemm"}],
+    },
+    # the DeepSeek-V3 fused QKV-A GEMM's backend (kernels/ops/gemm/fused_a_gemm.py)
+    "fused_a_gemm": {
+        "cutedsl": [{"kernel": "sglang_cutedsl_fused_a_gemm"}],
+        "jit": [{"kernel": "sglang_jit_fused_a_gemm"}],
+    },
+    # DeepSeek's NVFP4 shared expert: the fused GEMM + SwiGLU + quant (DeepseekV2MoE.__init__)
+    "nvfp4_swiglu_fusion": {
+        "fused": [{"kernel": "sglang_cutedsl_nvfp4_gemm_swiglu"}],
     },
     # Kimi K3's sequence-parallel collective (SGLANG_K3_SP_COLLECTIVE) and its attention-residual
     # carry (SGLANG_K3_SP_ATTN_RES)

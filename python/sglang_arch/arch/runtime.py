@@ -16,8 +16,8 @@ from typing import Callable, Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
 from .detect import Node, detect, node_resolution
-from .policies import (attention, collectives, deterministic, dsa, gemm, linear_attention, minicpm, minimax_m3, moe,
-                       platform, quant, speculative, vision)
+from .policies import (attention, collectives, deepseek, deterministic, dsa, gemm, linear_attention, minicpm, minimax_m3,
+                       moe, platform, quant, speculative, vision)
 from .profile import parse_version
 from .registry import Resolution, default_registry, reset_default_registry
 from .topology import TOPOLOGIES, Topology
@@ -160,6 +160,24 @@ class MachineContext:
 
     def dsa_dg_native_verify(self) -> dsa.VerifyLayout:
         return dsa.dg_native_verify(self._res(), self.cuda)
+
+    def dsv4_kernel_paths(self) -> deepseek.Dsv4Paths:
+        return deepseek.dsv4_kernel_paths(self._res(), self.cuda)
+
+    def tiny_router_gemm(self) -> deepseek.RouterGemm:
+        return deepseek.tiny_router_gemm(self._res(), self.cuda)
+
+    def fused_a_gemm_auto(self) -> deepseek.FusedAGemm:
+        return deepseek.fused_a_gemm_auto(self._res(), self.cuda)
+
+    def shared_experts_hopper_marlin_hold(self) -> deepseek.SharedExpertsHold:
+        return deepseek.shared_experts_hopper_marlin_hold(self._res(), self.cuda)
+
+    def nvfp4_swiglu_fusion(self) -> deepseek.SwigluFusion:
+        return deepseek.nvfp4_swiglu_fusion(self._res(), self.cuda)
+
+    def dsv41_bf16_index_logits(self) -> deepseek.IndexLogits:
+        return deepseek.dsv41_bf16_index_logits(self._res(), self.cuda)
 
     def minicpm_sparse_backend(self, fuse_topk: bool = False) -> minicpm.SparseDecision:
         return minicpm.sparse_backend(self._res(), self.cuda, fuse_topk)

@@ -21,6 +21,9 @@ comes and goes between releases, and puts one read of the registry in its place:
   in a function becomes one glue call; with a ``marker``, only the read in the test of the
   one conditional (an ``if`` at any depth, or ``a if c else b``) that holds that string
   literal (a decision written inline in a larger function, such as a model override's arm);
+- ``ReplaceName``: every read of one module-level name in a function (a value SGLang bound
+  at import from a probe, such as ``_AUTO_BACKEND``), or call of it without arguments (a
+  probe the module defines), becomes one glue call;
 - ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
   code reads any more; a module left without code is removed.
 
@@ -137,6 +140,16 @@ class ReplaceFact(_Labelled):
 
 
 @dataclass(frozen=True)
+class ReplaceName(_Labelled):
+    qualname: str
+    params: Tuple[str, ...]
+    name: str  # the module-level name the function reads (bound at import)
+    call: str
+    args: Tuple[str, ...]
+    what: str = "import-time value"
+
+
+@dataclass(frozen=True)
 class Delete:
     names: Tuple[str, ...]  # module-level names, or ``Class.attr``: must be gone afterwards
     unused: Tuple[str, ...] = ()  # deleted only where present and no longer read (dead after the step)
@@ -148,8 +161,9 @@ class Delete:
 
 
 Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact,
-             Delete]
-EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact, Delete)
+             ReplaceName, Delete]
+EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact, ReplaceName,
+         Delete)
 
 
 def calls_glue(edit: Edit) -> bool:
@@ -259,6 +273,8 @@ def apply(module: cst.Module, edit: Edit, alias: str) -> Tuple[cst.Module, bool]
         return _replace_call(module, fn, edit, alias)
     if isinstance(edit, ReplaceFact):
         return _replace_fact(module, fn, edit, alias)
+    if isinstance(edit, ReplaceName):
+        return _replace_name(module, fn, edit, alias)
     return _and_condition(module, fn, edit, alias)
 
 
@@ -356,6 +372,44 @@ class _SwapFact(cst.CSTTransformer):
             self.swapped += 1
             return self.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return updated
+
+
+class _SwapName(cst.CSTTransformer):
+    """Each read of the name ``name``, or call of it without arguments, -> ``call`` (an
+    attribute of that name is not a read of it)."""
+
+    def __init__(self, name: str, call: cst.BaseExpression) -> None:
+        super().__init__()
+        self.name, self.call, self.swapped = name, call, 0
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        if updated.value == self.name:
+            self.swapped += 1
+            return self.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if isinstance(original.func, cst.Name) and original.func.value == self.name and not original.args:
+            return self.call.with_changes(lpar=updated.lpar, rpar=updated.rpar)  # ``<name>()``: the call
+        return updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if original.attr.value == self.name:  # ``x.<name>``: put the attribute back
+            self.swapped -= 1
+            return updated.with_changes(attr=original.attr)
+        return updated
+
+
+def _replace_name(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceName, alias: str):
+    if edit.name in param_names(fn):
+        raise Mismatch(f"{edit.name} is a parameter of it, not a module-level value")
+    swap = _SwapName(edit.name, cst.parse_expression(_glue_call(alias, edit.call, edit.args)))
+    body = [stmt.visit(swap) for stmt in _body(fn)]
+    if not swap.swapped:
+        if _calls(cst.Module(body=body), alias, edit.call):
+            return module, True
+        raise Mismatch(f"it no longer reads {edit.name} (what the registry replaces)")
+    return _with_body(module, edit.qualname, fn, body), False
 
 
 def _nodes(node: cst.CSTNode) -> List[cst.CSTNode]:
@@ -629,12 +683,16 @@ def _delete_names(module: cst.Module, names: Sequence[str]) -> Tuple[cst.Module,
             continue
         new_body: List[cst.BaseStatement] = []
         carry: List[cst.EmptyLine] = []
+        spacing: List[cst.EmptyLine] = []
         for stmt in body:
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == name:
                 gone += 1
                 continue
             if name in _assigned(stmt):
                 gone += 1
+                # the next statement keeps the blank lines that separated the deleted one (after a
+                # class or function, two): only blank lines, and only where it has fewer
+                spacing = [line for line in stmt.leading_lines if line.comment is None]
                 continue
             kept, dropped = _drop_import(stmt, name)
             gone += dropped
@@ -643,7 +701,10 @@ def _delete_names(module: cst.Module, names: Sequence[str]) -> Tuple[cst.Module,
                 continue
             if carry and not kept.leading_lines:
                 kept = kept.with_changes(leading_lines=carry)
-            carry = []
+            if spacing and len(kept.leading_lines) < len(spacing) and all(
+                    line.comment is None for line in kept.leading_lines):
+                kept = kept.with_changes(leading_lines=spacing)
+            carry, spacing = [], []
             new_body.append(kept)
         body = new_body
     return module.with_changes(body=body), gone

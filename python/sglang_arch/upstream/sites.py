@@ -27,13 +27,18 @@ from .replace import (
     ReplaceBody,
     ReplaceCall,
     ReplaceFact,
+    ReplaceName,
     ReplaceOperands,
     ReplaceSpan,
 )
 from ..integrations.sglang.targets import (
     ATTENTION_GUARD_COVERS,
     BEAM_BAND_TABLE,
+    DEEPSEEK_MOE_INIT_PARAMS,
+    DSA_MHA_KERNEL_COVERS,
     DSA_REPLAY_PARAMS,
+    DSV4_DECODE_SCORES_PARAMS,
+    DSV4_WO_A_PARAMS,
     FP8_GEMM_COVERS,
     MOE_GUARD_COVERS,
     MOE_LOAD_TIME_COVERS,
@@ -348,7 +353,7 @@ STEPS: Tuple[Step, ...] = (
                             "mimo_local_attention_here", (), what="SM90 condition"),
             Delete((), unused=("is_sm90_supported",), what="probe of the replaced condition"),
         )),
-    ), covers=_ATTENTION_GUARD_COVERS),
+    ), covers=_ATTENTION_GUARD_COVERS + DSA_MHA_KERNEL_COVERS),
     Step(5, "moe", "moe: MoE runner, FP8 block / FP4 GEMM backends, DeepGEMM enablement", "moe", (
         # Guards, not deletions: each function also holds ROCm, NPU, MUSA and
         # environment arms the registry does not decide, which stay SGLang's below.
@@ -412,6 +417,57 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/mem_cache/memory_pool.py", "moe", (
             ReplaceFact("get_minimax_sparse_index_dtype", ("fp8_attn_gemm", "kv_cache_dtype", "model_dtype"),
                         "is_sm90", "minimax_fp8_index_hopper_here", (), what="MiniMax index dtype's Hopper check"),
+        )),
+        # DeepSeek-V4's Triton kernel paths: every inline is_blackwell / is_sm90 read of the
+        # functions the plugin hooks becomes the registry's one decision (policies/deepseek.py).
+        ModulePlan("srt/models/deepseek_v4.py", "moe", (
+            ReplaceFact("_apply_wo_a_bf16_matmul", DSV4_WO_A_PARAMS, "is_blackwell", "dsv4_blackwell_path_here", (),
+                        what="wo_a fast paths' Blackwell checks"),
+            ReplaceFact("_apply_wo_a_bf16_matmul", DSV4_WO_A_PARAMS, "is_sm90", "dsv4_hopper_path_here", (),
+                        what="wo_a decode GEMV's Hopper check"),
+            ReplaceFact("MQALayer._normalize_q_lora", ("self", "q"), "is_blackwell", "dsv4_blackwell_path_here", (),
+                        what="q RMSNorm + MXFP8 Blackwell check"),
+        )),
+        ModulePlan("srt/models/deepseek_v4_mhc.py", "moe", (
+            ReplaceFact("_mix_stats_impl", ("hc", "x"), "is_blackwell", "dsv4_blackwell_path_here", (),
+                        what="mHC fused stats' Blackwell check"),
+            ReplaceFact("_mix_stats_impl", ("hc", "x"), "is_sm90", "dsv4_hopper_path_here", (),
+                        what="mHC stats' Hopper bands"),
+            ReplaceFact("_combine", ("hc", "state", "quantized"), "is_blackwell", "dsv4_blackwell_path_here", (),
+                        what="mHC fused combine's Blackwell check"),
+            ReplaceFact("_combine", ("hc", "state", "quantized"), "is_sm90", "dsv4_hopper_path_here", (),
+                        what="mHC fused combine's Hopper band"),
+        )),
+        ModulePlan("srt/layers/attention/dsv4/v41_indexer/scoring.py", "moe", (
+            ReplaceFact("decode_scores", DSV4_DECODE_SCORES_PARAMS, "is_sm90", "dsv4_hopper_path_here", (),
+                        what="V4.1 indexer's paged decode scoring (Hopper)"),
+        )),
+        # The DeepSeek family's router GEMM (SGLang's tiny BF16 GEMM or cuBLAS).
+        ModulePlan("srt/models/deepseek_common/utils.py", "moe", (
+            FunctionSite("tiny_router_gemm_max_tokens", ("num_experts", "hidden_size", "weight_dtype"),
+                         "tiny_router_gemm_off", ()),
+        )),
+        # DeepSeek's shared-expert fusion under NVFP4 + Marlin: the Hopper operand of its condition.
+        ModulePlan("srt/models/deepseek_v2.py", "moe", (
+            ReplaceOperands("DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason",
+                            ("cls", "hf_config", "quant_config"), "shared_experts_hopper_marlin_hold_here", (),
+                            what="NVFP4 + Marlin's Hopper check"),
+            Delete((), unused=("is_sm90_supported",), what="probe of the replaced condition"),
+            ReplaceFact("DeepseekV2MoE.__init__", DEEPSEEK_MOE_INIT_PARAMS, "is_sm100", "nvfp4_swiglu_fusion_here", (),
+                        what="shared expert's fused NVFP4 GEMM + SwiGLU SM100 check"),
+        )),
+        # DeepSeek-V4.1's index logits dtype: the module's SM100 probe call in it (the probe
+        # stays: the head-weight dtype's gate reads it too).
+        ModulePlan("kernels/ops/attention/dsv4/index_logits.py", "moe", (
+            ReplaceName("index_logits_dtype", (), "_is_sm100", "dsv41_bf16_index_logits_here", (),
+                        what="bf16 logits' SM100 check"),
+        )),
+        # The fused QKV-A GEMM's auto backend: the import-time pick becomes the registry's,
+        # read where the function resolves "auto".
+        ModulePlan("kernels/ops/gemm/fused_a_gemm.py", "moe", (
+            ReplaceName("dsv3_fused_a_gemm", ("mat_a", "mat_b", "output", "backend"), "_AUTO_BACKEND",
+                        "fused_a_gemm_auto_backend_here", (), what="auto backend bound at import"),
+            Delete((), unused=("_AUTO_BACKEND", "is_sm120_supported"), what="the import-time pick and its probe"),
         )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why

@@ -17,8 +17,10 @@ the upstream rewriter inserts at the top of a routed function (``upstream/rewrit
   (``module``: a probe the function imports locally answers in the module it is imported
   from);
 - ``scoped_fact``: the same for one platform fact a method reads inline
-  (``get_platform().is_blackwell``): for the original's call, its module's ``get_platform()``
-  answers SGLang's platform with that one fact the glue's; the series replaces the read;
+  (``get_platform().is_blackwell``), or several read for one decision (a tuple of names,
+  the glue answering a tuple of values): for the original's call, its module's
+  ``get_platform()`` answers SGLang's platform with those facts the glue's; the series
+  replaces each read;
 - ``scoped_capability``: the same for a torch read written inline
   (``torch.cuda.get_device_capability(...)``): for the original's call, its module's
   ``torch`` answers torch with that one function answering the glue's capability (every
@@ -38,7 +40,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from .glue import ArchDecisionError, fail_open, platform
 
@@ -142,14 +144,17 @@ def scoped(ask: Callable, name: str, value: bool = False, module: Optional[str] 
     return _hook("scoped", ask, around)
 
 
-def scoped_fact(ask: Callable, fact_name: str) -> Callable:
+def scoped_fact(ask: Callable, fact_name: Union[str, Tuple[str, ...]]) -> Callable:
     """``scoped_fact`` form: while the original runs, its module's ``get_platform()``
     answers SGLang's platform with fact ``fact_name`` set to ``ask()`` (every other
-    attribute SGLang's), or stays SGLang's where ``ask`` answers ``None``.  Only code of
-    the original's module sees it, so the kernels it calls keep reading the device.  Per
-    call: the glue's (cached) answer and one module attribute swapped; the replacement
-    getter is built once per (module, fact, answer)."""
+    attribute SGLang's), or stays SGLang's where ``ask`` answers ``None``.  ``fact_name``
+    a tuple: the facts of one decision, ``ask()`` a tuple of their values in that order.
+    Only code of the original's module sees it, so the kernels it calls keep reading the
+    device.  Per call: the glue's (cached) answer and one module attribute swapped; the
+    replacement getter is built once per (module, facts, answer)."""
     asking = _naming_the_kill_switch(ask)
+    names = (fact_name,) if isinstance(fact_name, str) else tuple(fact_name)
+    single = isinstance(fact_name, str)
 
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
         arch_answer = asking()
@@ -159,7 +164,8 @@ def scoped_fact(ask: Callable, fact_name: str) -> Callable:
         getter = getattr(holder, "get_platform", None)
         if getter is None:  # a release whose module no longer reads get_platform: nothing to answer
             return original(*args, **kwargs)
-        setattr(holder, "get_platform", _fact_getter(holder.__name__, getter, fact_name, arch_answer))
+        values = (arch_answer,) if single else tuple(arch_answer)
+        setattr(holder, "get_platform", _fact_getter(holder.__name__, getter, names, values))
         try:
             return original(*args, **kwargs)
         finally:
@@ -169,27 +175,28 @@ def scoped_fact(ask: Callable, fact_name: str) -> Callable:
 
 
 class _PlatformWithFact:
-    """SGLang's platform (read anew on each attribute) with one fact answered by the registry."""
+    """SGLang's platform (read anew on each attribute) with some facts answered by the registry."""
 
-    __slots__ = ("_get_platform", "_fact", "_value")
+    __slots__ = ("_get_platform", "_facts")
 
-    def __init__(self, get_platform: Callable, fact_name: str, value: Any) -> None:
-        self._get_platform, self._fact, self._value = get_platform, fact_name, value
+    def __init__(self, get_platform: Callable, facts: Dict[str, Any]) -> None:
+        self._get_platform, self._facts = get_platform, facts
 
     def __getattr__(self, name: str) -> Any:
-        if name == self._fact:
-            return self._value
+        facts = self._facts
+        if name in facts:
+            return facts[name]
         return getattr(self._get_platform(), name)
 
 
-_FACT_GETTERS: dict = {}  # (module, getter, fact, type, value) -> the module's get_platform for the call
+_FACT_GETTERS: dict = {}  # (module, getter, facts, types, values) -> the module's get_platform for the call
 
 
-def _fact_getter(module: str, getter: Callable, fact_name: str, value: Any) -> Callable:
-    key = (module, getter, fact_name, type(value), value)
+def _fact_getter(module: str, getter: Callable, names: Tuple[str, ...], values: Tuple[Any, ...]) -> Callable:
+    key = (module, getter, names, tuple(type(v) for v in values), values)
     found = _FACT_GETTERS.get(key)
     if found is None:
-        view = _PlatformWithFact(getter, fact_name, value)
+        view = _PlatformWithFact(getter, dict(zip(names, values)))
         found = _FACT_GETTERS.setdefault(key, functools.partial(_constant, view))
     return found
 

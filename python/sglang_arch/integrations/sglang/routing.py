@@ -107,7 +107,10 @@ def route(target: Target) -> bool:
     if is_routed(target):
         return False
     owner, attr = _owner_and_attr(target)
-    original = getattr(owner, attr)
+    # A class method is hooked over its function and stays one (the class it is called on,
+    # a subclass too, is its first argument).
+    class_method = isinstance(inspect.getattr_static(owner, attr, None), classmethod)
+    original = inspect.getattr_static(owner, attr).__func__ if class_method else getattr(owner, attr)
     hook = target.hook
 
     def routed(*args: Any, **kwargs: Any) -> Any:
@@ -120,7 +123,7 @@ def route(target: Target) -> bool:
             setattr(routed, name, getattr(original, name))
     # A static method stays one (``self._select_backend()`` passes no instance).
     static = isinstance(inspect.getattr_static(owner, attr, None), staticmethod)
-    setattr(owner, attr, staticmethod(routed) if static else routed)
+    setattr(owner, attr, staticmethod(routed) if static else classmethod(routed) if class_method else routed)
     if target.provider:
         _rebind_provider(original, getattr(owner, attr))
     if target.refresh is not None:  # values the module computed from the original at import
@@ -149,7 +152,8 @@ def unroute(target: Target) -> None:
         routed = getattr(owner, attr)
         original = routed.__wrapped__
         static = isinstance(inspect.getattr_static(owner, attr, None), staticmethod)
-        setattr(owner, attr, staticmethod(original) if static else original)
+        class_method = isinstance(inspect.getattr_static(owner, attr, None), classmethod)
+        setattr(owner, attr, staticmethod(original) if static else classmethod(original) if class_method else original)
         if target.provider:
             _rebind_provider(routed, original)
         _early_routed.discard(target.path)

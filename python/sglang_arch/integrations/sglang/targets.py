@@ -64,6 +64,17 @@ _GEMV = "sglang.kernels.ops.gemm.hopper_bf16_gemv"
 _ROUTER_GEMV = "sglang.kernels.ops.gemm.muse_spark_router_gemv_cutedsl"
 _SBO = "sglang.srt.batch_overlap.single_batch_overlap.SboFlags"
 _MUSE = "sglang.srt.models.muse_spark"
+_DSV4 = "sglang.srt.models.deepseek_v4"
+_DSV4_MHC = "sglang.srt.models.deepseek_v4_mhc"
+_V41_SCORING = "sglang.srt.layers.attention.dsv4.v41_indexer.scoring"
+# DeepSeek-V4's two inline path facts, in the order the glue answers them (the plugin targets
+# and the series sites), and the parameters of the two longer functions that read them
+DSV4_FACTS = ("is_blackwell", "is_sm90")
+DSV4_WO_A_PARAMS = ("o", "wo_a", "is_decode", "is_target_verify", "fuse_mxfp8_quant", "is_prefill", "fast_path",
+                    "fp8_grid", "emit_fp8")
+DEEPSEEK_MOE_INIT_PARAMS = ("self", "config", "layer_id", "quant_config", "prefix", "alt_stream", "routed_quant_stream",
+                            "is_nextn", "is_deepseek_v4", "vl_correction_bias", "reduce_results")
+DSV4_DECODE_SCORES_PARAMS = ("inputs", "token_to_kv_pool", "req_to_token", "candidate_mask", "compute_topk_plan")
 # DeepseekSparseAttnBackend._apply_cuda_graph_metadata's parameters (the plugin target and the series site)
 DSA_REPLAY_PARAMS = ("self", "bs", "req_pool_indices", "seq_lens", "seq_lens_cpu", "forward_mode",
                      "spec_info", "out_cache_loc", "actual_forward_mode")
@@ -234,6 +245,18 @@ FP8_GEMM_COVERS = (
 # with UE8M0 activation scales) is its own decision, taken by the "FP8 block-32 DeepGEMM"
 # target over the function (policies/quant.deep_gemm_sm100_block32).
 
+# DSA's MHA one-shot kernel: ``_forward_standard_mha`` runs TRT-LLM's ragged attention where
+# the device's major is 10 or more, FA3's varlen kernel below.  It runs only under
+# ``self.use_mha``, which only ``set_dsa_prefill_impl`` sets, from the MHA one-shot band the
+# registry decides there (``policies/dsa.prefill_bands``): the tier's band (9.0, 10.x), kept
+# only where the kernel this check then picks for the device has a build (the policy models
+# the same check: trtllm from major 10, fa3 below).  So the kernel the check picks is one
+# that band decision judged already.  ``test_deepseek_family_picks.py`` checks the premises
+# against the installed release's source.
+DSA_MHA_KERNEL_COVERS = (
+    f"{_DSA}._forward_standard_mha:if _is_cuda and self.device_sm_major >= 10:",
+)
+
 # Fact -> upstream helper, as SGLang 0.5.23's runtime_context._PLATFORM_PROBES /
 # _PLATFORM_VALUES map them; checked against the installed release before use.
 FACT_HELPERS = {
@@ -348,7 +371,7 @@ def all_targets() -> List[Target]:
         # two probes the backend binds at init; the hook answers those two for the call.
         Target("DSA attention", f"{_DSA}.set_dsa_prefill_impl",
                scoped_self(attention.dsa_prefill_probes, ("_get_device_sm", "_is_blackwell")),
-               ("self", "forward_batch")),
+               ("self", "forward_batch"), covers=DSA_MHA_KERNEL_COVERS),
         # DeepSeek-V4's --dsv4-attn-backend auto: the one capability condition among SGLang's
         # model, dtype, parallelism and layout ones is a probe the function imports when it
         # runs (from sglang.srt.utils.common); the hook answers that probe for the call.
@@ -431,6 +454,42 @@ def all_targets() -> List[Target]:
         Target("MiniMax sparse index dtype", f"{_MEMORY_POOL}.get_minimax_sparse_index_dtype",
                scoped_fact(moe.minimax_fp8_index_hopper, "is_sm90"), ("fp8_attn_gemm", "kv_cache_dtype", "model_dtype"),
                ("get_platform",)),
+        # DeepSeek-V4's Triton kernel paths: each function reads get_platform().is_blackwell /
+        # is_sm90 inline per layer; for the call, its module's get_platform() answers them with
+        # the registry's one decision (policies/deepseek.py), every other fact SGLang's.
+        Target("DeepSeek-V4 kernel paths", f"{_DSV4}._apply_wo_a_bf16_matmul",
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), DSV4_WO_A_PARAMS, ("get_platform",)),
+        Target("DeepSeek-V4 kernel paths", f"{_DSV4}.MQALayer._normalize_q_lora",
+               scoped_fact(moe.dsv4_blackwell_path, "is_blackwell"), ("self", "q"), ("get_platform",)),
+        Target("DeepSeek-V4 kernel paths", f"{_DSV4_MHC}._mix_stats_impl",
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "x"), ("get_platform",)),
+        Target("DeepSeek-V4 kernel paths", f"{_DSV4_MHC}._combine",
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "state", "quantized"), ("get_platform",)),
+        Target("DeepSeek-V4 kernel paths", f"{_V41_SCORING}.decode_scores",
+               scoped_fact(moe.dsv4_hopper_path, "is_sm90"), DSV4_DECODE_SCORES_PARAMS, ("get_platform",)),
+        # The DeepSeek family's router GEMM: SGLang's tiny BF16 GEMM (up to 16 rows) or cuBLAS;
+        # the registry answers -1 where it keeps cuBLAS, else SGLang's function checks the shape.
+        Target("Router GEMM", "sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens",
+               answer(moe.tiny_router_gemm_off), ("num_experts", "hidden_size", "weight_dtype")),
+        # DeepSeek's NVFP4 shared expert: the one platform fact the MoE layer's constructor reads
+        # (the fused GEMM + SwiGLU + quant kernel) answers the registry's decision for the call.
+        Target("Shared-expert NVFP4 fusion", "sglang.srt.models.deepseek_v2.DeepseekV2MoE.__init__",
+               scoped_fact(moe.nvfp4_swiglu_fusion, "is_sm100"), DEEPSEEK_MOE_INIT_PARAMS, ("get_platform",)),
+        # DeepSeek's shared-expert fusion under NVFP4 + Marlin: the class method's one probe call
+        # (is_sm90_supported, imported by the module) answers the registry's rule for the call.
+        Target("Shared-expert fusion", "sglang.srt.models.deepseek_v2.DeepseekV2ForCausalLM"
+               ".shared_experts_fusion_disable_reason",
+               scoped(moe.shared_experts_hopper_marlin_hold, "is_sm90_supported"), ("cls", "hf_config", "quant_config"),
+               ("is_sm90_supported",)),
+        # DeepSeek-V4.1's index logits dtype: the module's own SM100 probe, called in the
+        # (cached) function, answers the registry's rule for the call.
+        Target("DeepSeek-V4.1 index logits", "sglang.kernels.ops.attention.dsv4.index_logits.index_logits_dtype",
+               scoped(moe.dsv41_bf16_index_logits, "_is_sm100"), (), ("_is_sm100",)),
+        # The fused QKV-A GEMM's auto backend, bound at import (_AUTO_BACKEND): for the call,
+        # that name answers the registry's backend.
+        Target("Fused QKV-A GEMM", "sglang.kernels.ops.gemm.fused_a_gemm.dsv3_fused_a_gemm",
+               scoped(moe.fused_a_gemm_auto_backend, "_AUTO_BACKEND", value=True),
+               ("mat_a", "mat_b", "output", "backend"), ("_AUTO_BACKEND", "FusedAGemmBackend")),
     ] + gemm_path_targets()
 
 
@@ -500,6 +559,9 @@ def check_target(target: Target, early: bool = False) -> Optional[str]:
     original = getattr(owner, attr, None)
     if original is None or not callable(original):
         return f"{target.path} is missing"
+    raw = inspect.getattr_static(owner, attr, None)
+    if isinstance(raw, classmethod):  # its function's parameters, ``cls`` first (as the series reads them)
+        original = raw.__func__
     try:
         params = tuple(inspect.signature(original).parameters)
     except (TypeError, ValueError):

@@ -13,7 +13,7 @@ ROCm / NPU everything stays SGLang's.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
 
@@ -697,3 +697,180 @@ def muse_spark_finalize_ar_capability() -> Optional[Tuple[int, int]]:
 
 def muse_spark_finalize_ar_capability_here() -> Tuple[int, int]:
     return muse_spark_finalize_ar_capability() or _torch_capability()
+
+
+# --- DeepSeek-V4: the model's inline Blackwell / Hopper path reads ---
+#
+# ``deepseek_v4._apply_wo_a_bf16_matmul``, ``MQALayer._normalize_q_lora``,
+# ``deepseek_v4_mhc._mix_stats_impl`` / ``_combine`` and the V4.1 indexer's
+# ``scoring.decode_scores`` read ``get_platform().is_blackwell`` / ``is_sm90`` per layer to
+# take their Triton paths tuned on those architectures.  One registry decision answers every
+# read (``policies/deepseek.dsv4_kernel_paths``), decided once per machine: per call, the
+# machine context and one dictionary look-up.
+_dsv4_paths: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def dsv4_kernel_paths() -> Optional[Tuple[bool, bool]]:
+    """(``is_blackwell``, ``is_sm90``) as DeepSeek-V4's kernel paths read them: whether the
+    model takes its Blackwell and its Hopper paths, as the registry decides.  None (SGLang's
+    facts) without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+
+    def decide() -> Tuple[bool, bool]:
+        paths = ctx.dsv4_kernel_paths()
+        return paths.blackwell, paths.hopper
+
+    return per_machine(_dsv4_paths, ctx, None, decide)
+
+
+@fail_open
+def dsv4_blackwell_path() -> Optional[bool]:
+    """The Blackwell half of ``dsv4_kernel_paths`` (a method that reads only that fact)."""
+    paths = dsv4_kernel_paths()
+    return None if paths is None else paths[0]
+
+
+@fail_open
+def dsv4_hopper_path() -> Optional[bool]:
+    """The Hopper half of ``dsv4_kernel_paths`` (the V4.1 indexer's paged decode scoring)."""
+    paths = dsv4_kernel_paths()
+    return None if paths is None else paths[1]
+
+
+def dsv4_blackwell_path_here() -> bool:
+    """The replace form of DeepSeek-V4's inline ``get_platform().is_blackwell``: the
+    registry's answer, else SGLang's fact."""
+    return or_platform_fact(dsv4_blackwell_path(), "is_blackwell")
+
+
+def dsv4_hopper_path_here() -> bool:
+    """The replace form of DeepSeek-V4's inline ``get_platform().is_sm90``."""
+    return or_platform_fact(dsv4_hopper_path(), "is_sm90")
+
+
+# --- the DeepSeek family's router GEMM (deepseek_common/utils.tiny_router_gemm_max_tokens) ---
+_tiny_router: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def tiny_router_gemm_off(*args: Any, **kwargs: Any) -> Optional[int]:
+    """``tiny_router_gemm_max_tokens`` (asked once per router layer at model init): -1 (cuBLAS)
+    where the registry keeps the router off SGLang's tiny BF16 GEMM
+    (``policies/deepseek.tiny_router_gemm``); None where it may take it, so SGLang's function
+    goes on to its CUDA, dtype and shape checks (its own SM90 floor then holds on every
+    device whose tier takes the tiny GEMM).  None (SGLang's) without an NVIDIA GPU, off CUDA.
+    The function's arguments are SGLang's to judge: none of them is read here."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    tiny = per_machine(_tiny_router, ctx, None, lambda: ctx.tiny_router_gemm().tiny)
+    return None if tiny else -1
+
+
+# --- the DeepSeek-V3 fused QKV-A GEMM's automatic backend (kernels/ops/gemm/fused_a_gemm.py) ---
+_FUSED_A = "sglang.kernels.ops.gemm.fused_a_gemm"
+_fused_a: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def fused_a_gemm_auto_backend() -> Any:
+    """``dsv3_fused_a_gemm``'s ``backend="auto"`` (``_AUTO_BACKEND``, bound at import from
+    ``is_sm120_supported()``): the registry's backend (``policies/deepseek.fused_a_gemm_auto``),
+    SGLang's ``FusedAGemmBackend`` member, decided once per machine (asked per GEMM call: the
+    machine context and one look-up).  None (SGLang's) without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+
+    def decide() -> Any:
+        return sys.modules[_FUSED_A].FusedAGemmBackend(ctx.fused_a_gemm_auto().backend)
+
+    return per_machine(_fused_a, ctx, None, decide)
+
+
+def fused_a_gemm_auto_backend_here() -> Any:
+    """The replace form of ``_AUTO_BACKEND`` in ``dsv3_fused_a_gemm``: the registry's backend,
+    else SGLang's rule (the CuTe DSL kernel where ``is_sm120_supported()``, else the JIT one)."""
+    backend = fused_a_gemm_auto_backend()
+    if backend is not None:
+        return backend
+    from sglang.srt.utils.common import is_sm120_supported
+
+    enum = sys.modules[_FUSED_A].FusedAGemmBackend
+    return enum.CUTEDSL if is_sm120_supported() else enum.JIT
+
+
+# --- DeepSeek's shared-expert fusion under Hopper NVFP4 + Marlin ---
+
+
+@fail_open
+def shared_experts_hopper_marlin_hold() -> Optional[bool]:
+    """``DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason``'s ``is_sm90_supported()``
+    (asked once per runner): whether an NVFP4 checkpoint on the Marlin MoE runner keeps its
+    shared expert unfused here, as the registry decides
+    (``policies/deepseek.shared_experts_hopper_marlin_hold``); SGLang's quantization and runner
+    conditions stay around it.  None (SGLang's probe) without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    return ctx.shared_experts_hopper_marlin_hold().hold
+
+
+def shared_experts_hopper_marlin_hold_here() -> bool:
+    """The replace form of the same probe call: the registry's answer, else SGLang's probe."""
+    answer = shared_experts_hopper_marlin_hold()
+    if answer is not None:
+        return answer
+    from sglang.srt.utils.common import is_sm90_supported
+
+    return bool(is_sm90_supported())
+
+
+# --- DeepSeek's shared expert: the fused NVFP4 GEMM + SwiGLU + quant ---
+
+
+@fail_open
+def nvfp4_swiglu_fusion() -> Optional[bool]:
+    """``DeepseekV2MoE.__init__``'s ``get_platform().is_sm100`` (once per MoE layer): whether a
+    W4A4 NVFP4 shared expert may take SGLang's fused GEMM + SwiGLU + quant kernel, as the
+    registry decides (``policies/deepseek.nvfp4_swiglu_fusion``); SGLang's LoRA, quantization,
+    backend, shape and CUDA-graph conditions stay around it.  None (SGLang's fact) without an
+    NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    return ctx.nvfp4_swiglu_fusion().fused
+
+
+def nvfp4_swiglu_fusion_here() -> bool:
+    """The replace form of the same fact read: the registry's answer, else SGLang's."""
+    return or_platform_fact(nvfp4_swiglu_fusion(), "is_sm100")
+
+
+# --- DeepSeek-V4.1's index logits dtype (kernels/ops/attention/dsv4/index_logits.py) ---
+_INDEX_LOGITS = "sglang.kernels.ops.attention.dsv4.index_logits"
+_index_logits: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def dsv41_bf16_index_logits() -> Optional[bool]:
+    """``index_logits_dtype``'s ``_is_sm100()``: whether DeepSeek-V4.1's index logits are bf16
+    here, as the registry decides (``policies/deepseek.dsv41_bf16_index_logits``); the
+    environment override stays SGLang's.  Decided once per machine (asked per indexer call:
+    the machine context and one look-up).  None (SGLang's probe) without an NVIDIA GPU, off
+    CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    return per_machine(_index_logits, ctx, None, lambda: ctx.dsv41_bf16_index_logits().bf16)
+
+
+def dsv41_bf16_index_logits_here() -> bool:
+    """The replace form of the same probe call: the registry's answer, else SGLang's probe."""
+    answer = dsv41_bf16_index_logits()
+    if answer is not None:
+        return answer
+    return bool(sys.modules[_INDEX_LOGITS]._is_sm100())
