@@ -4,8 +4,13 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +59,90 @@ def clean_env(**extra):
     return env
 
 
+WARM_START = Path(__file__).with_name("warm_start.py")
+# Besides SGLANG_*: read at start-up (the warm start's child applies them as the interpreter
+# would), or only when CUDA is first used (never before the child runs).
+WARM_FREE = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "CUDA_VISIBLE_DEVICES")
+WARM_SERVERS = 3  # at most, per test process: one per environment (see _warm_key)
+# "servers": the environment's key -> (server, socket path), or None where it could not start;
+# "cpu": CPU seconds of the servers and their runs (a forked run is not this process's child).
+_warm = {"servers": {}, "cpu": 0.0}
+_warm_lock = threading.Lock()
+
+
+def _warm_key(env):
+    """What a warm start must have been started under to serve a run under ``env``: every
+    variable but SGLANG_* and WARM_FREE (importing SGLang sets a few, e.g. TRITON_CACHE_DIR,
+    which a later child inherits: those runs get a server of their own)."""
+    return frozenset((k, v) for k, v in env.items() if not k.startswith("SGLANG_") and k not in WARM_FREE)
+
+
+def _warm_server(env):
+    """The socket of the warm start's server for runs under ``env`` (started on first use), or
+    None where there is none (then a run is a plain fresh interpreter)."""
+    key = _warm_key(env)
+    with _warm_lock:
+        servers = _warm["servers"]
+        if key not in servers:
+            if len(servers) >= WARM_SERVERS:
+                return None
+            servers[key] = None
+            folder = tempfile.mkdtemp(prefix="sglang-arch-warm-")
+            sock = os.path.join(folder, "s")
+            server_env = {k: v for k, v in env.items() if not k.startswith("SGLANG_")}
+            server = subprocess.Popen([sys.executable, str(WARM_START), sock], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=server_env, cwd=folder)
+            ready = server.stdout.readline().split()
+            if ready[:1] != [b"ready"]:
+                server.kill()
+                server.wait()
+                return None
+            servers[key] = (server, sock)
+            _warm["cpu"] += float(ready[1])
+        return servers[key][1] if servers[key] else None
+
+
+def run_python(args, env, cwd=None, timeout=None, warm=True):
+    """``subprocess.run([sys.executable, *args], capture_output=True, text=True, ...)``, from
+    the warm start (warm_start.py: the third-party modules SGLang imports are imported
+    already; SGLang and sglang-arch start fresh in the child).  ``args`` begins with a script,
+    ``-c CODE`` or ``-m MODULE``.  ``warm=False`` runs a fresh interpreter."""
+    cmd = [sys.executable, *args]
+    env = dict(os.environ) if env is None else env
+    sock = _warm_server(env) if warm else None
+    if sock is None:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    folder = tempfile.mkdtemp(prefix="sglang-arch-run-")
+    out, err = os.path.join(folder, "out"), os.path.join(folder, "err")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            try:
+                conn.connect(sock)
+                conn.sendall(json.dumps({"argv": [str(a) for a in args], "env": env, "cwd": str(cwd or os.getcwd()),
+                                         "stdout": out, "stderr": err}).encode())
+                conn.shutdown(socket.SHUT_WR)
+                reply = conn.makefile("rb")
+                pid = int(reply.readline())
+            except (OSError, ValueError):  # the server is gone: a fresh interpreter, as without it
+                _warm["servers"][_warm_key(env)] = None
+                return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+            conn.settimeout(timeout)
+            try:
+                status = reply.readline()
+            except (socket.timeout, TimeoutError):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(cmd, timeout) from None
+        code, used = status.split() if status.strip() else (-signal.SIGKILL, 0)  # killed before it answered
+        code = int(code)
+        with _warm_lock:
+            _warm["cpu"] += float(used)
+        with open(out, encoding="utf-8", errors="replace") as o, open(err, encoding="utf-8", errors="replace") as e:
+            return subprocess.CompletedProcess(cmd, code, o.read(), e.read())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def routed_target(path):
     """The plugin's target whose SGLang path is ``path``."""
     from sglang_arch.integrations.sglang import routing
@@ -85,15 +174,13 @@ ORACLE = Path(__file__).with_name("upstream_oracle.py")
 def run_upstream_oracle(spec):
     """SGLang alone in its own process (upstream_oracle.py): the plugin disabled, nothing
     of this process's environment that names sglang-arch."""
-    out = subprocess.run([sys.executable, str(ORACLE), json.dumps(spec)], capture_output=True, text=True,
-                         env=clean_env(SGLANG_ARCH_DISABLE="1"), timeout=600)
+    out = run_python([str(ORACLE), json.dumps(spec)], env=clean_env(SGLANG_ARCH_DISABLE="1"), timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run_suite(mode, runtime="sglang_arch.arch.runtime", env=None, cwd=None):
-    out = subprocess.run([sys.executable, str(SUITE), "--mode", mode, "--runtime", runtime], capture_output=True,
-                         text=True, env=env or clean_env(), cwd=cwd)
+    out = run_python([str(SUITE), "--mode", mode, "--runtime", runtime], env=env or clean_env(), cwd=cwd)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -13,8 +13,6 @@ raises (the user passed none of these flags).
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ import pytest
 if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
-from helpers import clean_env  # noqa: E402
+from helpers import clean_env, run_python  # noqa: E402
 
 SUITE = Path(__file__).with_name("moe_override_suite.py")
 CAPS = ("9.0", "10.0", "10.7", "11.0", "12.0", "12.1")  # the majors the covered probes name, and 11
@@ -33,8 +31,7 @@ DECISIONS = {"moe": "moe_runner", "fp8_gemm": "fp8_gemm", "fp4_gemm": "fp4_gemm"
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     root = tmp_path_factory.mktemp("moe-overrides")
-    out = subprocess.run([sys.executable, str(SUITE), "--root", str(root), "--caps", ",".join(CAPS)],
-                         capture_output=True, text=True, env=clean_env(), timeout=600)
+    out = run_python([str(SUITE), "--root", str(root), "--caps", ",".join(CAPS)], env=clean_env(), timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

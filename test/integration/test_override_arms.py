@@ -16,8 +16,6 @@ registry.
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,7 @@ import pytest
 if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
-from helpers import TIERS, clean_env  # noqa: E402
+from helpers import TIERS, clean_env, run_python  # noqa: E402
 
 SUITE = Path(__file__).with_name("override_arm_suite.py")
 UNKNOWN = ("10.5", "11.5", "12.3", "13.0")
@@ -34,8 +32,7 @@ BLACKWELL = {"10.0", "10.3", "10.5", "10.7", "11.0", "11.5", "12.0", "12.1", "12
 
 @pytest.fixture(scope="module")
 def rows():
-    out = subprocess.run([sys.executable, str(SUITE), "--caps", ",".join(TIERS + UNKNOWN)],
-                         capture_output=True, text=True, env=clean_env(), timeout=900)
+    out = run_python([str(SUITE), "--caps", ",".join(TIERS + UNKNOWN)], env=clean_env(), timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

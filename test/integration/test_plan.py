@@ -1,30 +1,78 @@
-"""``sglang-arch plan`` against the real SGLang: the SM120 difference, and errors."""
+"""``sglang-arch plan`` against the real SGLang: the SM120 difference, and errors.
 
+One plan runs as a user runs it (``python -m sglang_arch plan``: a fresh interpreter per
+worker).  The others run the command in this process with its two workers from the warm
+start (``helpers.run_python``: the third-party modules SGLang imports are imported already,
+SGLang and sglang-arch start fresh in each worker); the first plan, run that way too, must
+print the same."""
+
+import contextlib
 import importlib.util
+import io
 import json
+import os
 import subprocess
 import sys
+import types
 
 import pytest
 
 if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
-from helpers import FIXTURES, clean_env  # noqa: E402
+from helpers import FIXTURES, clean_env, run_python  # noqa: E402
+
+
+def fresh_plan(*args):
+    """The command as a user runs it: its own interpreter, each worker a fresh one."""
+    return subprocess.run([sys.executable, "-m", "sglang_arch", "plan", *args], capture_output=True, text=True,
+                          env=clean_env(), timeout=600)
+
+
+def _warm_worker(cmd, capture_output, text, env, timeout):
+    assert cmd[0] == sys.executable and capture_output and text, cmd
+    return run_python(cmd[1:], env=env, timeout=timeout)
 
 
 def plan(*args):
-    out = subprocess.run([sys.executable, "-m", "sglang_arch", "plan", *args], capture_output=True, text=True,
-                         env=clean_env(), timeout=600)
-    return out
+    """``sglang-arch plan`` (cli.main) in this process, under the environment ``fresh_plan``
+    gives its interpreter; its workers (``plan.run_plan``) from the warm start."""
+    from sglang_arch.cli import main
+    from sglang_arch.integrations.sglang import plan as plan_module
+
+    saved = dict(os.environ)
+    out, err = io.StringIO(), io.StringIO()
+    warm = types.SimpleNamespace(run=_warm_worker, TimeoutExpired=subprocess.TimeoutExpired)
+    try:
+        os.environ.clear()
+        os.environ.update(clean_env())
+        with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            mp.setattr(plan_module, "subprocess", warm)
+            try:
+                code = main(["plan", *args])
+            except SystemExit as exc:  # argparse
+                code = exc.code
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["sglang-arch", "plan", *args], code, out.getvalue(), err.getvalue())
+
+
+SM120_PCIE = ("--capability", "12.0", "--tp", "8", "--topology", "pcie-p2p",
+              "--model-path", str(FIXTURES / "qwen3-moe-tiny"), "--json")
 
 
 @pytest.fixture(scope="module")
 def sm120_pcie():
-    out = plan("--capability", "12.0", "--tp", "8", "--topology", "pcie-p2p",
-               "--model-path", str(FIXTURES / "qwen3-moe-tiny"), "--json")
+    out = fresh_plan(*SM120_PCIE)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
+
+
+def test_the_command_in_this_process_with_warm_workers_prints_what_a_user_sees(sm120_pcie):
+    out = plan(*SM120_PCIE)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == sm120_pcie
 
 
 def test_sm120_pcie_symm_mem_on_where_upstream_is_off(sm120_pcie):
@@ -95,7 +143,7 @@ def test_a_model_sglang_cannot_load_is_an_error_not_a_table(tmp_path):
 
 
 def test_a_worker_past_the_timeout_is_killed():
-    err = one_line_2(plan("--capability", "9.0", "--timeout", "1", "--model-path", str(FIXTURES / "llama-tiny")))
+    err = one_line_2(fresh_plan("--capability", "9.0", "--timeout", "1", "--model-path", str(FIXTURES / "llama-tiny")))
     assert "worker did not finish in 1 s (killed)" in err
 
 

@@ -2,7 +2,10 @@
 
 Each machine runs ``runtime_truth.py`` in its own interpreter, which imports SGLang in
 the scheduler's own order (``sglang.srt.managers.scheduler`` first, ``load_plugins()``
-after) and asks SGLang's own runtime gates.  The expectations here are the registry's
+after) and asks SGLang's own runtime gates.  The interpreters come from the warm start
+(``helpers.run_python``: torch, Transformers and the other third-party modules imported
+already, SGLang and sglang-arch fresh); one machine also runs in a truly fresh interpreter,
+which must print the same.  The expectations here are the registry's
 decisions for the same machine (printed by the child from the registry), and, where
 noted, facts from the field report and SGLang's own tables.
 """
@@ -10,8 +13,6 @@ noted, facts from the field report and SGLang's own tables.
 import importlib
 import importlib.util
 import json
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
-from helpers import clean_env  # noqa: E402
+from helpers import clean_env, run_python  # noqa: E402
 
 MULTICAST_OFF = importlib.import_module("sglang_arch.arch.detect").MULTICAST_OFF
 
@@ -32,22 +33,38 @@ MACHINES = [("12.0", 8, "pcie-p2p"), ("9.0", 2, "nvlink"), ("10.0", 8, "nvswitch
             ("13.0", 8, "pcie-p2p"), ("8.9", 4, "pcie")]
 
 
-def _run(machine):
+def _run(machine, warm=True):
     cap, gpus, topology = machine
     env = clean_env(SGLANG_ARCH_CAPABILITY=cap, SGLANG_ARCH_GPU_COUNT=str(gpus), SGLANG_ARCH_TOPOLOGY=topology,
                     SGLANG_ARCH_CUDA="13.0")
     for name in MULTICAST_OFF:  # the simulated topology decides, not this machine's settings
         env.pop(name, None)
-    out = subprocess.run([sys.executable, str(PROBE), "--cpu"], capture_output=True, text=True, env=env,
-                         timeout=600)
+    out = run_python([str(PROBE), "--cpu"], env=env, timeout=600, warm=warm)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
 
+FRESH = MACHINES[0]  # also run in a fresh interpreter (no warm start)
+
+
 @pytest.fixture(scope="module")
-def truth():
+def runs():
     with ThreadPoolExecutor(2) as pool:
-        return dict(zip(MACHINES, pool.map(_run, MACHINES)))
+        fresh = pool.submit(_run, FRESH, False)
+        warm = dict(zip(MACHINES, pool.map(_run, MACHINES)))
+        return warm, fresh.result()
+
+
+@pytest.fixture(scope="module")
+def truth(runs):
+    return runs[0]
+
+
+def test_the_warm_start_prints_what_a_fresh_interpreter_prints(runs):
+    warm, (fresh, fresh_stderr) = runs[0][FRESH], runs[1]
+    assert dict(warm[0], import_s=None) == dict(fresh, import_s=None)
+    line = [x for x in fresh_stderr.splitlines() if "sglang-arch:" in x and "routed:" in x]
+    assert len(line) == 1 and line[0].endswith("(hooks applied early)"), fresh_stderr[-2000:]
 
 
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")
