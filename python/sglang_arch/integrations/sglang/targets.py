@@ -521,7 +521,7 @@ def gemm_path_targets() -> List[Target]:
                scoped(moe.nemotron_prefill_overlap, "is_sm120"), ("self", "hidden_states", "forward_batch"),
                ("is_sm120",)),
         Target("single-batch overlap", f"{_SBO}.enable_combine_down_gemm_two_stream_overlap",
-               scoped(moe.sbo_deep_gemm_blackwell, "is_blackwell"), (), ("is_blackwell",)),
+               scoped(moe.sbo_deep_gemm_blackwell, "is_blackwell"), ("cls",), ("is_blackwell",)),
         # Torch reads written inline: for the call, the module's torch answers the capability
         # the check compares (``scoped_capability``).
         Target("Qwen decode MoE fusion", "sglang.srt.layers.moe.qwen4_decode.prepare_qwen4_decode_comm",
