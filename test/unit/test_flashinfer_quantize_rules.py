@@ -195,3 +195,20 @@ def test_modelopts_fake_registration_is_filed_as_metadata():
     site = SimpleNamespace(file="srt/layers/quantization/modelopt_quant.py", scope="", code=line)
     assert "torch.compile metadata" in classify.metadata_reason(site)
     assert classify.metadata_reason(SimpleNamespace(file="srt/other.py", scope="", code=line)) is None
+
+
+# --- explain -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cap,dequant,fp4,mxfp8", [("10.0", "flashinfer", "cute-dsl", "cute-dsl"),
+                                                   ("9.0", "SGLang's fallback", "cuda", "cuda"),
+                                                   ("10.5", "SGLang's fallback", "cute-dsl", "cuda")])
+def test_explain_shows_the_dequantize_and_the_quantize_backends(cap, dequant, fp4, mxfp8):
+    from sglang_arch.arch.decisions import explain
+
+    decisions = explain(cap)
+    rows = {label: value for label, value, _reason, _ in decisions.named()}
+    assert rows["NVFP4 KV dequantize"] == dequant
+    assert (rows["FlashInfer FP4 quantize"], rows["FlashInfer MXFP8 quantize"]) == (fp4, mxfp8)
+    moe_gemm = decisions.to_dict()["moe_gemm"]
+    assert moe_gemm["kv_dequant"]["flashinfer"] is (dequant == "flashinfer")
+    assert {k: v["backend"] for k, v in moe_gemm["quantize_backends"].items()} == {"fp4": fp4, "mxfp8": mxfp8}

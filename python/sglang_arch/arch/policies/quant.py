@@ -260,11 +260,13 @@ def flashinfer_quantize_backend(res: Resolution, which: str,
     other = CUDA if pick == CUTE_DSL else CUTE_DSL
     rule = f"{_where(res)}: {'SM100: CuTe DSL' if pick == CUTE_DSL else 'not SM100: CUDA'}"
     verdict = catalog.choice_runs(decision, pick, res.identities, cuda)
-    if verdict is not None and not verdict.runs and pick == CUTE_DSL:
+    if verdict is not None and not verdict.runs:
         alternative = catalog.choice_runs(decision, other, res.identities, cuda)
-        if alternative is not None and alternative.runs:
+        if pick == CUTE_DSL and alternative is not None and alternative.runs:
             return QuantizeBackend(other, f"{rule}, but on {res.requested} {verdict.reason}: {other} "
                                           f"({alternative.reason})")
+        return QuantizeBackend(pick, f"{rule}; on {res.requested} {verdict.reason}, and no other backend is "
+                                     "taken for it: the tier's pick")
     return QuantizeBackend(pick, f"{rule} ({verdict.reason if verdict else pick})")
 
 
