@@ -58,6 +58,9 @@ class Decisions:
     # DeepSeek-V4's Blackwell / Hopper kernel paths and the fused QKV-A GEMM's auto backend
     dsv4_paths: Optional[deepseek.Dsv4Paths] = None
     fused_a_gemm: Optional[deepseek.FusedAGemm] = None
+    # the NVFP4 KV cache's dequantize and FlashInfer's FP4 / MXFP8 quantize backends
+    kv_dequant: Optional[quant.KvDequant] = None
+    quantize_backends: Optional[Dict[str, quant.QuantizeBackend]] = None
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -98,7 +101,11 @@ class Decisions:
             (("DeepSeek-V4 paths", _paths(self.dsv4_paths), self.dsv4_paths.reason, ()),)
             if self.dsv4_paths is not None else ()) + (
             (("fused QKV-A GEMM auto", self.fused_a_gemm.backend, self.fused_a_gemm.reason, ()),)
-            if self.fused_a_gemm is not None else ())
+            if self.fused_a_gemm is not None else ()) + (
+            (("NVFP4 KV dequantize", "flashinfer" if self.kv_dequant.flashinfer else "SGLang's fallback",
+              self.kv_dequant.reason, ()),) if self.kv_dequant is not None else ()) + tuple(
+            (f"FlashInfer {which.upper()} quantize", q.backend, q.reason, ())
+            for which, q in (self.quantize_backends or {}).items())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -171,6 +178,10 @@ class Decisions:
                     "reason": self.dsv4_paths.reason},
                 "fused_a_gemm": None if self.fused_a_gemm is None else {
                     "auto": self.fused_a_gemm.backend, "reason": self.fused_a_gemm.reason},
+                "kv_dequant": None if self.kv_dequant is None else {
+                    "flashinfer": self.kv_dequant.flashinfer, "reason": self.kv_dequant.reason},
+                "quantize_backends": {which: {"backend": q.backend, "reason": q.reason}
+                                      for which, q in (self.quantize_backends or {}).items()},
             },
         }
 
@@ -259,6 +270,9 @@ def decide(
         gemm_paths=gemm.gemm_paths(res, traits.cuda),
         dsv4_paths=deepseek.dsv4_kernel_paths(res, traits.cuda),
         fused_a_gemm=deepseek.fused_a_gemm_auto(res, traits.cuda),
+        kv_dequant=quant.nvfp4_kv_dequant(res, traits.cuda),
+        quantize_backends={which: quant.flashinfer_quantize_backend(res, which, traits.cuda)
+                           for which in quant.QUANTIZE_DECISIONS},
     )
 
 

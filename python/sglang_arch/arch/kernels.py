@@ -459,6 +459,48 @@ KERNELS: Dict[str, Dict[str, Any]] = {
                     "sglang 0.5.23 fp8_utils.resolve_mxfp8_dense_gemm_backend: flashinfer_cutedsl 'requires an "
                     "SM100/SM103 GPU and FlashInfer' (is_backend_supported('cute-dsl', sm))"],
     },
+    # --- FlashInfer's quantize / dequantize kernels (NVFP4 KV cache, FP4 / MXFP8 activations) ---
+    "flashinfer_nvfp4_kv_dequant": {
+        "summary": "FlashInfer's NVFP4 KV cache dequantize (nvfp4_kv_dequantize, csrc/fp4_kv_dequantization.cu), "
+                   "nvcc JIT: the NVFP4 KV cache's dequantize on SM100 / SM120 in SGLang",
+        "targets": ["jit:8.0", "jit:8.6", "jit:8.9", "jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0",
+                    "jit:12.0", "jit:12.1"],
+        "sources": [_FI + " quantization/fp4_quantization.py:2378 _nvfp4_kv_dequant_check: "
+                          "supported_compute_capability([80, 86, 89, 90, 100, 103, 107, 110, 120, 121]) "
+                          "(nvfp4_kv_dequantize: 'Requires SM80+')",
+                    _FI + " jit/fp4_kv_dequantization.py:22 gen_fp4_kv_dequantization_module: "
+                          "supported_major_versions=[8, 9, 10, 11, 12]"],
+    },
+    "torch_nvfp4_kv_dequant": {
+        "summary": "SGLang's pure PyTorch NVFP4 KV cache dequantize (kvfp4_tensor.py NVFP4KVQuantizeUtil."
+                   "dequantize's fallback: a lookup table and elementwise scaling)",
+        "targets": ["torch:0.0+"],
+        "sources": ["sglang 0.5.23 kvfp4_tensor.py:270 '# Pure PyTorch fallback for SM90' (torch ops only)"],
+    },
+    "flashinfer_cutedsl_quantize": {
+        "summary": "FlashInfer's CuTe DSL quantize kernels (quantization/kernels/nvfp4_quantize.py, "
+                   "mxfp4_quantize.py, mxfp8_quantize.py): fp4_quantize / mxfp8_quantize backend='cute-dsl'",
+        "targets": ["jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "declared_in": _CUTE,
+        "sources": [_CUTE_ARCHS,
+                    _FI + " quantization/fp4_quantization.py:1085 fp4_quantize: '\"cute-dsl\": CuTe-DSL kernel "
+                          "(SM100+, **experimental**)'; fp8_quantization.py:204 mxfp8_quantize: the same"],
+    },
+    "flashinfer_cuda_fp4_quantize": {
+        "summary": "FlashInfer's CUDA FP4 quantize (fp4_quantize backend='cuda': TensorRT-LLM's quantization "
+                   "kernels, one nvcc JIT module per architecture)",
+        "targets": ["jit:9.0", "jit:10.0", "jit:10.3", "jit:10.7", "jit:11.0", "jit:12.0", "jit:12.1"],
+        "sources": [_FI + " quantization/fp4_quantization.py:274 get_fp4_quantization_module: modules for "
+                          "'121' '120f' '120' '110' '107' '103' '100' '90', else 'Invalid backend' (:1189 asks "
+                          "f'{major}{minor}' of the input's device)"],
+    },
+    "flashinfer_cuda_mxfp8_quantize": {
+        "summary": "FlashInfer's CUDA MXFP8 quantize (mxfp8_quantize backend='cuda': TensorRT-LLM's "
+                   "fp8Quantize, one nvcc JIT module compiled for the device)",
+        "targets": ["jit:7.0+"],
+        "sources": [_FI + " jit/fp8_quantization.py:33 gen_mxfp8_quantization_sm100_module: "
+                          "get_nvcc_flags_list(supported_major_versions=None): every architecture compiled for"],
+    },
     "flashinfer_cutedsl_gemm_fp4": {
         "summary": "FlashInfer CuTe DSL FP4 GEMM (SM100 datacenter kernels)",
         "targets": ["jit:10.0", "jit:10.3"],
@@ -694,6 +736,21 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
         "hopper": [{"kernel": "triton"}],
     },
     # the DeepSeek family's router GEMM (deepseek_common/utils.tiny_router_gemm_max_tokens)
+    # the NVFP4 KV cache's dequantize (kvfp4_tensor.py NVFP4KVQuantizeUtil.dequantize)
+    "nvfp4_kv_dequant": {
+        "flashinfer": [{"kernel": "flashinfer_nvfp4_kv_dequant"}],
+        "torch": [{"kernel": "torch_nvfp4_kv_dequant"}],
+    },
+    # FlashInfer's FP4 / MXFP8 activation quantize backend (fp4_utils.fp4_quantize,
+    # mxfp4_flashinfer_trtllm_moe's routed input)
+    "flashinfer_fp4_quantize": {
+        "cute-dsl": [{"kernel": "flashinfer_cutedsl_quantize"}],
+        "cuda": [{"kernel": "flashinfer_cuda_fp4_quantize"}],
+    },
+    "flashinfer_mxfp8_quantize": {
+        "cute-dsl": [{"kernel": "flashinfer_cutedsl_quantize"}],
+        "cuda": [{"kernel": "flashinfer_cuda_mxfp8_quantize"}],
+    },
     "tiny_router_gemm": {
         "tiny": [{"kernel": "sglang_jit_tiny_gemm"}],
     },

@@ -221,6 +221,12 @@ class MachineContext:
     def quant_fact(self, rule: str) -> quant.FactDecision:
         return quant.fact_rule(self._res(), rule, self.cuda)
 
+    def nvfp4_kv_dequant(self) -> quant.KvDequant:
+        return quant.nvfp4_kv_dequant(self._res(), self.cuda)
+
+    def flashinfer_quantize_backend(self, which: str) -> quant.QuantizeBackend:
+        return quant.flashinfer_quantize_backend(self._res(), which, self.cuda)
+
     def decisions(self, nnodes: int = 1) -> Decisions:
         """Every decision for this node's own GPU count, topology and CUDA: what ``show`` prints."""
         return decide(self._res(), self.topology, len(self.node.gpus), nnodes,

@@ -33,7 +33,8 @@ Kind (``kind_for``):
               whose uses are sites of their own (a local, a ``self.`` attribute, a
               module-level flag), a value only logged (in a log call's arguments, or a
               check whose branches only log), the value a capability helper returns
-              (``..._capability()``) as it is
+              (``..._capability()``) as it is, a check that only registers torch.compile
+              metadata (``METADATA_SITES``: a fake implementation, site by site)
 ``decision``  everything else: the site picks a backend, a size, on/off
 """
 
@@ -177,6 +178,25 @@ def _defines_identity(site: RawSite) -> bool:
                for n in names)
 
 
+# Checks that register torch.compile metadata for an op (a fake, shape-only implementation),
+# not a kernel: whichever way they go, the same kernel runs or none.  Site by site, as
+# (file, function ("" at module level), text of the site's line, reason in SGLang's words).
+METADATA_SITES: Tuple[Tuple[str, str, str, str], ...] = (
+    ("srt/layers/quantization/modelopt_quant.py", "", "(fp4_quantize is not None)",
+     "registers torch.compile metadata, not a kernel: the fake of sgl_kernel::scaled_fp4_quant through "
+     "register_fake_if_exists ('Registers the fake if present; otherwise, returns the function unchanged', "
+     "utils/patch_torch.py:116), a body that returns nothing; sglang-kernel 0.4.10 defines no such op in "
+     "either build (sm90 / sm100 common_ops.abi3.so), so no kernel is picked either way"),
+)
+
+
+def metadata_reason(site: RawSite) -> Optional[str]:
+    for file, function, check, reason in METADATA_SITES:
+        if site.file == file and site.scope == function and check in site.code:
+            return reason
+    return None
+
+
 def kind_for(site: RawSite, gate_reason: Optional[str] = None) -> Tuple[str, str]:
     """(kind, why) of ``site``; ``gate_reason``: the site is listed in ``gates.py``."""
     ctx = site.context
@@ -185,6 +205,9 @@ def kind_for(site: RawSite, gate_reason: Optional[str] = None) -> Tuple[str, str
         return "gate", gate_reason
     if _defines_identity(site):
         return "fact", "defines an identity probe"
+    metadata = metadata_reason(site)
+    if metadata:
+        return "fact", metadata
     if "window" in kinds:
         return "gate", "a kernel's capability window: what it is built for"
     if ctx.role == "assert":

@@ -50,14 +50,15 @@ def replace_function(module: cst.Module, qualname: str, new: cst.FunctionDef) ->
     raise AssertionError("a path starts at the module")
 
 
-def _statements_of(owner: Union[cst.Module, cst.ClassDef]) -> Sequence[cst.CSTNode]:
+def _statements_of(owner: Union[cst.Module, cst.ClassDef, cst.Try]) -> Sequence[cst.CSTNode]:
     return owner.body if isinstance(owner, cst.Module) else cst.ensure_type(owner.body, cst.IndentedBlock).body
 
 
-def _path_to(module: cst.Module, qualname: str) -> List[Tuple[Union[cst.Module, cst.ClassDef], int]]:
-    """[(the module or class holding each step of ``qualname``, the step's index in it)]."""
-    path: List[Tuple[Union[cst.Module, cst.ClassDef], int]] = []
-    owner: Union[cst.Module, cst.ClassDef] = module
+def _path_to(module: cst.Module, qualname: str) -> List[Tuple[Union[cst.Module, cst.ClassDef, cst.Try], int]]:
+    """[(the module, class or module-level ``try:`` holding each step of ``qualname``, the
+    step's index in it)]."""
+    path: List[Tuple[Union[cst.Module, cst.ClassDef, cst.Try], int]] = []
+    owner: Union[cst.Module, cst.ClassDef, cst.Try] = module
     parts = qualname.split(".")
     for part in parts[:-1]:
         classes = [i for i, n in enumerate(_statements_of(owner)) if isinstance(n, cst.ClassDef) and n.name.value == part]
@@ -68,6 +69,14 @@ def _path_to(module: cst.Module, qualname: str) -> List[Tuple[Union[cst.Module, 
         if not isinstance(owner.body, cst.IndentedBlock):
             raise Mismatch(f"class {part} has no block body")
     fns = [i for i, n in enumerate(_statements_of(owner)) if isinstance(n, cst.FunctionDef) and n.name.value == parts[-1]]
+    if not fns and isinstance(owner, cst.Module):  # a module-level function defined in ``try:`` (an optional import's)
+        tries = [(i, n) for i, n in enumerate(owner.body) if isinstance(n, cst.Try)
+                 and any(isinstance(f, cst.FunctionDef) and f.name.value == parts[-1] for f in _statements_of(n))]
+        if len(tries) == 1:
+            path.append((owner, tries[0][0]))
+            owner = tries[0][1]
+            fns = [i for i, n in enumerate(_statements_of(owner))
+                   if isinstance(n, cst.FunctionDef) and n.name.value == parts[-1]]
     if len(fns) != 1:
         raise Mismatch(f"{qualname} is {'missing' if not fns else f'defined {len(fns)} times'}")
     path.append((owner, fns[0]))

@@ -681,6 +681,13 @@ def _delete_names(module: cst.Module, names: Sequence[str]) -> Tuple[cst.Module,
             gone += len(inner) - len(kept)
             body[classes[0]] = cls.with_changes(body=cls.body.with_changes(body=kept))
             continue
+        for i, stmt in enumerate(body):  # a value bound in a module-level ``try:`` (an optional import's)
+            if isinstance(stmt, cst.Try):
+                inner = list(cst.ensure_type(stmt.body, cst.IndentedBlock).body)
+                kept_inner = [s for s in inner if name not in _assigned(s)]
+                if kept_inner and len(kept_inner) < len(inner):
+                    gone += len(inner) - len(kept_inner)
+                    body[i] = stmt.with_changes(body=stmt.body.with_changes(body=kept_inner))
         new_body: List[cst.BaseStatement] = []
         carry: List[cst.EmptyLine] = []
         spacing: List[cst.EmptyLine] = []

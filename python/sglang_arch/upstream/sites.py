@@ -39,7 +39,9 @@ from ..integrations.sglang.targets import (
     DSA_REPLAY_PARAMS,
     DSV4_DECODE_SCORES_PARAMS,
     DSV4_WO_A_PARAMS,
+    FP4_QUANTIZE_PARAMS,
     FP8_GEMM_COVERS,
+    KV_DEQUANT_PARAMS,
     MOE_GUARD_COVERS,
     MOE_LOAD_TIME_COVERS,
 )
@@ -373,6 +375,11 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/layers/quantization/fp4_utils.py", "moe", (
             FunctionSite("initialize_fp4_gemm_config", (), "fp4_gemm_config", (), form="done",
                          uses=("get_exec", "Fp4GemmRunnerBackend")),
+            # FlashInfer's FP4 quantize backend, bound at import from is_sm100 inside the
+            # optional import's try: the registry's, read where it is passed to FlashInfer
+            ReplaceName("_flashinfer_fp4_quantize_impl", FP4_QUANTIZE_PARAMS, "_flashinfer_fp4_quantize_backend",
+                        "fp4_quantize_backend_here", (), what="quantize backend bound at import"),
+            Delete((), unused=("_flashinfer_fp4_quantize_backend",), what="the import-time pick"),
         )),
         # The BF16 GEMM's auto arm reads the SM100 fact inline; its explicit-cutedsl check
         # (the same fact, no string literal of its own) stays SGLang's.
@@ -468,6 +475,22 @@ STEPS: Tuple[Step, ...] = (
             ReplaceName("dsv3_fused_a_gemm", ("mat_a", "mat_b", "output", "backend"), "_AUTO_BACKEND",
                         "fused_a_gemm_auto_backend_here", (), what="auto backend bound at import"),
             Delete((), unused=("_AUTO_BACKEND", "is_sm120_supported"), what="the import-time pick and its probe"),
+        )),
+        # The NVFP4 KV cache's dequantize: its two inline facts become the registry's one decision
+        # (policies/quant.nvfp4_kv_dequant); the is_sm90 assert on the fallback stays SGLang's.
+        ModulePlan("srt/layers/quantization/kvfp4_tensor.py", "moe", (
+            ReplaceFact("NVFP4KVQuantizeUtil.dequantize", KV_DEQUANT_PARAMS, "is_sm100", "nvfp4_kv_dequant_sm100_here",
+                        (), what="FlashInfer dequantize's SM100 check"),
+            ReplaceFact("NVFP4KVQuantizeUtil.dequantize", KV_DEQUANT_PARAMS, "is_sm120", "nvfp4_kv_dequant_sm120_here",
+                        (), what="FlashInfer dequantize's SM120 check"),
+        )),
+        # FlashInfer's MXFP8 quantize backend (and its FP4 one, in fp4_utils.py above): the
+        # import-time pick becomes the registry's, read where the function passes it to FlashInfer.
+        ModulePlan("srt/layers/quantization/mxfp4_flashinfer_trtllm_moe.py", "moe", (
+            ReplaceName("Mxfp4FlashinferTrtllmMoEMethod.quantize_routed_input", ("self", "hidden_states", "hidden_size"),
+                        "_MXFP8_QUANTIZE_BACKEND", "mxfp8_quantize_backend_here", (),
+                        what="MXFP8 quantize backend bound at import"),
+            Delete((), unused=("_MXFP8_QUANTIZE_BACKEND", "get_platform"), what="the import-time pick and its probe"),
         )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from .. import catalog
 from ..registry import Resolution
 from . import moe
 from .platform import tier_fact
@@ -189,6 +190,84 @@ def minimax_fp8_index_hopper(res: Resolution, cuda: Optional[Tuple[int, int]] = 
     on = tier_fact(res, "is_sm90", cuda)
     return FactDecision("is_sm90", on, f"{_where(res)}: MiniMax's sparse index K with an FP8 KV cache stored "
                                        f"{'in FP8 (the Hopper Triton decode)' if on else 'in the model dtype'}")
+
+
+# --- the NVFP4 KV cache's dequantize ------------------------------------------------------------
+#
+# ``NVFP4KVQuantizeUtil.dequantize`` (``kvfp4_tensor.py:257``) dequantizes an NVFP4 KV
+# cache with FlashInfer's ``nvfp4_kv_dequantize`` on ``is_sm100 or is_sm120``, else with a pure
+# PyTorch fallback, asserting ``is_sm90`` first ("NVFP4 KV cache dequantize requires SM100/SM120
+# or SM90 fallback GPU").  FlashInfer's kernel builds from SM80 (its check accepts 8.0 8.6 8.9
+# 9.0 10.0 10.3 10.7 11.0 12.0 12.1), so on SM90 both run and the facts pick one: a decision.
+# The registry asks SGLang's two facts of the tier and keeps them only where FlashInfer's kernel
+# builds for the device; elsewhere both are False and SGLang's own ``is_sm90`` assert decides
+# whether the fallback may run.
+KV_DEQUANT = "nvfp4_kv_dequant"  # the kernel catalog's name for this decision
+
+
+@dataclass(frozen=True)
+class KvDequant:
+    sm100: bool  # what ``get_platform().is_sm100`` answers in the dequantize
+    sm120: bool  # ``get_platform().is_sm120``
+    reason: str
+
+    @property
+    def flashinfer(self) -> bool:
+        return self.sm100 or self.sm120
+
+
+def nvfp4_kv_dequant(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> KvDequant:
+    """The NVFP4 KV cache dequantize's two facts on this device."""
+    sm100, sm120 = tier_fact(res, "is_sm100", cuda), tier_fact(res, "is_sm120", cuda)
+    if not (sm100 or sm120):
+        return KvDequant(False, False, f"{_where(res)}: neither SM100 nor SM120: SGLang's PyTorch fallback "
+                                       "(on SM90; elsewhere SGLang's assert)")
+    verdict = catalog.choice_runs(KV_DEQUANT, "flashinfer", res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        return KvDequant(False, False, f"{_where(res)}: {'SM100' if sm100 else 'SM120'} takes FlashInfer's "
+                                       f"dequantize, but on {res.requested} {verdict.reason}: not FlashInfer's")
+    return KvDequant(sm100, sm120, f"{_where(res)}: {'SM100' if sm100 else 'SM120'}: FlashInfer's dequantize "
+                                   f"({verdict.reason if verdict else 'flashinfer'})")
+
+
+# --- FlashInfer's FP4 / MXFP8 activation quantize backend ----------------------------------------
+#
+# ``fp4_utils._flashinfer_fp4_quantize_impl`` (``fp4_utils.py:48``) and
+# ``FlashInferMxfp4TrtllmMoEMethod.quantize_routed_input`` (``mxfp4_flashinfer_trtllm_moe.py:369``)
+# pass FlashInfer a quantize backend bound at import: ``"cute-dsl" if get_platform().is_sm100 else
+# "cuda"``.  Both backends quantize the same format (FlashInfer's CuTe DSL kernels, "SM100+", and
+# its CUDA ones); the SM100 fact picks one: a decision.  The registry asks the rule of the tier
+# and keeps the CuTe DSL kernels only where CuTe DSL builds them for the device, else the CUDA
+# ones where they build; where neither builds, the tier's pick (nothing runs either way).
+QUANTIZE_DECISIONS = {"fp4": "flashinfer_fp4_quantize", "mxfp8": "flashinfer_mxfp8_quantize"}
+CUTE_DSL, CUDA = "cute-dsl", "cuda"
+
+
+@dataclass(frozen=True)
+class QuantizeBackend:
+    backend: str  # FlashInfer's ``backend=`` value: "cute-dsl" or "cuda"
+    reason: str
+
+
+def flashinfer_quantize_backend(res: Resolution, which: str,
+                                cuda: Optional[Tuple[int, int]] = (13, 0)) -> QuantizeBackend:
+    """FlashInfer's ``fp4_quantize`` (``which="fp4"``) or ``mxfp8_quantize`` (``"mxfp8"``)
+    backend as SGLang binds it at import, on this device."""
+    if which not in QUANTIZE_DECISIONS:
+        raise ValueError(f"invalid FlashInfer quantize {which!r}; accepted: {', '.join(QUANTIZE_DECISIONS)}")
+    decision = QUANTIZE_DECISIONS[which]
+    pick = CUTE_DSL if tier_fact(res, "is_sm100", cuda) else CUDA
+    other = CUDA if pick == CUTE_DSL else CUTE_DSL
+    rule = f"{_where(res)}: {'SM100: CuTe DSL' if pick == CUTE_DSL else 'not SM100: CUDA'}"
+    verdict = catalog.choice_runs(decision, pick, res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        alternative = catalog.choice_runs(decision, other, res.identities, cuda)
+        if pick == CUTE_DSL and alternative is not None and alternative.runs:
+            return QuantizeBackend(other, f"{rule}, but on {res.requested} {verdict.reason}: {other} "
+                                          f"({alternative.reason})")
+        return QuantizeBackend(pick, f"{rule}; on {res.requested} {verdict.reason}, and no other backend is "
+                                     "taken for it: the tier's pick")
+    return QuantizeBackend(pick, f"{rule} ({verdict.reason if verdict else pick})")
 
 
 FACT_RULES = {rule.__name__: rule for rule in (

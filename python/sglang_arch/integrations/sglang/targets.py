@@ -36,6 +36,14 @@ _CONFIGURER = "sglang.srt.layers.deep_gemm_wrapper.configurer"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
 _FP4 = "sglang.srt.layers.quantization.fp4_utils"
 _UNQUANT = "sglang.srt.layers.quantization.unquant"
+_KVFP4 = "sglang.srt.layers.quantization.kvfp4_tensor"
+_MXFP4_TRTLLM = "sglang.srt.layers.quantization.mxfp4_flashinfer_trtllm_moe"
+# The NVFP4 KV dequantize's two facts, in the order the glue answers them, and its parameters
+# (the plugin target and the series sites); _flashinfer_fp4_quantize_impl's parameters
+KV_DEQUANT_FACTS = ("is_sm100", "is_sm120")
+KV_DEQUANT_PARAMS = ("quant_tensor", "block_scales", "global_scale", "dtype")
+FP4_QUANTIZE_PARAMS = ("input", "global_scale", "sf_vec_size", "sf_use_ue8m0", "is_sf_swizzled_layout",
+                       "is_sf_8x4_layout", "enable_pdl")
 _LOADER_UTILS = "sglang.srt.model_loader.utils"
 _MODEL_CONFIG = "sglang.srt.configs.model_config"
 _FP8_METHOD = "sglang.srt.layers.quantization.fp8.Fp8LinearMethod"
@@ -490,6 +498,20 @@ def all_targets() -> List[Target]:
         Target("Fused QKV-A GEMM", "sglang.kernels.ops.gemm.fused_a_gemm.dsv3_fused_a_gemm",
                scoped(moe.fused_a_gemm_auto_backend, "_AUTO_BACKEND", value=True),
                ("mat_a", "mat_b", "output", "backend"), ("_AUTO_BACKEND", "FusedAGemmBackend")),
+        # The NVFP4 KV cache's dequantize reads get_platform().is_sm100 / is_sm120 per call to take
+        # FlashInfer's kernel: for the call, those facts answer the registry's one decision
+        # (policies/quant.nvfp4_kv_dequant); SGLang's is_sm90 assert on the fallback stays its own.
+        Target("NVFP4 KV dequantize", f"{_KVFP4}.NVFP4KVQuantizeUtil.dequantize",
+               scoped_fact(moe.nvfp4_kv_dequant, KV_DEQUANT_FACTS), KV_DEQUANT_PARAMS, ("get_platform",)),
+        # FlashInfer's FP4 / MXFP8 quantize backend, bound at import from is_sm100: for the call,
+        # the name answers the registry's backend.  fp4_quantize's custom op holds the function
+        # itself (registered at import), so the refresh also sets the module value once routed.
+        Target("FlashInfer quantize backend", f"{_FP4}._flashinfer_fp4_quantize_impl",
+               scoped(moe.fp4_quantize_backend, "_flashinfer_fp4_quantize_backend", value=True),
+               FP4_QUANTIZE_PARAMS, ("_flashinfer_fp4_quantize_backend",), refresh=moe.refresh_fp4_quantize_backend),
+        Target("FlashInfer quantize backend", f"{_MXFP4_TRTLLM}.Mxfp4FlashinferTrtllmMoEMethod.quantize_routed_input",
+               scoped(moe.mxfp8_quantize_backend, "_MXFP8_QUANTIZE_BACKEND", value=True),
+               ("self", "hidden_states", "hidden_size"), ("_MXFP8_QUANTIZE_BACKEND",)),
     ] + gemm_path_targets()
 
 

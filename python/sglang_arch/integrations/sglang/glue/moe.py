@@ -874,3 +874,102 @@ def dsv41_bf16_index_logits_here() -> bool:
     if answer is not None:
         return answer
     return bool(sys.modules[_INDEX_LOGITS]._is_sm100())
+
+
+# --- the NVFP4 KV cache's dequantize (srt/layers/quantization/kvfp4_tensor.py) ---
+#
+# ``NVFP4KVQuantizeUtil.dequantize`` reads ``get_platform().is_sm100 or is_sm120`` per
+# call to take FlashInfer's ``nvfp4_kv_dequantize``, else its PyTorch fallback.  The registry's
+# answer (``policies/quant.nvfp4_kv_dequant``), decided once per machine: per call, the machine
+# context and one dictionary look-up.
+_kv_dequant: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def nvfp4_kv_dequant() -> Optional[Tuple[bool, bool]]:
+    """(``is_sm100``, ``is_sm120``) as the NVFP4 KV dequantize reads them: the tier's facts,
+    each kept where FlashInfer's dequantize builds for the device.  None (SGLang's facts)
+    without an NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+
+    def decide() -> Tuple[bool, bool]:
+        decision = ctx.nvfp4_kv_dequant()
+        return decision.sm100, decision.sm120
+
+    return per_machine(_kv_dequant, ctx, None, decide)
+
+
+def nvfp4_kv_dequant_sm100_here() -> bool:
+    """The replace form of ``get_platform().is_sm100`` in the NVFP4 KV dequantize."""
+    facts = nvfp4_kv_dequant()
+    return or_platform_fact(None if facts is None else facts[0], "is_sm100")
+
+
+def nvfp4_kv_dequant_sm120_here() -> bool:
+    """The replace form of ``get_platform().is_sm120`` in the NVFP4 KV dequantize."""
+    facts = nvfp4_kv_dequant()
+    return or_platform_fact(None if facts is None else facts[1], "is_sm120")
+
+
+# --- FlashInfer's FP4 / MXFP8 activation quantize backend ---
+#
+# ``fp4_utils._flashinfer_fp4_quantize_impl`` and ``FlashInferMxfp4TrtllmMoEMethod.
+# quantize_routed_input`` pass FlashInfer a backend bound at import
+# (``_flashinfer_fp4_quantize_backend``, ``_MXFP8_QUANTIZE_BACKEND``: ``"cute-dsl" if
+# get_platform().is_sm100 else "cuda"``).  The registry's backend
+# (``policies/quant.flashinfer_quantize_backend``), decided once per machine.
+_FP4_UTILS = "sglang.srt.layers.quantization.fp4_utils"
+_quantize_backend: Dict[Any, Tuple[Any, Any]] = {}
+
+
+def _quantize_backend_of(which: str) -> Optional[str]:
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    return per_machine(_quantize_backend, ctx, which, lambda: ctx.flashinfer_quantize_backend(which).backend)
+
+
+@fail_open
+def fp4_quantize_backend() -> Optional[str]:
+    """``_flashinfer_fp4_quantize_backend``: FlashInfer's ``fp4_quantize`` backend, the
+    registry's ("cute-dsl" or "cuda"); None (SGLang's) without an NVIDIA GPU, off CUDA."""
+    return _quantize_backend_of("fp4")
+
+
+@fail_open
+def mxfp8_quantize_backend() -> Optional[str]:
+    """``_MXFP8_QUANTIZE_BACKEND``: FlashInfer's ``mxfp8_quantize`` backend for the MXFP4
+    TRT-LLM MoE's routed input, the registry's; None (SGLang's) without an NVIDIA GPU."""
+    return _quantize_backend_of("mxfp8")
+
+
+def _sglang_quantize_backend() -> str:
+    from sglang.srt.runtime_context import get_platform
+
+    return "cute-dsl" if get_platform().is_sm100 else "cuda"
+
+
+def fp4_quantize_backend_here() -> str:
+    """The replace form of ``_flashinfer_fp4_quantize_backend`` in ``_flashinfer_fp4_quantize_impl``:
+    the registry's backend, else SGLang's rule (CuTe DSL on SM100, else CUDA)."""
+    backend = fp4_quantize_backend()
+    return backend if backend is not None else _sglang_quantize_backend()
+
+
+def mxfp8_quantize_backend_here() -> str:
+    """The replace form of ``_MXFP8_QUANTIZE_BACKEND`` in ``quantize_routed_input``."""
+    backend = mxfp8_quantize_backend()
+    return backend if backend is not None else _sglang_quantize_backend()
+
+
+def refresh_fp4_quantize_backend(module: Any) -> None:
+    """SGLang registers ``_flashinfer_fp4_quantize_impl`` as a torch custom op at import
+    (``register_custom_op_from_extern``), which holds the function itself, so calls through
+    ``fp4_quantize`` do not pass the routed name: the module value the function reads is set
+    to the registry's once the module is routed (the plugin routes a module once its code
+    has run, before any other module imports it)."""
+    backend = fp4_quantize_backend()
+    if backend is not None and hasattr(module, "_flashinfer_fp4_quantize_backend"):
+        module._flashinfer_fp4_quantize_backend = backend
