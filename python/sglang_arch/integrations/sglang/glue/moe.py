@@ -489,15 +489,16 @@ def minimax_fp8_index_hopper_here() -> bool:
 _GEMM_PATHS: dict = {}
 
 
-def _per_machine(key: Any, decide: Callable[[Any], Any]) -> Any:
-    """``decide(ctx)`` once per machine; a call after the first is one look-up (no allocation)."""
+def _per_machine(key: Any, decide: Callable[..., Any], *args: Any) -> Any:
+    """``decide(ctx, *args)`` once per machine; a call after the first is one look-up (no
+    closure built)."""
     ctx = device_context()
     if ctx is None:
         return None
     entry = _GEMM_PATHS.get(key)
     if entry is not None and entry[0] is ctx:
         return entry[1]
-    return per_machine(_GEMM_PATHS, ctx, key, lambda: decide(ctx))
+    return per_machine(_GEMM_PATHS, ctx, key, lambda: decide(ctx, *args))
 
 
 def _gemm_paths() -> Optional[Any]:
@@ -634,13 +635,7 @@ def _decide_capability(ctx: Any, path: str) -> Tuple[int, int]:
 
 
 def _path_capability(path: str) -> Optional[Tuple[int, int]]:
-    ctx = device_context()
-    if ctx is None:
-        return None
-    entry = _GEMM_PATHS.get(path)
-    if entry is not None and entry[0] is ctx:
-        return entry[1]
-    return per_machine(_GEMM_PATHS, ctx, path, lambda: _decide_capability(ctx, path))
+    return _per_machine(path, _decide_capability, path)
 
 
 def _torch_capability() -> Tuple[int, int]:
