@@ -737,9 +737,10 @@ def minimax_m3_native_stack(quantization: Optional[str]) -> Optional[bool]:
     M3.1 NVFP4 checkpoint runs its Blackwell stack, the answer the attention backend, the KV
     pool class and the KV cell-size budget share.  The override's arm and this answer are
     one decision (``policies/minimax_m3.nvfp4_arm``), so they cannot split.  None (SGLang's
-    function) where the arm is SGLang's own probe."""
+    function) where the arm is SGLang's own probe, and for any other checkpoint (SGLang's
+    function answers False there, whatever the GPU; the arm is not asked)."""
     if quantization != "minimax_m3_nvfp4":
-        return False  # SGLang's answer for any other checkpoint, whatever the GPU
+        return None
     return minimax_m3_blackwell_arm()
 
 

@@ -383,11 +383,20 @@ def _quant_fact(rule: str, ctx: Any) -> Optional[bool]:
     return per_machine(_QUANT_FACTS, ctx, rule, lambda: ctx.quant_fact(rule).value)
 
 
+def _cuda_quant_fact(rule: str) -> Optional[bool]:
+    """A load-time rule answered from the routed machine, on SGLang's CUDA platform only (the
+    machine is asked first: without one, no SGLang module is imported)."""
+    ctx = routed_context()
+    if ctx is None or not _cuda_platform():
+        return None
+    return _quant_fact(rule, ctx)
+
+
 @fail_open
 def hopper_bf16_weight_cache() -> Optional[bool]:
     """``get_platform().is_sm90`` in ``Fp8LinearMethod.process_weights_after_loading_block_quant``:
     whether block-32 FP8 linears on Triton keep a BF16 weight cache (opt-in)."""
-    return _quant_fact("hopper_bf16_weight_cache", routed_context()) if _cuda_platform() else None
+    return _cuda_quant_fact("hopper_bf16_weight_cache")
 
 
 def hopper_bf16_weight_cache_here() -> bool:
@@ -398,7 +407,7 @@ def hopper_bf16_weight_cache_here() -> bool:
 def deep_gemm_sm100_block32() -> Optional[bool]:
     """``get_platform().is_sm100`` in ``dispatch_w8a8_block_fp8_linear``'s SM100 arm: block-32
     FP8 on DeepGEMM's SM100 kernel (None where the registry's DeepGEMM is off)."""
-    return _quant_fact("deep_gemm_sm100_block32", routed_context()) if _cuda_platform() else None
+    return _cuda_quant_fact("deep_gemm_sm100_block32")
 
 
 def deep_gemm_sm100_block32_here() -> bool:
@@ -409,7 +418,7 @@ def deep_gemm_sm100_block32_here() -> bool:
 def deep_gemm_sm100_fused_activation() -> Optional[bool]:
     """``get_platform().is_sm100`` in ``DenseSiluAndMulQuant.__init__``: SiLU-and-mul fused with
     the FP8 quantization DeepGEMM's SM100 dense GEMM reads (None where DeepGEMM is off)."""
-    return _quant_fact("deep_gemm_sm100_fused_activation", routed_context()) if _cuda_platform() else None
+    return _cuda_quant_fact("deep_gemm_sm100_fused_activation")
 
 
 def deep_gemm_sm100_fused_activation_here() -> bool:
@@ -419,7 +428,7 @@ def deep_gemm_sm100_fused_activation_here() -> bool:
 @fail_open
 def triton_mxfp4_persistent() -> Optional[bool]:
     """``get_platform().is_sm100`` in ``_swizzle_mxfp4``: triton_kernels' persistent MXFP4 matmul."""
-    return _quant_fact("triton_mxfp4_persistent", routed_context()) if _cuda_platform() else None
+    return _cuda_quant_fact("triton_mxfp4_persistent")
 
 
 def triton_mxfp4_persistent_here() -> bool:
@@ -430,7 +439,7 @@ def triton_mxfp4_persistent_here() -> bool:
 def marlin_mxfp4_hopper_widths() -> Optional[bool]:
     """``get_platform().is_sm90`` in ``Mxfp4MarlinMoEMethod.create_weights``: the experts keep
     their logical width until Marlin's preparation pads it."""
-    return _quant_fact("marlin_mxfp4_hopper_widths", routed_context()) if _cuda_platform() else None
+    return _cuda_quant_fact("marlin_mxfp4_hopper_widths")
 
 
 def marlin_mxfp4_hopper_widths_here() -> bool:
@@ -441,7 +450,7 @@ def marlin_mxfp4_hopper_widths_here() -> bool:
 def nvfp4_native_prefill() -> Optional[bool]:
     """``get_platform().is_sm100`` in ``handle_nvfp4_prefill_kv_dequant_dtype``: with an NVFP4
     KV cache and no backend named, whether prefill reads native NVFP4 (``trtllm_mha``)."""
-    return _quant_fact("nvfp4_native_prefill", routed_context()) if _cuda_platform() else None
+    return _cuda_quant_fact("nvfp4_native_prefill")
 
 
 def nvfp4_native_prefill_here() -> bool:
@@ -469,7 +478,7 @@ def mxfp8_moe_quantizer_sm107_here() -> bool:
 def minimax_fp8_index_hopper() -> Optional[bool]:
     """``get_platform().is_sm90`` in ``get_minimax_sparse_index_dtype``: MiniMax's sparse index K
     in FP8 beside an FP8 KV cache (the Hopper Triton decode reads it)."""
-    return _quant_fact("minimax_fp8_index_hopper", routed_context()) if _cuda_platform() else None
+    return _cuda_quant_fact("minimax_fp8_index_hopper")
 
 
 def minimax_fp8_index_hopper_here() -> bool:
