@@ -33,7 +33,7 @@ from typing import Optional, Tuple
 
 from .. import catalog
 from ..registry import Resolution
-from .platform import tier_fact
+from .platform import tier_fact, tier_where
 
 Cuda = Optional[Tuple[int, int]]
 DSV4_PATHS = "dsv4_paths"  # the kernel catalog's name for this decision
@@ -58,7 +58,7 @@ def _kept(res: Resolution, path: str, rule: bool, cuda: Cuda) -> Tuple[bool, str
 
 def dsv4_kernel_paths(res: Resolution, cuda: Cuda = None) -> Dsv4Paths:
     """DeepSeek-V4's Blackwell and Hopper kernel paths on this device."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     blackwell, why_b = _kept(res, BLACKWELL, tier_fact(res, "is_blackwell", cuda), cuda)
     hopper, why_h = _kept(res, HOPPER, tier_fact(res, "is_sm90", cuda), cuda)
     return Dsv4Paths(blackwell, hopper, f"{where}: Blackwell: {why_b}; Hopper: {why_h}")
@@ -86,7 +86,7 @@ class RouterGemm:
 
 def tiny_router_gemm(res: Resolution, cuda: Cuda = None) -> RouterGemm:
     """Whether the DeepSeek family's router takes SGLang's tiny BF16 GEMM on this device."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if res.resolved.sm < 90:
         return RouterGemm(False, f"{where}: below SM90, where the tiny GEMM was not measured to beat cuBLAS: cuBLAS")
     verdict = catalog.choice_runs(TINY_ROUTER, TINY, res.identities, cuda)
@@ -120,7 +120,7 @@ class FusedAGemm:
 
 def fused_a_gemm_auto(res: Resolution, cuda: Cuda = None) -> FusedAGemm:
     """The fused QKV-A GEMM's ``auto`` backend on this device."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if not tier_fact(res, "is_sm120", cuda):
         return FusedAGemm(FUSED_A_JIT, f"{where}: not SM120 (major 12, CUDA >= 12.8): the JIT kernel")
     verdict = catalog.choice_runs(FUSED_A, FUSED_A_CUTEDSL, res.identities, cuda)
@@ -148,7 +148,7 @@ class SharedExpertsHold:
 
 def shared_experts_hopper_marlin_hold(res: Resolution, cuda: Cuda = None) -> SharedExpertsHold:
     """Whether an NVFP4 checkpoint on the Marlin MoE runner keeps its shared expert unfused."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if tier_fact(res, "is_sm90", cuda):
         return SharedExpertsHold(True, f"{where}: Hopper (major 9, CUDA >= 12.3): the shared-expert fused load "
                                        "path under NVFP4 + Marlin is not validated there: unfused by default")
@@ -178,7 +178,7 @@ class SwigluFusion:
 
 def nvfp4_swiglu_fusion(res: Resolution, cuda: Cuda = None) -> SwigluFusion:
     """Whether a W4A4 NVFP4 shared expert may take SGLang's fused GEMM + SwiGLU + quant kernel."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if not tier_fact(res, "is_sm100", cuda):
         return SwigluFusion(False, f"{where}: not SM100 (major 10, CUDA >= 12.8): GEMM, SwiGLU and quant apart")
     verdict = catalog.choice_runs(NVFP4_SWIGLU, FUSED, res.identities, cuda)
@@ -208,7 +208,7 @@ class IndexLogits:
 
 def dsv41_bf16_index_logits(res: Resolution, cuda: Cuda = None) -> IndexLogits:
     """Whether DeepSeek-V4.1's index logits are bf16 on this device (the environment apart)."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if res.resolved.major == 10:
         return IndexLogits(True, f"{where}: SM100, where the reference kernels score in bf16: bf16 logits")
     return IndexLogits(False, f"{where}: not SM100: fp32 logits")

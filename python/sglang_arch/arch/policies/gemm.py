@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .. import catalog
 from ..capability import Capability
 from ..registry import Resolution
-from .platform import tier_fact
+from .platform import tier_fact, tier_where
 
 GEMM_PATH = "gemm_path"  # the kernel catalog's decision for these paths (arch/kernels.py CHOICES)
 Cuda = tuple
@@ -65,16 +65,12 @@ class GemmPaths:
         return {name: {"on": path.on, "reason": path.reason} for name, path in vars(self).items()}
 
 
-def _where(res: Resolution) -> str:
-    return f"tier {res.resolved} ({res.match})"
-
-
 def _with_builds(res: Resolution, choice: str, cuda: Cuda, tuned: str) -> Path:
     """The tier's rule says ``choice``'s path: taken where its kernels build for the device."""
     verdict = catalog.choice_runs(GEMM_PATH, choice, res.identities, cuda)
     if verdict.runs:
-        return Path(True, f"{_where(res)}: {tuned} ({verdict.reason})")
-    return Path(False, f"{_where(res)}: {tuned}, but on {res.requested} {verdict.reason}: not taken")
+        return Path(True, f"{tier_where(res)}: {tuned} ({verdict.reason})")
+    return Path(False, f"{tier_where(res)}: {tuned}, but on {res.requested} {verdict.reason}: not taken")
 
 
 def k3_front_splitk(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
@@ -83,7 +79,7 @@ def k3_front_splitk(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
     FP32 output), tuned on SM 10.7: taken where the tier is SM 10.7 and both kernels build."""
     tier = res.resolved
     if tier.sm != K3_FRONT_SPLITK_SM:
-        return Path(False, f"{_where(res)}: not SM 10.7, which the K3 split-K table was tuned on")
+        return Path(False, f"{tier_where(res)}: not SM 10.7, which the K3 split-K table was tuned on")
     return _with_builds(res, "k3_front_splitk", cuda, "the K3 split-K table tuned on SM 10.7")
 
 
@@ -94,8 +90,8 @@ def hopper_gemv_sm12x(res: Resolution) -> Path:
     for the device; SGLang's backend check admits it on majors 9 and 12 only."""
     tier = res.resolved
     if tier.major >= HOPPER_GEMV_SM12X_MAJOR:
-        return Path(True, f"{_where(res)}: major {tier.major}, the SM12x GEMV window (kUnroll 1)")
-    return Path(False, f"{_where(res)}: major {tier.major}, the H200 GEMV window")
+        return Path(True, f"{tier_where(res)}: major {tier.major}, the SM12x GEMV window (kUnroll 1)")
+    return Path(False, f"{tier_where(res)}: major {tier.major}, the H200 GEMV window")
 
 
 def router_gemv(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
@@ -104,7 +100,7 @@ def router_gemv(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
     DSL compiles the kernel for the device."""
     tier = res.resolved
     if tier.major != ROUTER_GEMV_MAJOR:
-        return Path(False, f"{_where(res)}: major {tier.major}, not the SM100 family: cuBLAS")
+        return Path(False, f"{tier_where(res)}: major {tier.major}, not the SM100 family: cuBLAS")
     return _with_builds(res, "router_gemv", cuda, "the CuTe DSL router GEMV of the SM100 family")
 
 
@@ -115,8 +111,8 @@ def nemotron_prefill_overlap(res: Resolution) -> Path:
     two streams, so no build decides it."""
     tier = res.resolved
     if tier == NEMOTRON_PREFILL_OVERLAP:
-        return Path(True, f"{_where(res)}: SM 12.0, where Nemotron-H's prefill overlap was measured")
-    return Path(False, f"{_where(res)}: not SM 12.0: Nemotron-H's shared/routed overlap")
+        return Path(True, f"{tier_where(res)}: SM 12.0, where Nemotron-H's prefill overlap was measured")
+    return Path(False, f"{tier_where(res)}: not SM 12.0: Nemotron-H's shared/routed overlap")
 
 
 def sbo_deep_gemm_down_overlap(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
@@ -127,14 +123,14 @@ def sbo_deep_gemm_down_overlap(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
     no build, so the rule is SGLang's there)."""
     blackwell = tier_fact(res, "is_blackwell", cuda)
     if blackwell:
-        return Path(False, f"{_where(res)}: Blackwell, whose DeepGEMM down GEMM takes no combine signal")
+        return Path(False, f"{tier_where(res)}: Blackwell, whose DeepGEMM down GEMM takes no combine signal")
     if res.match == "exact":
-        return Path(True, f"{_where(res)}: not Blackwell, DeepGEMM's down GEMM signals the combine")
+        return Path(True, f"{tier_where(res)}: not Blackwell, DeepGEMM's down GEMM signals the combine")
     verdict = catalog.choice_runs("deep_gemm", "jit", res.identities, cuda)
     if verdict.runs:
-        return Path(True, f"{_where(res)}: not Blackwell, DeepGEMM's down GEMM signals the combine "
+        return Path(True, f"{tier_where(res)}: not Blackwell, DeepGEMM's down GEMM signals the combine "
                           f"({verdict.reason})")
-    return Path(False, f"{_where(res)}: not Blackwell, but on {res.requested} {verdict.reason}: no overlap")
+    return Path(False, f"{tier_where(res)}: not Blackwell, but on {res.requested} {verdict.reason}: no overlap")
 
 
 # Paths SGLang keys to a torch read inline (``torch.cuda.get_device_capability()``), in
@@ -159,7 +155,7 @@ def qwen4_decode_fusion(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
     TRTLLM MoE with deferred finalize, stays beside it)."""
     tier = res.resolved
     if tier.major != QWEN4_DECODE_MAJOR:
-        return Path(False, f"{_where(res)}: major {tier.major}, not 10: Qwen's decode MoE unfused")
+        return Path(False, f"{tier_where(res)}: major {tier.major}, not 10: Qwen's decode MoE unfused")
     return _with_builds(res, "qwen4_decode_fusion", cuda, "Qwen's fused decode finalize + all-reduce (major 10)")
 
 
@@ -168,8 +164,8 @@ def marlin_lora_b200_decode(res: Resolution) -> Path:
     slots, which SGLang selects on the B200 (10.0) only: where the tier is 10.0.  The
     same Marlin kernels run either factorization."""
     if res.resolved == MARLIN_LORA_B200:
-        return Path(True, f"{_where(res)}: the B200 direct-decode factorization")
-    return Path(False, f"{_where(res)}: not 10.0 (B200): the default factorization")
+        return Path(True, f"{tier_where(res)}: the B200 direct-decode factorization")
+    return Path(False, f"{tier_where(res)}: not 10.0 (B200): the default factorization")
 
 
 def lora_cutedsl_wide_tiles(res: Resolution) -> Path:
@@ -177,8 +173,8 @@ def lora_cutedsl_wide_tiles(res: Resolution) -> Path:
     narrow tile, so prefill takes wide tiles: the tier's rule (one kernel either way)."""
     tier = res.resolved
     if tier < LORA_WIDE_TILES_BELOW:
-        return Path(True, f"{_where(res)}: below 10.0, wide tiles only (the narrow tile dropped)")
-    return Path(False, f"{_where(res)}: 10.0 or newer, narrow and wide tiles")
+        return Path(True, f"{tier_where(res)}: below 10.0, wide tiles only (the narrow tile dropped)")
+    return Path(False, f"{tier_where(res)}: 10.0 or newer, narrow and wide tiles")
 
 
 def muse_spark_gemm_ag(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
@@ -186,7 +182,7 @@ def muse_spark_gemm_ag(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
     workspace, which SGLang takes on 10.3 (GB300) only: where the tier is 10.3 and the
     kernel builds for the device (its own support check still follows)."""
     if res.resolved != MUSE_SPARK_GEMM_AG:
-        return Path(False, f"{_where(res)}: not 10.3 (GB300): the BF16 GEMM dispatcher")
+        return Path(False, f"{tier_where(res)}: not 10.3 (GB300): the BF16 GEMM dispatcher")
     return _with_builds(res, "muse_spark_gemm_ag", cuda, "Muse Spark's GEMM + all-gather (10.3)")
 
 
@@ -195,7 +191,7 @@ def muse_spark_finalize_ar(res: Resolution, cuda: Cuda = (13, 0)) -> Path:
     which SGLang allows on major 10 only: where the tier's major is 10 and the kernel builds."""
     tier = res.resolved
     if tier.major != MUSE_SPARK_FINALIZE_AR_MAJOR:
-        return Path(False, f"{_where(res)}: major {tier.major}, not 10: separate finalize and all-reduce")
+        return Path(False, f"{tier_where(res)}: major {tier.major}, not 10: separate finalize and all-reduce")
     return _with_builds(res, "muse_spark_finalize_ar", cuda, "Muse Spark's fused finalize + all-reduce (major 10)")
 
 

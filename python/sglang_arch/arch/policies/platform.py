@@ -60,3 +60,7 @@ def tier_fact(res: Resolution, fact: str, cuda: Optional[Tuple[int, int]]) -> bo
     majors, min_cuda = FACT_RULES[fact]
     return res.resolved.major in majors and (cuda is None or cuda >= min_cuda)
 
+
+def tier_where(res: Resolution) -> str:
+    """The prefix of a tier-rule decision's reason: which tier answered, and how it matched."""
+    return f"tier {res.resolved} ({res.match})"

@@ -34,7 +34,7 @@ from typing import Optional, Tuple
 from .. import catalog
 from ..registry import Resolution
 from . import moe
-from .platform import tier_fact
+from .platform import tier_fact, tier_where
 
 # What SGLang's dense check compares ``get_device_sm()`` with: the SM it keeps FP32 scales on.
 SM12X_DENSE_SM = 120
@@ -49,7 +49,7 @@ class RequantDecision:
 
 def dense_ue8m0_requant(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> RequantDecision:
     """Whether dense block-FP8 weights are requantized into DeepGEMM's UE8M0 scales here."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if moe.deep_gemm(res, cuda).choice != "on":
         return RequantDecision(None, res.requested.sm,
                                f"{where}: DeepGEMM is off here, so nothing is requantized for it (SGLang's check "
@@ -82,10 +82,6 @@ class FactDecision:
     reason: str
 
 
-def _where(res: Resolution) -> str:
-    return f"tier {res.resolved} ({res.match})"
-
-
 def hopper_bf16_weight_cache(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
     """``Fp8LinearMethod.process_weights_after_loading_block_quant`` (``fp8.py:861-881``):
     under ``SGLANG_OPT_HOPPER_BLOCK_FP8_BF16``, block-32 FP8 linears Triton serves (not
@@ -93,16 +89,16 @@ def hopper_bf16_weight_cache(res: Resolution, cuda: Optional[Tuple[int, int]] = 
     accumulates each 32-wide block separately"), on ``is_sm90``.  A memory-for-speed trade
     measured on Hopper; cuBLAS BF16 runs everywhere, so the tier's rule decides."""
     on = tier_fact(res, "is_sm90", cuda)
-    return FactDecision("is_sm90", on, f"{_where(res)}: {'Hopper' if on else 'not Hopper'}: the BF16 weight cache "
+    return FactDecision("is_sm90", on, f"{tier_where(res)}: {'Hopper' if on else 'not Hopper'}: the BF16 weight cache "
                                        f"for block-32 FP8 on Triton is {'kept (opt-in)' if on else 'off'}")
 
 
 def _deep_gemm_sm100(res: Resolution, cuda: Optional[Tuple[int, int]], what: str) -> FactDecision:
     if moe.deep_gemm(res, cuda).choice != "on":
-        return FactDecision("is_sm100", None, f"{_where(res)}: DeepGEMM is off here, so {what} is not reached "
+        return FactDecision("is_sm100", None, f"{tier_where(res)}: DeepGEMM is off here, so {what} is not reached "
                                               "(SGLang's own probe stands)")
     on = tier_fact(res, "is_sm100", cuda)
-    return FactDecision("is_sm100", on, f"{_where(res)}: DeepGEMM on, {'its SM100 kernels' if on else 'not SM100'}: "
+    return FactDecision("is_sm100", on, f"{tier_where(res)}: DeepGEMM on, {'its SM100 kernels' if on else 'not SM100'}: "
                                         f"{what} {'on' if on else 'off'}")
 
 
@@ -130,7 +126,7 @@ def triton_mxfp4_persistent(res: Resolution, cuda: Optional[Tuple[int, int]] = (
     Blackwell majors take triton_kernels' own flags.  Triton compiles either for the device,
     so the tier's rule decides."""
     on = tier_fact(res, "is_sm100", cuda)
-    return FactDecision("is_sm100", on, f"{_where(res)}: triton_kernels' persistent MXFP4 matmul "
+    return FactDecision("is_sm100", on, f"{tier_where(res)}: triton_kernels' persistent MXFP4 matmul "
                                         f"{'asked for (SM100)' if on else 'not asked for'}")
 
 
@@ -141,7 +137,7 @@ def marlin_mxfp4_hopper_widths(res: Resolution, cuda: Optional[Tuple[int, int]] 
     is padded to 128 at creation.  The same Marlin kernel reads either (its preparation
     pads to its own tile), so the tier's rule decides."""
     on = tier_fact(res, "is_sm90", cuda)
-    return FactDecision("is_sm90", on, f"{_where(res)}: MXFP4 Marlin experts "
+    return FactDecision("is_sm90", on, f"{tier_where(res)}: MXFP4 Marlin experts "
                                        f"{'keep their logical width (Hopper)' if on else 'padded to 128 at creation'}")
 
 
@@ -156,13 +152,13 @@ def nvfp4_native_prefill(res: Resolution, cuda: Optional[Tuple[int, int]] = (13,
     from . import attention
 
     if not tier_fact(res, "is_sm100", cuda):
-        return FactDecision("is_sm100", False, f"{_where(res)}: not SM100: NVFP4 prefill through an FP8 E4M3 "
+        return FactDecision("is_sm100", False, f"{tier_where(res)}: not SM100: NVFP4 prefill through an FP8 E4M3 "
                                                "workspace (flashinfer)")
     check = attention.check_backend(res, NVFP4_NATIVE_PREFILL, "mha", "prefill", cuda)
     if check.valid is False:
-        return FactDecision("is_sm100", False, f"{_where(res)}: SM100, but {check.reason}: NVFP4 prefill through an "
+        return FactDecision("is_sm100", False, f"{tier_where(res)}: SM100, but {check.reason}: NVFP4 prefill through an "
                                                "FP8 E4M3 workspace (flashinfer)")
-    return FactDecision("is_sm100", True, f"{_where(res)}: SM100: native NVFP4 prefill ({check.reason})")
+    return FactDecision("is_sm100", True, f"{tier_where(res)}: SM100: native NVFP4 prefill ({check.reason})")
 
 
 SM107 = (10, 7)
@@ -175,7 +171,7 @@ def mxfp8_moe_quantizer_sm107(res: Resolution, cuda: Optional[Tuple[int, int]] =
     by SGLang's per-token-group kernel.  Both run on every GPU this path serves; the tier's
     rule decides."""
     on = res.resolved.as_tuple() == SM107
-    return FactDecision("_is_sm107_supported", on, f"{_where(res)}: MoE activations quantized by "
+    return FactDecision("_is_sm107_supported", on, f"{tier_where(res)}: MoE activations quantized by "
                                                    f"{'FlashInfer (the SM107 rule)' if on else 'SGLang'}")
 
 
@@ -188,7 +184,7 @@ def minimax_fp8_index_hopper(res: Resolution, cuda: Optional[Tuple[int, int]] = 
     a device's tier has the device's major wherever that major is 9 (every 9.x resolves to
     9.0, no other major does), so the tier's rule and the kernel's path agree."""
     on = tier_fact(res, "is_sm90", cuda)
-    return FactDecision("is_sm90", on, f"{_where(res)}: MiniMax's sparse index K with an FP8 KV cache stored "
+    return FactDecision("is_sm90", on, f"{tier_where(res)}: MiniMax's sparse index K with an FP8 KV cache stored "
                                        f"{'in FP8 (the Hopper Triton decode)' if on else 'in the model dtype'}")
 
 
@@ -220,13 +216,13 @@ def nvfp4_kv_dequant(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0))
     """The NVFP4 KV cache dequantize's two facts on this device."""
     sm100, sm120 = tier_fact(res, "is_sm100", cuda), tier_fact(res, "is_sm120", cuda)
     if not (sm100 or sm120):
-        return KvDequant(False, False, f"{_where(res)}: neither SM100 nor SM120: SGLang's PyTorch fallback "
+        return KvDequant(False, False, f"{tier_where(res)}: neither SM100 nor SM120: SGLang's PyTorch fallback "
                                        "(on SM90; elsewhere SGLang's assert)")
     verdict = catalog.choice_runs(KV_DEQUANT, "flashinfer", res.identities, cuda)
     if verdict is not None and not verdict.runs:
-        return KvDequant(False, False, f"{_where(res)}: {'SM100' if sm100 else 'SM120'} takes FlashInfer's "
+        return KvDequant(False, False, f"{tier_where(res)}: {'SM100' if sm100 else 'SM120'} takes FlashInfer's "
                                        f"dequantize, but on {res.requested} {verdict.reason}: not FlashInfer's")
-    return KvDequant(sm100, sm120, f"{_where(res)}: {'SM100' if sm100 else 'SM120'}: FlashInfer's dequantize "
+    return KvDequant(sm100, sm120, f"{tier_where(res)}: {'SM100' if sm100 else 'SM120'}: FlashInfer's dequantize "
                                    f"({verdict.reason if verdict else 'flashinfer'})")
 
 
@@ -258,7 +254,7 @@ def flashinfer_quantize_backend(res: Resolution, which: str,
     decision = QUANTIZE_DECISIONS[which]
     pick = CUTE_DSL if tier_fact(res, "is_sm100", cuda) else CUDA
     other = CUDA if pick == CUTE_DSL else CUTE_DSL
-    rule = f"{_where(res)}: {'SM100: CuTe DSL' if pick == CUTE_DSL else 'not SM100: CUDA'}"
+    rule = f"{tier_where(res)}: {'SM100: CuTe DSL' if pick == CUTE_DSL else 'not SM100: CUDA'}"
     verdict = catalog.choice_runs(decision, pick, res.identities, cuda)
     if verdict is not None and not verdict.runs:
         alternative = catalog.choice_runs(decision, other, res.identities, cuda)
