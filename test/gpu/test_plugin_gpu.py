@@ -137,3 +137,51 @@ def test_symm_mem_two_shot_runs_where_upstream_gives_up(tmp_path, report):
 def test_launch_server_help_on_the_gpu_machine():
     out = _run("import runpy, sys; sys.argv = ['sglang.launch_server', '--help']; runpy.run_module('sglang.launch_server', run_name='__main__')")
     assert "--enable-torch-symm-mem" in out.stdout and "; routed" in out.stderr
+
+
+# The LoRA MoE's FP8 quantizer reads _WHOLE_ROW_FAST_DIV, a Triton constexpr SGLang binds at
+# import; the plugin binds it from the registry (a value target).  What Triton compiles is the
+# proof: a kernel calling SGLang's quantizer divides with div.rn.f32 where the value is off.
+LORA_FP8 = textwrap.dedent("""
+    import json
+    import torch, triton, triton.language as tl
+    from sglang.kernels.ops.lora.moe import fp8_quant
+    from sglang.kernels.ops.lora.moe.fp8_quant import quantize_fp8_groups
+
+    @triton.jit
+    def quantize_rows(x_ptr, q_ptr, s_ptr, N: tl.constexpr):
+        rows = tl.arange(0, 16)
+        offs = rows[:, None] * N + tl.arange(0, N)[None, :]
+        q, s = quantize_fp8_groups(tl.load(x_ptr + offs), WHOLE_ROW=True)
+        tl.store(q_ptr + offs, q)
+        tl.store(s_ptr + rows, s)
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 128, device="cuda") * torch.logspace(-3, 3, 16, device="cuda")[:, None]
+    q, s = torch.empty_like(x), torch.empty(16, device="cuda")
+    kernel = quantize_rows[(1,)](x, q, s, N=128)
+    torch.cuda.synchronize()
+    print(json.dumps({"fast": bool(fp8_quant._WHOLE_ROW_FAST_DIV.value), "div_rn": "div.rn.f32" in kernel.asm["ptx"],
+                      "scales_exact": bool(torch.equal(s, x.abs().amax(dim=1) / 448.0))}))
+""")
+
+
+def test_the_lora_fp8_division_the_registry_binds_is_what_triton_compiles(tmp_path, report):
+    import torch
+
+    script = tmp_path / "lora_fp8.py"  # a file: Triton reads the kernel's source
+    script.write_text(LORA_FP8)
+    results = {}
+    for mode, extra in (("upstream", {"SGLANG_ARCH_DISABLE": "1"}), ("plugin", {}),
+                        ("plugin_tier_12.0", {"SGLANG_ARCH_RESOLVE_AS": "12.0"})):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
+        env.update(extra, TRITON_CACHE_DIR=str(tmp_path / f"triton-{mode}"))  # one compile per mode
+        out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
+    report("lora_fp8", json.dumps(results))
+    sm90 = torch.cuda.get_device_capability(0) == (9, 0)
+    assert results["upstream"]["fast"] is sm90 and results["plugin"] == results["upstream"]
+    # resolved as tier 12.0 on this GPU: no fast division, and Triton compiled the rounded one
+    assert results["plugin_tier_12.0"] == {"fast": False, "div_rn": True, "scales_exact": True}
+    assert results["upstream"]["div_rn"] is not sm90

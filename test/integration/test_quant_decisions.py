@@ -215,7 +215,7 @@ def test_every_rule_has_a_target_and_the_function_reads_the_device_through_it_al
 
     from sglang_arch.arch.policies import quant
 
-    assert set(FACT_TARGETS) == set(quant.FACT_RULES)
+    assert set(FACT_TARGETS) | set(VALUE_TARGETS) == set(quant.FACT_RULES)
     for rule, (path, fact, others) in FACT_TARGETS.items():
         own, _ = upstream_and_hook(path)
         source = inspect.getsource(own)
@@ -316,3 +316,98 @@ def test_block32_dispatch_routed_is_upstreams_function(monkeypatch):
         assert routed == upstream, tier
         seen.add(upstream)
     assert len(seen) == 2, seen  # both arms observed
+
+
+# --- a rule SGLang binds into a module value at import (the plugin's value target) ---
+#
+# ``_WHOLE_ROW_FAST_DIV`` (``kernels/ops/lora/moe/fp8_quant.py``) is a Triton constexpr bound
+# at import from torch's capability and read only inside ``@triton.jit`` code.  SGLang's side
+# is its own expression from the installed source, evaluated with torch answering the GPU's
+# capability; the plugin's side is the module value once the target is routed.
+
+LORA_FP8 = "sglang.kernels.ops.lora.moe.fp8_quant"
+VALUE_TARGETS = {"lora_fp8_whole_row_fast_div": f"{LORA_FP8}._WHOLE_ROW_FAST_DIV"}
+
+
+def _lora_fp8_assignment():
+    import ast
+    import inspect
+
+    module = importlib.import_module(LORA_FP8)
+    tree = ast.parse(inspect.getsource(module))
+    (assign,) = [node for node in tree.body if isinstance(node, ast.Assign)
+                 and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["_WHOLE_ROW_FAST_DIV"]]
+    return module, tree, assign
+
+
+def test_the_value_is_a_constexpr_of_the_capability_read_only_inside_triton_code():
+    """The premise of the value target: bound once, as ``tl.constexpr(<capability check>)``,
+    read only in ``@triton.jit`` functions of its own module (nothing imports it)."""
+    import ast
+    import pathlib
+
+    module, tree, assign = _lora_fp8_assignment()
+    assert ast.unparse(assign.value.func) == "tl.constexpr" and len(assign.value.args) == 1
+    assert "get_device_capability" in ast.unparse(assign.value.args[0])
+    readers = [fn for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
+               and any(isinstance(n, ast.Name) and n.id == "_WHOLE_ROW_FAST_DIV" for n in ast.walk(fn))]
+    assert readers and all(any(ast.unparse(d) == "triton.jit" for d in fn.decorator_list) for fn in readers)
+    lora = pathlib.Path(module.__file__).parent
+    assert [p.name for p in lora.rglob("*.py") if "_WHOLE_ROW_FAST_DIV" in p.read_text()] == ["fp8_quant.py"]
+
+
+def _sglangs_value(cap):
+    from types import SimpleNamespace
+
+    _, _, assign = _lora_fp8_assignment()
+    torch = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: True,
+                                                 get_device_capability=lambda *a: _cap(cap).as_tuple()))
+    import ast
+
+    return eval(compile(ast.Expression(assign.value.args[0]), LORA_FP8, "eval"), {"torch": torch})
+
+
+def _routed_value(cap, monkeypatch):
+    """The module's value with the target routed for ``cap``; SGLang's own object put back after."""
+    from sglang_arch.integrations.sglang import routing, targets
+
+    (target,) = [t for t in targets.all_targets() if t.path == VALUE_TARGETS["lora_fp8_whole_row_fast_div"]]
+    module = importlib.import_module(LORA_FP8)
+    assert targets.check_target(target) is None
+    was_routed = routing.is_routed(target)
+    routing.unroute(target)
+    own = module._WHOLE_ROW_FAST_DIV
+    with monkeypatch.context() as mp:
+        mp.setattr(glue, "current", lambda: _ctx(cap, (13, 0)))
+        assert routing.route(target) and routing.is_routed(target)
+        bound = module._WHOLE_ROW_FAST_DIV
+        routing.unroute(target)
+    assert module._WHOLE_ROW_FAST_DIV is own and not routing.is_routed(target)
+    if was_routed:
+        routing.route(target)
+    assert type(bound) is type(own)  # a constexpr, as Triton reads it
+    return bound.value
+
+
+@pytest.mark.parametrize("cap", TIERS + ("9.5",) + UNKNOWN)
+def test_the_lora_fp8_division_is_sglangs_on_exact_tiers_and_the_tiers_elsewhere(cap, monkeypatch):
+    from sglang_arch.arch.policies import quant
+
+    decision = _ctx(cap, (13, 0)).quant_fact("lora_fp8_whole_row_fast_div")
+    routed = _routed_value(cap, monkeypatch)
+    assert routed is decision.value, decision.reason
+    if resolve(cap).match == "exact":
+        assert routed == _sglangs_value(cap), (cap, decision.reason)
+    else:  # the tier's rule: an unknown 9.x divides as 9.0 does, where SGLang rounds
+        assert routed == (resolve(cap).resolved.as_tuple() == quant.SM90), decision.reason
+
+
+def test_a_value_target_whose_value_changed_shape_is_left_to_sglang(monkeypatch):
+    from sglang_arch.integrations.sglang import targets
+
+    (target,) = [t for t in targets.all_targets() if t.path == VALUE_TARGETS["lora_fp8_whole_row_fast_div"]]
+    module = importlib.import_module(LORA_FP8)
+    monkeypatch.setattr(module, "_WHOLE_ROW_FAST_DIV", True)  # a plain bool: not the constexpr written against
+    assert "expected a module value of type constexpr" in targets.check_target(target)
+    monkeypatch.delattr(module, "_WHOLE_ROW_FAST_DIV")
+    assert "missing" in targets.check_target(target)

@@ -238,6 +238,45 @@ def test_covers_routes_sites_outside_the_target(tree, monkeypatch):
     assert patched[18].plugin == "unrouted"
 
 
+# A module value bound at import from the device and read where no Python runs (a Triton
+# constexpr): the plugin's value target and the series' ReplaceValue bind it from the
+# registry, so the decisions reading it are routed; a flag beside it that nothing binds is not.
+VALUE = "kernels/ops/lora/q.py"
+VALUE_FILES = {**FILES, VALUE: """\
+    import torch
+    import triton.language as tl
+
+    _FAST = tl.constexpr(torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0))
+    _OTHER = torch.cuda.get_device_capability() == (9, 0)
+
+    def k(x):
+        if _FAST:
+            return x / 448.0
+        if _FAST and _OTHER:
+            return x
+        return x * 2
+    """}
+
+
+def test_a_flag_the_registry_binds_routes_its_uses_and_only_those(tmp_path):
+    from sglang_arch.upstream.replace import ReplaceValue
+    from sglang_arch.upstream.rewriter import ModulePlan
+
+    tree = write_tree(tmp_path, VALUE_FILES)
+    plain = by_line(audit(str(tree)), VALUE)
+    assert (plain[8].plugin, plain[8].patched) == ("unrouted", "unrouted")
+    value = targets_mod.Target("LoRA", "sglang.kernels.ops.lora.q._FAST", None, (), value="constexpr")
+    step = sites_mod.Step(9, "value", "value", "moe", (ModulePlan(VALUE, "moe", (
+        ReplaceValue("_FAST", "fast_here", (), within="tl.constexpr"),)),))
+    sites = by_line(audit(str(tree), targets=targets_mod.all_targets() + [value],
+                          steps=tuple(sites_mod.STEPS) + (step,)), VALUE)
+    assert (sites[4].plugin, sites[4].patched) == ("routed", "routed")  # the binding itself
+    assert (sites[8].kind, sites[8].plugin, sites[8].patched) == ("decision", "routed", "routed")
+    assert "bound at import by the registry" in sites[8].plugin_reason
+    # _OTHER is still the device's own: a decision reading it as well stays SGLang's
+    assert sites[10].plugin == "unrouted" and "_OTHER" in sites[10].plugin_reason
+
+
 # A model override in the shape of SGLang's (written here): two arms whose backends the
 # attention guards judge (the real targets' ``covers`` name them by their checks), and a
 # decision beside them that no guard lists.

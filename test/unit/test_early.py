@@ -167,3 +167,68 @@ def test_install_respects_the_kill_switch(monkeypatch):
     before = list(sys.meta_path)
     _early.install()
     assert sys.meta_path == before and not _early.installed()
+
+
+# --- a module value as a target (a Triton constexpr SGLang binds at import) ---
+
+
+@pytest.fixture
+def value_module(tmp_path, monkeypatch):
+    pkg = tmp_path / "valuefake"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "quant.py").write_text(textwrap.dedent("""
+        class constexpr:  # Triton's type, by name
+            def __init__(self, value):
+                self.value = value
+            def __call__(self):  # Triton's constexpr is callable too
+                return self.value
+        FAST = constexpr(True)
+    """))
+    (pkg / "reader.py").write_text("from valuefake.quant import FAST\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "valuefake.quant"
+    for name in [n for n in sys.modules if n.startswith("valuefake")]:
+        del sys.modules[name]
+
+
+def _value_target(answer):
+    from sglang_arch.integrations.sglang.hooks import answer as answer_form
+    from sglang_arch.integrations.sglang.targets import Target
+
+    def lora_fast():
+        return answer
+
+    return Target("LoRA", "valuefake.quant.FAST", answer_form(lora_fast), (), value="constexpr")
+
+
+@pytest.mark.parametrize("answer", [False, True, None])
+def test_a_value_target_binds_the_answer_in_the_values_type_and_unroutes(value_module, monkeypatch, answer):
+    from sglang_arch.integrations.sglang import routing, targets
+
+    target = _value_target(answer)
+    monkeypatch.setattr(routing, "_targets", lambda: [target])
+    module = importlib.import_module(value_module)
+    reader = importlib.import_module("valuefake.reader")
+    own = module.FAST
+    assert targets.check_target(target) is None and not routing.is_routed(target)
+    routing.module_loaded(module, ["valuefake.reader"])
+    assert routing.is_routed(target) and not routing.route(target)  # idempotent
+    bound = module.FAST
+    assert type(bound).__name__ == "constexpr"
+    assert bound.value is (True if answer is None else answer)  # None: SGLang's own value
+    assert (bound is own) is (answer is None)
+    assert reader.FAST is own  # a value is read by its module alone: nothing else is rebound
+    routing.unroute(target)
+    assert module.FAST is own and not routing.is_routed(target)
+
+
+def test_a_value_target_checks_the_values_type(value_module):
+    from sglang_arch.integrations.sglang import targets
+
+    module = importlib.import_module(value_module)
+    target = _value_target(False)
+    module.FAST = True
+    assert targets.check_target(target).endswith("changed: a bool, expected a module value of type constexpr")
+    del module.FAST
+    assert "changed: missing" in targets.check_target(target)

@@ -81,6 +81,8 @@ def _sglangs(res, fact, cuda):
     """What SGLang's probe answers on the device itself."""
     if fact == "_is_sm107_supported":
         return res.requested.as_tuple() == (10, 7)
+    if fact == quant.LORA_FP8_FAST_DIV_FACT:
+        return res.requested.as_tuple() == (9, 0)
     return bool(platform_facts(res, cuda)[fact])
 
 
@@ -114,6 +116,8 @@ def _fact_rule_takes_the_tier(rule, cap):
         assert d.value == (res.resolved.major == 10 and runs), d.reason
     elif rule == "mxfp8_moe_quantizer_sm107":
         assert d.value == (res.resolved.as_tuple() == (10, 7))
+    elif rule == "lora_fp8_whole_row_fast_div":
+        assert d.value == (res.resolved.as_tuple() == (9, 0)), d.reason
     else:
         assert d.value == (res.resolved.major == {"is_sm90": 9, "is_sm100": 10}[d.fact]), d.reason
 
@@ -132,3 +136,76 @@ def test_explain_row_and_json_key_for_dense_fp8_scales():
         rows = {label: (value, reason) for label, value, reason, _ in d.named()}
         assert rows["FP8 dense scales"][0] == shown, cap
         assert d.to_dict()["moe_gemm"]["fp8_dense_scales"] == {"ue8m0": ue8m0, "reason": rows["FP8 dense scales"][1]}
+
+
+# --- the series' edit of a module value (ReplaceValue), as fp8_quant.py writes it ---
+
+LORA_FP8_SOURCE = '''"""Fast division only on SM90."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+_FAST = tl.constexpr(
+    torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+)
+
+
+@triton.jit
+def quantize(x):
+    if _FAST:
+        return x / 448.0
+    return x
+'''
+
+
+def _apply(source, *edits):
+    import libcst as cst
+    from sglang_arch.upstream import replace
+
+    module, done = cst.parse_module(source), []
+    for edit in edits:
+        module, already = replace.apply(module, edit, "arch_moe")
+        done.append(already)
+    return module.code, done
+
+
+def test_replace_value_rewrites_the_constexprs_argument_and_drops_torch():
+    from sglang_arch.upstream.replace import Delete, ReplaceValue
+
+    edits = (ReplaceValue("_FAST", "fast_here", (), within="tl.constexpr"), Delete((), unused=("torch",)))
+    code, done = _apply(LORA_FP8_SOURCE, *edits)
+    assert done == [False, False]
+    assert "_FAST = tl.constexpr(\n    arch_moe.fast_here()\n)\n" in code
+    assert "import torch\n" not in code and "import triton\nimport triton.language as tl\n" in code
+    assert code.replace("arch_moe.fast_here()", "X") == LORA_FP8_SOURCE.replace("import torch\n", "").replace(
+        "torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)", "X")
+    assert _apply(code, *edits) == (code, [True, True])  # already routed: nothing changes
+
+
+def test_replace_value_keeps_torch_where_something_else_reads_it():
+    from sglang_arch.upstream.replace import Delete, ReplaceValue
+
+    source = LORA_FP8_SOURCE + "\nDEVICE = torch.device('cuda')\n"
+    code, _ = _apply(source, ReplaceValue("_FAST", "fast_here", (), within="tl.constexpr"),
+                     Delete((), unused=("torch",)))
+    assert "import torch\n" in code
+
+
+@pytest.mark.parametrize("source, match", [
+    (LORA_FP8_SOURCE.replace("tl.constexpr(", "bool("), "no longer tl.constexpr"),
+    (LORA_FP8_SOURCE.replace("_FAST = tl.constexpr(", "_FAST = tl.constexpr(1,"), "no longer tl.constexpr"),
+    (LORA_FP8_SOURCE.replace("torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)", "True"),
+     "no longer reads the device"),
+    (LORA_FP8_SOURCE.replace("_FAST = ", "_SLOW = "), "not bound at module level"),
+    (LORA_FP8_SOURCE + "\n_FAST = tl.constexpr(False)\n", "bound more than once"),
+    (LORA_FP8_SOURCE.replace("_FAST = tl", "_FAST = _OTHER = tl"), "no longer bound alone"),
+])
+def test_replace_value_refuses_a_value_that_changed_shape(source, match):
+    from sglang_arch.upstream.nodes import Mismatch
+    from sglang_arch.upstream.replace import ReplaceValue
+
+    with pytest.raises(Mismatch, match=match):
+        _apply(source, ReplaceValue("_FAST", "fast_here", (), within="tl.constexpr"))

@@ -223,14 +223,15 @@ class _Resolver:
             target = r.uses[tables[0].name.split(",")[0]]
             return "routed", f"{tables[0].name} is read by the glue of the routed {target}"
         first_probe = None
+        statuses = set()
         for e in raw.exprs:
             st, reason = self._expr(scan, raw, e, r, depth)
             if st == "unrouted":
                 return st, reason
-            if st == "routed":
-                st = "probe"
+            statuses.add(st)
             first_probe = first_probe or reason
-        return "probe", first_probe or ""
+        # Only flags the registry binds (their assignment is routed): the registry's decision.
+        return ("routed" if statuses == {"routed"} else "probe"), first_probe or ""
 
     def _timing(self, raw: RawSite, r: Routing, what: str) -> Tuple[str, str]:
         if not raw.function and not r.import_time_probes:
@@ -271,5 +272,7 @@ class _Resolver:
             here = "" if other is scan else f" in {other.file}"
             if st == "unrouted":
                 return "unrouted", f"uses {e.name}{here}, cached at import: {reason}"
+            if st == "routed" and f"{other.module}.{e.name}" in r.values:
+                return "routed", f"uses {e.name}{here}, bound at import by the registry: {reason}"
             return "probe", f"uses {e.name}{here}, cached at import: {reason}"
         return "unrouted", f"{e.kind} {e.name}"

@@ -64,6 +64,9 @@ class Routing:
     uses: Dict[str, str] = field(default_factory=dict)  # module-level name the glue reads -> target
     covers: Dict[str, str] = field(default_factory=dict)  # "module.qualname[:check]" -> reason
     import_time_probes: bool = True
+    # "module.name" of module values the registry binds at import (the plugin's value targets,
+    # the series' ReplaceValue): a decision reading one reads the registry's decision
+    values: Set[str] = field(default_factory=set)
 
     def add_covers(self, selectors: Iterable[str], owner: str) -> None:
         """Record ``owner`` for each selector; a selector several owners list names them all."""
@@ -113,6 +116,8 @@ def plugin_routing(targets=None, extra: Sequence[Routed] = (), early_routing: bo
     routing = Routing("plugin", import_time_probes=early_routing)
     for t in targets:
         routing.functions[t.path] = f"the plugin hooks {t.path} ({t.concern})"
+        if getattr(t, "value", None) is not None:
+            routing.values.add(t.path)
         routing.add_covers(getattr(t, "covers", ()), f"the plugin's target {t.path}")
         for name in t.uses:
             routing.uses.setdefault(name, t.path)
@@ -130,6 +135,7 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     """What a tree patched by ``sglang-arch upstream`` routes, read from ``STEPS``."""
     from ..integrations.sglang.targets import FACT_HELPERS
     from ..upstream import sites as sites_mod
+    from ..upstream.replace import ReplaceValue
 
     routing = Routing("patched", import_time_probes=True)
     # The series leaves SGLang's platform probes in place: they answer the device's own
@@ -149,6 +155,8 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
                     continue
                 routing.functions[f"{module}.{qualname}"] = (
                     f"series step {step.number} ({step.key}) rewrites {qualname}")
+                if isinstance(site, ReplaceValue):
+                    routing.values.add(f"{module}.{qualname}")
                 names = tuple(getattr(site, "uses", ())) + tuple(filter(None, [getattr(site, "table", None)]))
                 for name in names:
                     routing.uses.setdefault(name, f"{module}.{qualname}")

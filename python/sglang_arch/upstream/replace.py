@@ -24,6 +24,10 @@ comes and goes between releases, and puts one read of the registry in its place:
 - ``ReplaceName``: every read of one module-level name in a function (a value SGLang bound
   at import from a probe, such as ``_AUTO_BACKEND``), or call of it without arguments (a
   probe the module defines), becomes one glue call;
+- ``ReplaceValue``: a module-level value SGLang computes at import from the device and reads
+  where no Python runs (a Triton ``constexpr`` read inside ``@triton.jit`` code) gets one
+  glue call as its value (``within``: the value is ``tl.constexpr(<expression>)``, and the
+  expression is replaced);
 - ``Delete``: module-level or class-level definitions (tables, flags, helpers) that no
   code reads any more; a module left without code is removed.
 
@@ -150,6 +154,16 @@ class ReplaceName(_Labelled):
 
 
 @dataclass(frozen=True)
+class ReplaceValue(_Labelled):
+    qualname: str  # the module-level name bound at import
+    call: str
+    args: Tuple[str, ...]
+    within: Optional[str] = None  # the value is a call of this (``tl.constexpr``) with the replaced argument
+    what: str = "import-time value"
+    params: Tuple[str, ...] = ()  # a value has none (the plugin's value target's ``params``)
+
+
+@dataclass(frozen=True)
 class Delete:
     names: Tuple[str, ...]  # module-level names, or ``Class.attr``: must be gone afterwards
     unused: Tuple[str, ...] = ()  # deleted only where present and no longer read (dead after the step)
@@ -161,9 +175,9 @@ class Delete:
 
 
 Edit = Union[ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact,
-             ReplaceName, Delete]
+             ReplaceName, ReplaceValue, Delete]
 EDITS = (ReplaceBody, ReplaceOperands, ReplaceArms, ReplaceSpan, AndCondition, ReplaceCall, ReplaceFact, ReplaceName,
-         Delete)
+         ReplaceValue, Delete)
 
 
 def calls_glue(edit: Edit) -> bool:
@@ -259,6 +273,8 @@ def apply(module: cst.Module, edit: Edit, alias: str) -> Tuple[cst.Module, bool]
     """(the module with ``edit`` made, whether it was already made); Mismatch when it cannot be."""
     if isinstance(edit, Delete):
         return _delete(module, edit)
+    if isinstance(edit, ReplaceValue):
+        return _replace_value(module, edit, alias)
     fn = find_function(module, edit.qualname)
     _check_params(fn, edit.params)
     if isinstance(edit, ReplaceBody):
@@ -454,6 +470,39 @@ def _replace_fact(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceFact, al
             return module, True
         raise Mismatch(f"it no longer reads get_platform().{edit.fact} (what the registry replaces)")
     return _with_body(module, edit.qualname, fn, body), False
+
+
+def _reads_device(node: cst.CSTNode) -> bool:
+    r = reads(node)
+    return bool(r.attrs & (FACTS | {"get_device_capability"}) or {c.split(".")[-1] for c in r.calls} & FACT_HELPERS)
+
+
+def _replace_value(module: cst.Module, edit: ReplaceValue, alias: str) -> Tuple[cst.Module, bool]:
+    hits = [i for i, stmt in enumerate(module.body) if edit.qualname in _assigned(stmt)]
+    if len(hits) != 1:
+        raise Mismatch(f"{edit.qualname} is {'not bound at module level' if not hits else 'bound more than once'}")
+    stmt = module.body[hits[0]]
+    if not _binds(stmt, edit.qualname):
+        raise Mismatch(f"{edit.qualname} is no longer bound alone (``{edit.qualname} = ...``)")
+    assign = cst.ensure_type(cst.ensure_type(stmt, cst.SimpleStatementLine).body[0], cst.Assign)
+    value = assign.value
+    if edit.within is not None:
+        if not (isinstance(value, cst.Call) and dotted_name(value.func) == edit.within and len(value.args) == 1
+                and value.args[0].keyword is None):
+            raise Mismatch(f"{edit.qualname} is no longer {edit.within}(<one argument>)")
+        inner = value.args[0].value
+    else:
+        inner = value
+    if _calls(inner, alias, edit.call):
+        return module, True
+    if not _reads_device(inner):
+        raise Mismatch(f"{edit.qualname}'s value no longer reads the device (what the registry replaces)")
+    call = cst.parse_expression(_glue_call(alias, edit.call, edit.args))
+    if edit.within is not None:
+        call = value.with_changes(args=[value.args[0].with_changes(value=call)])
+    body = list(module.body)
+    body[hits[0]] = stmt.with_changes(body=[assign.with_changes(value=call)])
+    return module.with_changes(body=body), False
 
 
 def _glue_call(alias: str, call: str, args: Sequence[str]) -> str:
@@ -732,6 +781,10 @@ def _assigned(stmt: cst.CSTNode) -> Set[str]:
 
 def _drop_import(stmt: cst.BaseStatement, name: str):
     """(``stmt`` without the import of ``name`` or None when nothing is left, how many were dropped)."""
+    if (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Import)
+            and len(stmt.body[0].names) == 1 and stmt.body[0].names[0].asname is None
+            and dotted_name(stmt.body[0].names[0].name) == name):
+        return None, 1  # ``import torch``, read by nothing any more
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
             and isinstance(stmt.body[0], cst.ImportFrom) and not isinstance(stmt.body[0].names, cst.ImportStar)):
         return stmt, 0

@@ -30,6 +30,7 @@ from .replace import (
     ReplaceName,
     ReplaceOperands,
     ReplaceSpan,
+    ReplaceValue,
 )
 from ..integrations.sglang.targets import (
     ATTENTION_GUARD_COVERS,
@@ -491,6 +492,13 @@ STEPS: Tuple[Step, ...] = (
                         "_MXFP8_QUANTIZE_BACKEND", "mxfp8_quantize_backend_here", (),
                         what="MXFP8 quantize backend bound at import"),
             Delete((), unused=("_MXFP8_QUANTIZE_BACKEND", "get_platform"), what="the import-time pick and its probe"),
+        )),
+        # The LoRA MoE's FP8 quantizer: a Triton constexpr bound at import and read only inside
+        # @triton.jit code, so its value itself becomes the registry's (torch read nowhere else).
+        ModulePlan("kernels/ops/lora/moe/fp8_quant.py", "moe", (
+            ReplaceValue("_WHOLE_ROW_FAST_DIV", "lora_fp8_whole_row_fast_div_here", (), within="tl.constexpr",
+                         what="whole-row fast division's SM90 check"),
+            Delete((), unused=("torch",), what="torch, read by nothing else"),
         )),
         # The model overrides' MoE runner / GEMM picks the guard judges (the plugin's
         # MoE runner target lists the same: targets.MOE_GUARD_COVERS, which says why

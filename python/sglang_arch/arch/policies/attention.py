@@ -14,6 +14,7 @@ from typing import Optional, Sequence, Tuple
 
 from .. import catalog
 from ..registry import Resolution
+from .platform import tier_where
 
 MODEL_KINDS = ("mha", "mla")
 PHASES = ("prefill", "decode")
@@ -105,7 +106,7 @@ def default_backend(res: Resolution, traits: ModelTraits) -> AttentionDecision:
         dropped.append((name, f"cannot run: {check.reason.split('): ', 1)[-1]}"))
     tail = _portable_tail(res, traits)
     note = f" after {_listed(dropped)}" if dropped else ""
-    return AttentionDecision(tail, tail, f"tier {res.resolved} ({res.match}): portable default {tail}{note}",
+    return AttentionDecision(tail, tail, f"{tier_where(res)}: portable default {tail}{note}",
                              tuple(dropped))
 
 
@@ -229,7 +230,7 @@ def fa4_page_size(res: Resolution, kind: str = "mha", eagle_topk: int = 0, diffu
     if eagle_topk > 1:
         return PageSizeDecision(None, f"EAGLE top-k {eagle_topk} runs the page-tree cascade, which FA4 only "
                                       "runs at page size 1; page size kept")
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if not res.has(FA4_TCGEN05_FEATURE):
         return PageSizeDecision(None, f"{where}: FA4 has no tcgen05 kernel here (no fixed KV tile to match: "
                                       "its Hopper and SM12x kernels size theirs); page size kept")

@@ -15,6 +15,7 @@ from ..profile import MIB
 from ..registry import Resolution
 from ..topology import Topology
 from ..validate import SYMM_MEM_MAX_MIB
+from .platform import tier_where
 
 # SGLang 0.5.23 JIT custom all-reduce: the default cap of its workspaces
 # (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB = 16 MiB), and the conservative thresholds it
@@ -195,7 +196,7 @@ def _measured(res: Resolution, tp_size: int, table: Dict[Tuple[int, int], Dict[i
               missing: str, decision: str, choice: str) -> Tuple[Optional[Tuple[int, int]], str]:
     """The tier's measured pair for ``tp_size`` where the kernel it feeds runs on the device."""
     tier = (res.resolved.major, res.resolved.minor)
-    where = f"tier {res.resolved} ({res.match}), TP {tp_size}"
+    where = f"{tier_where(res)}, TP {tp_size}"
     pair = table.get(tier, {}).get(tp_size)
     if pair is None:
         return None, f"{where}: {missing}"

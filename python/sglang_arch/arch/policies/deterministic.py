@@ -24,7 +24,7 @@ from typing import Optional, Sequence, Tuple
 
 from .. import catalog
 from ..registry import Resolution
-from .platform import tier_fact
+from .platform import tier_fact, tier_where
 
 DECISION = "attention"  # deterministic backends are attention backends (kernels.py CHOICES)
 
@@ -58,7 +58,7 @@ def default_backend(res: Resolution, capable: Sequence[str], kind: str = "mha", 
         if verdict is None or not verdict.runs:
             dropped.append((name, verdict.reason if verdict is not None else "not in the kernel catalog"))
             continue
-        where = f"tier {res.resolved} ({res.match})"
+        where = tier_where(res)
         if name == pick:
             return DeterministicDecision(name, f"{where}: SGLang's deterministic rule picks {name}", pick)
         lost = "; ".join(f"{n}: {why}" for n, why in dropped)

@@ -32,7 +32,7 @@ from typing import Optional, Tuple
 
 from .. import catalog
 from ..registry import Resolution
-from .platform import tier_fact
+from .platform import tier_fact, tier_where
 
 KV_CACHE_DTYPES = ("bfloat16", "fp8_e4m3")
 GLM_DSA_ARCH = "GlmMoeDsaForCausalLM"
@@ -60,8 +60,8 @@ def kv_cache_dtype_default(res: Resolution, attention_sinks: bool = False) -> Kv
     if attention_sinks:
         return KvCacheDecision("bfloat16", "learnable attention sinks need a bfloat16 KV cache")
     if res.resolved.major >= 10:
-        return KvCacheDecision("fp8_e4m3", f"tier {res.resolved} ({res.match}): FP8 KV cache on SM100 and newer")
-    return KvCacheDecision("bfloat16", f"tier {res.resolved} ({res.match}): bfloat16 KV cache before SM100")
+        return KvCacheDecision("fp8_e4m3", f"{tier_where(res)}: FP8 KV cache on SM100 and newer")
+    return KvCacheDecision("bfloat16", f"{tier_where(res)}: bfloat16 KV cache before SM100")
 
 
 def split_backends(res: Resolution, kv_cache_dtype: str, model_arch: str = "",
@@ -235,7 +235,7 @@ class Dsv4MegaDecision:
 
 def dsv4_mega_default(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> Dsv4MegaDecision:
     """Whether DeepSeek-V4's ``--dsv4-attn-backend auto`` may become ``flashmla_mega`` here."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if not tier_fact(res, "is_sm100", cuda):
         return Dsv4MegaDecision(False, f"{where}: MegaAttention is the SM100 family's default (major 10, "
                                        "CUDA >= 12.8), not this tier's: flashmla")
@@ -262,7 +262,7 @@ class CommitKvViews:
 
 def dspark_commit_kv_views(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> CommitKvViews:
     """Whether DSpark's commit-KV projection may pass strided views to the FlashMLA-layout writer."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if tier_fact(res, "is_blackwell", cuda):
         return CommitKvViews(True, f"{where}: Blackwell (majors 10-12, CUDA >= 12.8): strided views, no copies "
                                    "(the writer reads the row stride)")
@@ -310,7 +310,7 @@ class VerifyLayout:
 
 def dg_native_verify(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -> VerifyLayout:
     """Whether DSA's MTP verify uses DeepGEMM's native ``[B, next_n]`` paged-MQA schedule."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if not tier_fact(res, "is_sm100", cuda):
         return VerifyLayout(False, f"{where}: DeepGEMM-native MTP verify is validated on SM100 only "
                                    "(upstream's is_sm100): per-token schedule")

@@ -29,7 +29,7 @@ from typing import Optional, Tuple
 from .. import catalog
 from ..capability import Capability
 from ..registry import Resolution
-from .platform import tier_fact
+from .platform import tier_fact, tier_where
 
 DECISION = "linear_attention"  # the kernel catalog's name for this decision
 FAMILIES = ("gdn", "kda")
@@ -52,10 +52,6 @@ class LinearDecision:
     dropped: Tuple[Tuple[str, str], ...] = ()  # (candidate, why not)
 
 
-def _where(res: Resolution) -> str:
-    return f"tier {res.resolved} ({res.match})"
-
-
 def _keep(res: Resolution, pick: str, families: Tuple[str, ...], phase: str, cuda: Cuda,
           rule: str, **domain) -> LinearDecision:
     """``pick`` where the catalog runs it on the device for every family, else nothing."""
@@ -63,15 +59,15 @@ def _keep(res: Resolution, pick: str, families: Tuple[str, ...], phase: str, cud
         verdict = catalog.choice_runs(DECISION, pick, res.identities, cuda, family, phase)
         if verdict is None or not verdict.runs:
             why = verdict.reason if verdict is not None else f"{pick} is not in the kernel catalog"
-            return LinearDecision(None, f"{_where(res)}: {rule}, but {why}; {phase} keeps the base backend",
+            return LinearDecision(None, f"{tier_where(res)}: {rule}, but {why}; {phase} keeps the base backend",
                                   dropped=((pick, why),))
-    return LinearDecision(pick, f"{_where(res)}: {rule}", **domain)
+    return LinearDecision(pick, f"{tier_where(res)}: {rule}", **domain)
 
 
 def decode_default(res: Resolution, cuda: Cuda = (13, 0)) -> LinearDecision:
     """The decode backend for a bf16 SSM state when the user gave none (any family)."""
     if not tier_fact(res, "is_sm100", cuda):
-        return LinearDecision(None, f"{_where(res)}: no decode default (SGLang's is_sm100 rule)")
+        return LinearDecision(None, f"{tier_where(res)}: no decode default (SGLang's is_sm100 rule)")
     return _keep(res, "flashinfer", FAMILIES, "decode", cuda, "FlashInfer decode for a bf16 SSM state")
 
 
@@ -79,14 +75,14 @@ def kda_decode_default(res: Resolution, cuda: Cuda = (13, 0)) -> LinearDecision:
     """Kimi's KDA models: ``triton`` decode on the tiers where the generic rule picks
     FlashInfer (the Triton packed decode is the faster one on KDA shapes)."""
     if not tier_fact(res, "is_sm100", cuda):
-        return LinearDecision(None, f"{_where(res)}: no KDA decode default (SGLang's is_sm100 rule)")
+        return LinearDecision(None, f"{tier_where(res)}: no KDA decode default (SGLang's is_sm100 rule)")
     return _keep(res, PORTABLE, ("kda",), "decode", cuda, "Triton packed decode for KDA with a bf16 SSM state")
 
 
 def verify_default(res: Resolution, cuda: Cuda = (13, 0)) -> LinearDecision:
     """GLM-5-Next with speculative decoding: the verify backend when the user gave none."""
     if not tier_fact(res, "is_sm100", cuda):
-        return LinearDecision(None, f"{_where(res)}: no verify default (SGLang's is_sm100 rule)")
+        return LinearDecision(None, f"{tier_where(res)}: no verify default (SGLang's is_sm100 rule)")
     return _keep(res, "nv_cutedsl", ("kda",), "verify", cuda, "the fused CuTe DSL verify")
 
 
@@ -96,14 +92,14 @@ def prefill_default(res: Resolution, family: str, cuda: Cuda = (13, 0)) -> Linea
         raise ValueError(f"invalid linear-attention family {family!r}; accepted: {', '.join(FAMILIES)}")
     if family == "kda":
         if res.resolved not in KDA_PREFILL_TIERS:
-            return LinearDecision(None, f"{_where(res)}: no KDA prefill default (SGLang's 10.0/10.3 rule)")
+            return LinearDecision(None, f"{tier_where(res)}: no KDA prefill default (SGLang's 10.0/10.3 rule)")
         return _keep(res, "flashinfer", ("kda",), "prefill", cuda, "FlashInfer KDA prefill")
     domain = GDN_PREFILL_DOMAINS.get(res.resolved.major)
     if domain is None:
-        return LinearDecision(None, f"{_where(res)}: no GDN prefill default (SGLang's major 9/10 rule)")
+        return LinearDecision(None, f"{tier_where(res)}: no GDN prefill default (SGLang's major 9/10 rule)")
     max_chunk, state_dtype, min_cuda = domain
     if min_cuda is not None and cuda is not None and cuda < min_cuda:
-        return LinearDecision(None, f"{_where(res)}: FlashInfer GDN prefill needs CUDA >= "
+        return LinearDecision(None, f"{tier_where(res)}: FlashInfer GDN prefill needs CUDA >= "
                                     f"{min_cuda[0]}.{min_cuda[1]} here (torch has {cuda[0]}.{cuda[1]})")
     return _keep(res, "flashinfer", ("gdn",), "prefill", cuda,
                  f"FlashInfer GDN prefill (chunks up to {max_chunk}, {state_dtype} state)",

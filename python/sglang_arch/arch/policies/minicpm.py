@@ -30,7 +30,7 @@ from typing import Optional, Tuple
 
 from .. import catalog
 from ..registry import Resolution
-from .platform import platform_facts, tier_fact
+from .platform import platform_facts, tier_fact, tier_where
 
 DECISION = "minicpm_sparse"  # the kernel catalog's name (arch/kernels.py CHOICES)
 FLASHATTN = "minicpm_flashattn"
@@ -75,7 +75,7 @@ def check(res: Resolution, backend: str, cuda: Optional[Tuple[int, int]] = (13, 
 def sparse_backend(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0),
                    fuse_topk: bool = False) -> SparseDecision:
     """The MiniCPM sparse backend a sparse-attention MiniCPM with no backend set gets."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     preferred = FLASHINFER if tier_fact(res, "is_blackwell", cuda) else FLASHATTN
     rule = f"{where}: {'Blackwell' if preferred == FLASHINFER else 'not Blackwell'}, SGLang's rule prefers {preferred}"
     first = check(res, preferred, cuda, fuse_topk)

@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 from .. import catalog
 from ..capability import Capability
 from ..registry import Resolution
-from .platform import tier_fact
+from .platform import tier_fact, tier_where
 
 # The experts' quantization as the MoE runner sees it.  ``fp8_mxfp4``: an FP8 checkpoint
 # whose routed experts are MXFP4 (``ModelConfig.is_fp4_experts``: DeepSeek-V4, Bailing V3,
@@ -153,7 +153,7 @@ def _runs(decision: str, choice: str, res: Resolution, cuda: Cuda, kind: Optiona
 
 def _pick(decision: str, upstream: str, prefs: Tuple[str, ...], res: Resolution, cuda: Cuda,
           kind: Optional[str], what: str) -> Choice:
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     verdict = _runs(decision, upstream, res, cuda, kind)
     if verdict is None or verdict.runs:
         why = verdict.reason if verdict is not None else "not in the kernel catalog"
@@ -215,7 +215,7 @@ def check_moe_runner(res: Resolution, name: str, quant: str, cuda: Cuda = (13, 0
 def deep_gemm(res: Resolution, cuda: Cuda = (13, 0)) -> Choice:
     """DeepGEMM JIT enablement: upstream's rule on the tier, and only where DeepGEMM has a
     build for the device (``on``/``off``)."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     upstream = "on" if upstream_deep_gemm(res.resolved) else "off"
     if upstream == "off":
         return Choice("off", "off", f"{where}: SGLang enables DeepGEMM from SM90")
@@ -252,7 +252,7 @@ def upstream_bf16_gemm(res: Resolution, cuda: Cuda = (13, 0)) -> str:
 def bf16_gemm(res: Resolution, cuda: Cuda = (13, 0)) -> Choice:
     """The BF16 dense GEMM for ``--bf16-gemm-backend auto``: SGLang's CuTe DSL kernel where
     the tier's rule picks it and it has a build for the device, else ``auto`` (torch)."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     upstream = upstream_bf16_gemm(res, cuda)
     if upstream == "auto":
         return Choice("auto", upstream, f"{where}: not SM100, SGLang's BF16 GEMM stays auto (cuBLAS through torch)")

@@ -175,6 +175,22 @@ def mxfp8_moe_quantizer_sm107(res: Resolution, cuda: Optional[Tuple[int, int]] =
                                                    f"{'FlashInfer (the SM107 rule)' if on else 'SGLang'}")
 
 
+SM90 = (9, 0)
+LORA_FP8_FAST_DIV_FACT = "torch.cuda.get_device_capability() == (9, 0)"
+
+
+def lora_fp8_whole_row_fast_div(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
+    """``_WHOLE_ROW_FAST_DIV`` (``kernels/ops/lora/moe/fp8_quant.py:13``): the LoRA MoE's FP8
+    group quantizer divides whole rows with fast math "only on SM90" and rounds them
+    (``libdevice.div_rn``) elsewhere, to "match upstream FP8 scale arithmetic" (the module's
+    docstring), written ``torch.cuda.get_device_capability() == (9, 0)``.  Both are Triton
+    arithmetic compiled for the device, so either runs everywhere: which one is a decision,
+    and the tier's rule takes it (an unknown 9.x divides as 9.0 does)."""
+    on = res.resolved.as_tuple() == SM90
+    return FactDecision(LORA_FP8_FAST_DIV_FACT, on, f"{tier_where(res)}: the LoRA MoE's FP8 quantizer divides whole "
+                                                    f"rows {'with fast math (the SM90 rule)' if on else 'rounded'}")
+
+
 def minimax_fp8_index_hopper(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:
     """``get_minimax_sparse_index_dtype`` (``mem_cache/memory_pool.py:5839``): with an
     ``fp8_e4m3`` KV cache, MiniMax's sparse index K is stored in FP8 on ``is_sm90`` "for the
@@ -268,7 +284,8 @@ def flashinfer_quantize_backend(res: Resolution, which: str,
 
 FACT_RULES = {rule.__name__: rule for rule in (
     hopper_bf16_weight_cache, deep_gemm_sm100_block32, deep_gemm_sm100_fused_activation, triton_mxfp4_persistent,
-    marlin_mxfp4_hopper_widths, nvfp4_native_prefill, mxfp8_moe_quantizer_sm107, minimax_fp8_index_hopper)}
+    marlin_mxfp4_hopper_widths, nvfp4_native_prefill, mxfp8_moe_quantizer_sm107, minimax_fp8_index_hopper,
+    lora_fp8_whole_row_fast_div)}
 
 
 def fact_rule(res: Resolution, rule: str, cuda: Optional[Tuple[int, int]] = (13, 0)) -> FactDecision:

@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 from .. import catalog
 from ..registry import Resolution
 from . import attention
-from .platform import tier_fact
+from .platform import tier_fact, tier_where
 
 DECISION = "attention"
 PORTABLE = "triton"
@@ -40,7 +40,7 @@ def hybrid_linear_draft_backend(res: Resolution, phase: str = "decode",
                                 cuda: Optional[Tuple[int, int]] = (13, 0)) -> DraftDecision:
     """The full-attention backend of a hybrid linear-attention model's draft."""
     pick = upstream_pick(res, cuda)
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     verdict = catalog.choice_runs(DECISION, pick, res.identities, cuda, "mha", phase)
     if verdict is not None and verdict.runs:
         return DraftDecision(pick, f"{where}: SGLang's rule picks {pick}")
@@ -99,7 +99,7 @@ def draft_worker_backend(res: Resolution, named: Optional[str], choices: Tuple[s
     does, the user's ``--speculative-algorithm`` is refused with the reason.
     """
     pick = worker_upstream_pick(named, choices)
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     runs, why = _runs_both_phases(res, pick, traits)
     if runs:
         return DraftWorkerDecision(pick, f"{where}: SGLang's rule picks {pick}")

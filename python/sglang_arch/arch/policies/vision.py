@@ -20,6 +20,7 @@ from typing import Callable, Optional, Tuple
 
 from .. import catalog
 from ..registry import Resolution
+from .platform import tier_where
 
 DECISION = "vision"  # the kernel catalog's name for this decision (kernels.py CHOICES)
 PORTABLE = ("triton_attn", "sdpa")
@@ -51,7 +52,7 @@ def backend(res: Resolution, passed: Optional[str] = None,
     for name in (pick,) + tuple(p for p in PORTABLE if p != pick):
         verdict = catalog.choice_runs(DECISION, name, res.identities, cuda)
         if verdict is not None and verdict.runs:
-            where = f"tier {res.resolved} ({res.match})"
+            where = tier_where(res)
             if name == pick and not dropped:
                 return VisionDecision(name, f"{where}: SGLang's rule picks {name}")
             lost = "; ".join(f"{n}: {why}" for n, why in dropped)
@@ -65,7 +66,7 @@ def _first_runnable(res: Resolution, pick: str, rule: str, cuda: Optional[Tuple[
                     fallbacks: Tuple[str, ...] = PORTABLE) -> VisionDecision:
     """``pick`` where the kernel catalog runs it on the device, else the first of
     ``fallbacks`` that runs (sdpa, PyTorch's own, runs wherever torch does)."""
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     dropped = []
     for name in (pick,) + tuple(f for f in fallbacks if f != pick):
         verdict = catalog.choice_runs(DECISION, name, res.identities, cuda)
@@ -133,7 +134,7 @@ def mimo_local_attention(res: Resolution, cuda: Optional[Tuple[int, int]] = (13,
     """Whether MiMo's audio encoder takes its local Triton attention (else SDPA)."""
     from .platform import tier_fact
 
-    where = f"tier {res.resolved} ({res.match})"
+    where = tier_where(res)
     if not tier_fact(res, MIMO_LOCAL_FACT, cuda):
         return AudioLocalDecision(False, f"{where}: SGLang's rule ({MIMO_LOCAL_FACT}) is false: SDPA")
     verdict = catalog.choice_runs(DECISION, "triton_attn", res.identities, cuda)

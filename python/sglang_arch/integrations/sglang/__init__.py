@@ -85,7 +85,9 @@ def _register() -> None:
                 skipped.append(problem)
             continue
         if not routing.is_routed(target):
-            if target.provider:  # SGLang's registry holds the function: rebound where it is routed
+            if target.provider or target.value is not None:
+                # SGLang's registry holds the function, or a module value (no function to
+                # hook): rebound where it is routed
                 routing.route(target)
             else:
                 HookRegistry.register(target.path, target.hook, HookType.AROUND)

@@ -18,7 +18,7 @@ import functools
 import inspect
 import logging
 import sys
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .targets import Target, all_targets, check_target
 
@@ -28,6 +28,7 @@ ROUTED_MARK = "__sglang_arch_target__"
 
 _problems: Dict[str, str] = {}  # target path -> why it was left to SGLang (early)
 _early_routed: Set[str] = set()
+_values: Dict[str, Tuple[Any, Any]] = {}  # value target path -> (SGLang's value, the value bound)
 
 
 @functools.lru_cache(maxsize=1)
@@ -64,7 +65,8 @@ def module_loaded(module: Any, imported_meanwhile: Iterable[str] = ()) -> None:
         original = current_function(target)
         if route(target):
             _early_routed.add(target.path)
-            replaced[id(original)] = current_function(target)
+            if target.value is None:  # a value is read by its module alone (a Triton global)
+                replaced[id(original)] = current_function(target)
     if replaced:
         _rebind(replaced, imported_meanwhile)
 
@@ -99,6 +101,9 @@ def current_function(target: Target) -> Optional[Callable]:
 
 
 def is_routed(target: Target) -> bool:
+    if target.value is not None:
+        bound = _values.get(target.path)
+        return bound is not None and target.module in sys.modules and current_function(target) is bound[1]
     return getattr(current_function(target), ROUTED_MARK, None) == target.path
 
 
@@ -107,6 +112,9 @@ def route(target: Target) -> bool:
     if is_routed(target):
         return False
     owner, attr = _owner_and_attr(target)
+    if target.value is not None:
+        _bind_value(target, owner, attr)
+        return True
     # A class method is hooked over its function and stays one (the class it is called on,
     # a subclass too, is its first argument).
     class_method = isinstance(inspect.getattr_static(owner, attr, None), classmethod)
@@ -134,6 +142,19 @@ def route(target: Target) -> bool:
     return True
 
 
+def _bind_value(target: Target, owner: Any, attr: str) -> None:
+    """A value target: its module's value becomes the hook's answer, in the value's own type
+    (``tl.constexpr(True)`` for a constexpr), the hook asked over a function that returns
+    SGLang's value (the answer when the glue has none).  Bound once the module has run and
+    before anything reads it: Triton reads a ``constexpr`` global when it first compiles a
+    kernel that uses it, and refuses one changed since."""
+    original = getattr(owner, attr)
+    answer = target.hook(lambda: original)
+    bound = answer if answer is original or type(answer) is type(original) else type(original)(answer)
+    setattr(owner, attr, bound)
+    _values[target.path] = (original, bound)
+
+
 _OVERRIDE_BASE = "sglang.srt.arg_groups.model_override_base"
 
 
@@ -147,7 +168,11 @@ def _rebind_provider(old: Any, new: Any) -> None:
 
 def unroute(target: Target) -> None:
     """Put SGLang's own function back (a target the entry point's full check refused)."""
-    if is_routed(target):
+    if target.value is not None and is_routed(target):
+        owner, attr = _owner_and_attr(target)
+        setattr(owner, attr, _values.pop(target.path)[0])
+        _early_routed.discard(target.path)
+    elif is_routed(target):
         owner, attr = _owner_and_attr(target)
         routed = getattr(owner, attr)
         original = routed.__wrapped__

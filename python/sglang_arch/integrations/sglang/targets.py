@@ -70,6 +70,7 @@ _K3_SP = "sglang.srt.layers.communication.k3_sp_collective"
 _CUTEDSL_GEMM = "sglang.kernels.ops.gemm.cutedsl_bf16_gemm"
 _GEMV = "sglang.kernels.ops.gemm.hopper_bf16_gemv"
 _ROUTER_GEMV = "sglang.kernels.ops.gemm.muse_spark_router_gemv_cutedsl"
+_LORA_FP8 = "sglang.kernels.ops.lora.moe.fp8_quant"
 _SBO = "sglang.srt.batch_overlap.single_batch_overlap.SboFlags"
 _MUSE = "sglang.srt.models.muse_spark"
 _DSV4 = "sglang.srt.models.deepseek_v4"
@@ -107,6 +108,12 @@ class Target:
     # ``_MODEL_OVERRIDE_FNS``) holds the function itself, bound when its module was imported,
     # so routing it rebinds it there too (``routing.route`` / ``unroute``).
     provider: bool = False
+    # A module value, not a function: the name of the type it must have (``"constexpr"``).
+    # SGLang binds it at import and reads it where no Python runs (a Triton ``constexpr``
+    # read inside ``@triton.jit`` code); routing binds, once the module has run, the hook's
+    # answer in that type (``routing.route``), the hook asked over a function that returns
+    # SGLang's own value.  ``params`` is empty.
+    value: Optional[str] = None
 
     @property
     def module(self) -> str:
@@ -462,6 +469,9 @@ def all_targets() -> List[Target]:
         Target("MiniMax sparse index dtype", f"{_MEMORY_POOL}.get_minimax_sparse_index_dtype",
                scoped_fact(moe.minimax_fp8_index_hopper, "is_sm90"), ("fp8_attn_gemm", "kv_cache_dtype", "model_dtype"),
                ("get_platform",)),
+        # The LoRA MoE's FP8 quantizer: a Triton constexpr bound at import (a value target).
+        Target("LoRA MoE FP8 division", f"{_LORA_FP8}._WHOLE_ROW_FAST_DIV", answer(moe.lora_fp8_whole_row_fast_div),
+               (), value="constexpr"),
         # DeepSeek-V4's Triton kernel paths: each function reads get_platform().is_blackwell /
         # is_sm90 inline per layer; for the call, its module's get_platform() answers them with
         # the registry's one decision (policies/deepseek.py), every other fact SGLang's.
@@ -579,6 +589,11 @@ def check_target(target: Target, early: bool = False) -> Optional[str]:
     except Exception as exc:
         return f"{owner_path} cannot be imported ({type(exc).__name__}: {exc})"
     original = getattr(owner, attr, None)
+    if target.value is not None:
+        if original is None or type(original).__name__ != target.value:  # (a constexpr is callable)
+            found = "missing" if original is None else f"a {type(original).__name__}"
+            return f"{target.path} changed: {found}, expected a module value of type {target.value}"
+        return _missing_uses(target, owner)
     if original is None or not callable(original):
         return f"{target.path} is missing"
     raw = inspect.getattr_static(owner, attr, None)
@@ -590,15 +605,20 @@ def check_target(target: Target, early: bool = False) -> Optional[str]:
         return f"{target.path} has no inspectable signature"
     if params != target.params:
         return f"{target.path} changed: parameters {params}, expected {target.params}"
-    module = owner if inspect.ismodule(owner) else sys.modules[owner.__module__]
-    missing = [name for name in target.uses if not hasattr(module, name)]
-    if missing:
-        return f"{target.path}: its module no longer has {', '.join(missing)}"
+    problem = _missing_uses(target, owner)
+    if problem:
+        return problem
     if early and "sglang.srt.runtime_context" not in sys.modules:
         return None
     if target.concern == "platform facts" and not _probe_mapping_ok(target):
         return f"{target.path} is no longer the probe SGLang's get_platform() reads"
     return None
+
+
+def _missing_uses(target: Target, owner: object) -> Optional[str]:
+    module = owner if inspect.ismodule(owner) else sys.modules[owner.__module__]
+    missing = [name for name in target.uses if not hasattr(module, name)]
+    return f"{target.path}: its module no longer has {', '.join(missing)}" if missing else None
 
 
 def _probe_mapping_ok(target: Target) -> bool:

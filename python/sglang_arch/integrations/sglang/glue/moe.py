@@ -485,6 +485,28 @@ def minimax_fp8_index_hopper_here() -> bool:
     return or_platform_fact(minimax_fp8_index_hopper(), "is_sm90")
 
 
+@fail_open
+def lora_fp8_whole_row_fast_div() -> Optional[bool]:
+    """``_WHOLE_ROW_FAST_DIV`` in ``kernels/ops/lora/moe/fp8_quant.py``: whether the LoRA MoE's
+    FP8 quantizer divides whole rows with fast math.  SGLang binds it at import as a Triton
+    ``constexpr`` read only inside ``@triton.jit`` code, so no Python function is there to
+    hook: the plugin binds the module value to this answer once the module has run, before
+    Triton compiles anything that reads it (a ``value`` target), and the series writes the
+    replace form into the assignment.  The module reads torch's capability, so the device's
+    context answers, not a platform override."""
+    return _quant_fact("lora_fp8_whole_row_fast_div", device_context())
+
+
+def lora_fp8_whole_row_fast_div_here() -> bool:
+    """The replace form of the assignment's value: the registry's answer, else SGLang's rule."""
+    answer = lora_fp8_whole_row_fast_div()
+    if answer is not None:
+        return answer
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
 # --- Tuned GEMM / GEMV paths keyed to one architecture (policies/gemm.py) ---
 #
 # SGLang reads the device's identity inline, per call, to take a path tuned on one GPU.
