@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sglang_arch.audit import audit, classify, gates, report
+from sglang_arch.audit import audit, gates, report
 from unit.timing import grows_at_most
 from sglang_arch.audit.scan import scan_source
 

@@ -20,7 +20,6 @@ same original with the registry routed to the same capability.  Every other cond
 each function is met (or stubbed) so that the capability read decides.
 """
 
-import functools
 import importlib
 import importlib.util
 import os

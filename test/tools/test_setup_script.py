@@ -4,7 +4,6 @@
 The script runs from a copy of the repository's layout with fakes for the interpreter, uv
 and the venv's interpreter that log what they are asked; nothing is downloaded."""
 
-import os
 import re
 import shutil
 import stat

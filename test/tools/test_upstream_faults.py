@@ -20,7 +20,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sglang_arch.upstream.sites import STEPS
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -289,7 +288,7 @@ def test_into_git_never_commits_a_step_over_an_uncommitted_earlier_one(clone, pl
     for result in plan_given:  # what planning this tree gives: step 3's call sites, nothing else
         result.changes[:] = [c for c in result.changes if result.step.number == 3 and not c.path.startswith("srt/arch/")]
     head = git(clone, "rev-parse", "HEAD")
-    err = refused(capsys, clone, "--into-git", expect="uncommitted changes in files the series writes")
+    refused(capsys, clone, "--into-git", expect="uncommitted changes in files the series writes")
     assert git(clone, "rev-parse", "HEAD") == head
 
 

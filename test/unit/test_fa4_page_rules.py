@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sglang_arch.arch import resolve
-from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import attention
 from sglang_arch.arch.runtime import SIMULATED_CUDA_DEFAULT, machine
 from sglang_arch.integrations.sglang import glue

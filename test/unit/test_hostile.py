@@ -582,7 +582,7 @@ def test_a_float_where_an_integer_is_required_is_refused(tmp_path, entry, field,
     text = json.dumps({"12.0": entry})
     if suffix == ".toml":
         key, value = next(iter(entry.items()))
-        value = (f'{{ "8" = X }}' if isinstance(value, dict) else "[X]" if isinstance(value, list) else "X")
+        value = ('{ "8" = X }' if isinstance(value, dict) else "[X]" if isinstance(value, list) else "X")
         text = f'[architectures."12.0"]\n{key} = {value}\n'
     path.write_text(text.replace('"X"', number).replace("X", number))
     with pytest.raises(TableError) as e:

@@ -6,7 +6,6 @@ compared with ours over generated values."""
 
 import ctypes
 import ctypes.util
-import os
 import re
 
 import pytest

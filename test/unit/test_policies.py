@@ -2,7 +2,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from sglang_arch.arch import TOPOLOGIES, catalog, decide, explain, resolve
-from sglang_arch.arch.policies import attention, collectives
+from sglang_arch.arch.policies import collectives
 from sglang_arch.arch.policies.attention import (
     ModelTraits,
     check_backend,

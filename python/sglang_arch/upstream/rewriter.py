@@ -20,7 +20,7 @@ are data (``sites.py``), and the inserted code only calls the glue.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union, cast
+from typing import Dict, List, Optional, Sequence, Set, Tuple, cast
 
 import libcst as cst
 

@@ -27,7 +27,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..arch.validate import shown_path
-from ..files import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, SourceError, Transaction, Write, folder_lock, read_source
+from ..files import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, Transaction, Write, folder_lock, read_source
 from . import glue, replace, texts
 from .imports import imports, module_name
 from .rewriter import (

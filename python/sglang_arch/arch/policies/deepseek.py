@@ -31,9 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from .. import catalog
 from ..registry import Resolution
-from .platform import tier_fact, tier_where
+from .platform import runs_here, tier_fact, tier_where
 
 Cuda = Optional[Tuple[int, int]]
 DSV4_PATHS = "dsv4_paths"  # the kernel catalog's name for this decision
@@ -50,10 +49,7 @@ class Dsv4Paths:
 def _kept(res: Resolution, path: str, rule: bool, cuda: Cuda) -> Tuple[bool, str]:
     if not rule:
         return False, f"not the tier's {path} path"
-    verdict = catalog.choice_runs(DSV4_PATHS, path, res.identities, cuda)
-    if verdict is not None and not verdict.runs:
-        return False, f"the tier's {path} path, but on {res.requested} {verdict.reason}"
-    return True, f"the tier's {path} path ({verdict.reason if verdict else path})"
+    return runs_here(res, DSV4_PATHS, path, cuda, f"the tier's {path} path")
 
 
 def dsv4_kernel_paths(res: Resolution, cuda: Cuda = None) -> Dsv4Paths:
@@ -89,12 +85,8 @@ def tiny_router_gemm(res: Resolution, cuda: Cuda = None) -> RouterGemm:
     where = tier_where(res)
     if res.resolved.sm < 90:
         return RouterGemm(False, f"{where}: below SM90, where the tiny GEMM was not measured to beat cuBLAS: cuBLAS")
-    verdict = catalog.choice_runs(TINY_ROUTER, TINY, res.identities, cuda)
-    if verdict is not None and not verdict.runs:
-        return RouterGemm(False, f"{where}: SM90 and newer take the tiny GEMM, but on {res.requested} "
-                                 f"{verdict.reason}: cuBLAS")
-    return RouterGemm(True, f"{where}: SM90 and newer take the tiny GEMM for up to 16 rows "
-                            f"({verdict.reason if verdict else TINY})")
+    kept, why = runs_here(res, TINY_ROUTER, TINY, cuda, "SM90 and newer take the tiny GEMM for up to 16 rows")
+    return RouterGemm(kept, f"{where}: {why}" + ("" if kept else ": cuBLAS"))
 
 
 # --- the DeepSeek-V3 fused QKV-A GEMM's automatic backend --------------------------------------
@@ -123,12 +115,9 @@ def fused_a_gemm_auto(res: Resolution, cuda: Cuda = None) -> FusedAGemm:
     where = tier_where(res)
     if not tier_fact(res, "is_sm120", cuda):
         return FusedAGemm(FUSED_A_JIT, f"{where}: not SM120 (major 12, CUDA >= 12.8): the JIT kernel")
-    verdict = catalog.choice_runs(FUSED_A, FUSED_A_CUTEDSL, res.identities, cuda)
-    if verdict is not None and not verdict.runs:
-        return FusedAGemm(FUSED_A_JIT, f"{where}: SM120 takes the CuTe DSL kernel, but on {res.requested} "
-                                       f"{verdict.reason}: the JIT kernel")
-    return FusedAGemm(FUSED_A_CUTEDSL, f"{where}: SM120 takes the CuTe DSL kernel "
-                                       f"({verdict.reason if verdict else FUSED_A_CUTEDSL})")
+    kept, why = runs_here(res, FUSED_A, FUSED_A_CUTEDSL, cuda, "SM120 takes the CuTe DSL kernel")
+    return FusedAGemm(FUSED_A_CUTEDSL, f"{where}: {why}") if kept else FusedAGemm(FUSED_A_JIT,
+                                                                                 f"{where}: {why}: the JIT kernel")
 
 
 # --- DeepSeek's shared-expert fusion under Hopper NVFP4 + Marlin --------------------------------
@@ -181,12 +170,8 @@ def nvfp4_swiglu_fusion(res: Resolution, cuda: Cuda = None) -> SwigluFusion:
     where = tier_where(res)
     if not tier_fact(res, "is_sm100", cuda):
         return SwigluFusion(False, f"{where}: not SM100 (major 10, CUDA >= 12.8): GEMM, SwiGLU and quant apart")
-    verdict = catalog.choice_runs(NVFP4_SWIGLU, FUSED, res.identities, cuda)
-    if verdict is not None and not verdict.runs:
-        return SwigluFusion(False, f"{where}: SM100 fuses them, but on {res.requested} {verdict.reason}: "
-                                   "GEMM, SwiGLU and quant apart")
-    return SwigluFusion(True, f"{where}: SM100 fuses the NVFP4 GEMM, SwiGLU and quant "
-                              f"({verdict.reason if verdict else FUSED})")
+    kept, why = runs_here(res, NVFP4_SWIGLU, FUSED, cuda, "SM100 fuses the NVFP4 GEMM, SwiGLU and quant")
+    return SwigluFusion(kept, f"{where}: {why}" + ("" if kept else ": GEMM, SwiGLU and quant apart"))
 
 
 # --- DeepSeek-V4.1's index logits dtype ---------------------------------------------------------

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .. import catalog
 from ..capability import Capability
 from ..registry import Resolution
-from .platform import tier_fact, tier_where
+from .platform import runs_here, tier_fact, tier_where
 
 GEMM_PATH = "gemm_path"  # the kernel catalog's decision for these paths (arch/kernels.py CHOICES)
 Cuda = tuple
@@ -67,10 +67,8 @@ class GemmPaths:
 
 def _with_builds(res: Resolution, choice: str, cuda: Cuda, tuned: str) -> Path:
     """The tier's rule says ``choice``'s path: taken where its kernels build for the device."""
-    verdict = catalog.choice_runs(GEMM_PATH, choice, res.identities, cuda)
-    if verdict.runs:
-        return Path(True, f"{tier_where(res)}: {tuned} ({verdict.reason})")
-    return Path(False, f"{tier_where(res)}: {tuned}, but on {res.requested} {verdict.reason}: not taken")
+    kept, why = runs_here(res, GEMM_PATH, choice, cuda, tuned)
+    return Path(kept, f"{tier_where(res)}: {why}" + ("" if kept else ": not taken"))
 
 
 def k3_front_splitk(res: Resolution, cuda: Cuda = (13, 0)) -> Path:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple, Union
 
+from .. import catalog
 from ..registry import Resolution
 
 # fact -> (tier majors, minimum torch CUDA version)
@@ -64,3 +65,13 @@ def tier_fact(res: Resolution, fact: str, cuda: Optional[Tuple[int, int]]) -> bo
 def tier_where(res: Resolution) -> str:
     """The prefix of a tier-rule decision's reason: which tier answered, and how it matched."""
     return f"tier {res.resolved} ({res.match})"
+
+
+def runs_here(res: Resolution, decision: str, choice: str, cuda: Optional[Tuple[int, int]],
+              rule: str) -> Tuple[bool, str]:
+    """A tier rule's pick ``choice`` of the kernel catalog's ``decision``, kept only where the
+    catalog runs it on the device: (kept, why), ``rule`` saying what the tier's rule picks."""
+    verdict = catalog.choice_runs(decision, choice, res.identities, cuda)
+    if verdict is not None and not verdict.runs:
+        return False, f"{rule}, but on {res.requested} {verdict.reason}"
+    return True, f"{rule} ({verdict.reason if verdict else choice})"

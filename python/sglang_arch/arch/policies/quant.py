@@ -34,7 +34,7 @@ from typing import Optional, Tuple
 from .. import catalog
 from ..registry import Resolution
 from . import moe
-from .platform import tier_fact, tier_where
+from .platform import runs_here, tier_fact, tier_where
 
 # What SGLang's dense check compares ``get_device_sm()`` with: the SM it keeps FP32 scales on.
 SM12X_DENSE_SM = 120
@@ -234,12 +234,11 @@ def nvfp4_kv_dequant(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0))
     if not (sm100 or sm120):
         return KvDequant(False, False, f"{tier_where(res)}: neither SM100 nor SM120: SGLang's PyTorch fallback "
                                        "(on SM90; elsewhere SGLang's assert)")
-    verdict = catalog.choice_runs(KV_DEQUANT, "flashinfer", res.identities, cuda)
-    if verdict is not None and not verdict.runs:
-        return KvDequant(False, False, f"{tier_where(res)}: {'SM100' if sm100 else 'SM120'} takes FlashInfer's "
-                                       f"dequantize, but on {res.requested} {verdict.reason}: not FlashInfer's")
-    return KvDequant(sm100, sm120, f"{tier_where(res)}: {'SM100' if sm100 else 'SM120'}: FlashInfer's dequantize "
-                                   f"({verdict.reason if verdict else 'flashinfer'})")
+    kept, why = runs_here(res, KV_DEQUANT, "flashinfer", cuda, f"{'SM100' if sm100 else 'SM120'} takes FlashInfer's "
+                                                                "dequantize")
+    if not kept:
+        return KvDequant(False, False, f"{tier_where(res)}: {why}: not FlashInfer's")
+    return KvDequant(sm100, sm120, f"{tier_where(res)}: {why}")
 
 
 # --- FlashInfer's FP4 / MXFP8 activation quantize backend ----------------------------------------
