@@ -4,7 +4,6 @@ wraps, both reading the same simulated device (torch's capability stood in) and 
 stand-in parallel layout."""
 
 import importlib.util
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -52,8 +51,6 @@ def device(monkeypatch, beam):
     from sglang_arch.integrations.sglang import glue
     from sglang_arch.integrations.sglang.glue import collectives as gc
 
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     monkeypatch.setattr(gc, "_beam_decided", {})
 
     def use(cap, tp, ep=1, skip=False):

@@ -13,7 +13,6 @@ torch's device, not the platform.
 """
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -48,8 +47,6 @@ def unquant(monkeypatch):
     kernel.cutedsl_bf16_gemm = kernel.use_cutedsl_bf16_gemm = object()
     monkeypatch.setitem(sys.modules, kernel.__name__, kernel)
     monkeypatch.setenv("SGLANG_ENABLE_BF16_SPLITK_GEMM", "false")
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     monkeypatch.setattr(module, "_BF16_GEMM_BACKEND", None)
     return module
 

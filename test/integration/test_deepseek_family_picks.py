@@ -16,7 +16,6 @@ on every exact tier and on 10.5, 11.5, 12.3 and 13.0 (and 6.1).
 """
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -51,8 +50,6 @@ def router():
     from sglang.srt.models.deepseek_common import utils
 
     mp = pytest.MonkeyPatch()
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        mp.delenv(k)
     mp.setattr(utils, "_is_cuda", True)
     try:
         yield own, hook, utils
@@ -132,8 +129,6 @@ def fused_a():
     from sglang.kernels.ops.gemm import fused_a_gemm as module
 
     mp = pytest.MonkeyPatch()
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        mp.delenv(k)
     for name in ("dsv3_fused_a_gemm", "cutedsl_dsv3_fused_a_gemm"):
         kernel = ModuleType(f"sglang.kernels.ops.gemm.{name}")
         kernel.dsv3_fused_a_gemm = lambda a, b, out, name=name: name
@@ -203,8 +198,6 @@ def fusion():
     from sglang.srt.models import deepseek_v2 as module
 
     mp = pytest.MonkeyPatch()
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        mp.delenv(k)
     mp.setattr(module, "quant_blocks_shared_experts_fusion", lambda quant_config: False)
     mp.setattr(module, "get_exec", lambda: SimpleNamespace(moe=SimpleNamespace(enforce_shared_experts_fusion=False)))
     for name in ("is_sbo_enabled", "is_tbo_enabled", "is_deepep_class_backend"):
@@ -440,8 +433,6 @@ def _logits_both(logits, cap, forced=None):
     ctx = runtime.machine(capability=cap, cuda=CUDA)
     mp = pytest.MonkeyPatch()
     try:
-        for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-            mp.delenv(k)
         if forced is None:
             mp.delenv("SGLANG_OPT_DSV41_BF16_INDEX_LOGITS", raising=False)
         else:

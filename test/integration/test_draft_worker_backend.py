@@ -8,7 +8,6 @@ user passed.
 """
 
 import importlib.util
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -40,8 +39,6 @@ def bags(monkeypatch, sides):
     from sglang_arch.arch import runtime
     from sglang_arch.integrations.sglang import glue
 
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     dwc = sides[0]
     platform = SimpleNamespace(is_cuda=True, is_hip=False, is_xpu=False)
 

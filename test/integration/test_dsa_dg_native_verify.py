@@ -16,7 +16,6 @@ kernel has a build for the device.
 import functools
 import importlib.util
 import inspect
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -55,8 +54,6 @@ def device(monkeypatch):
     import torch
     from sglang.srt.utils import common
 
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     monkeypatch.delenv("SGLANG_FP8_PAGED_MQA_LOGITS_TORCH", raising=False)
     monkeypatch.setattr(glue, "_warned", set())
     monkeypatch.setattr(ga, "_dg_native", {})

@@ -11,7 +11,6 @@ changes the phase's backend, the kernel catalog runs it on the device.
 """
 
 import importlib.util
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -38,8 +37,6 @@ def sides():
 
 
 def _routed(monkeypatch, cap):
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     monkeypatch.setattr(glue, "_warned", set())
     monkeypatch.setattr(ga, "_tail", {})
     ctx = runtime.machine(capability=cap)

@@ -14,7 +14,6 @@ device runs it with has a build for the device.
 
 import importlib.util
 import inspect
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -52,8 +51,6 @@ def device(monkeypatch):
     import torch
     from sglang.srt.utils import common
 
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     monkeypatch.setattr(glue, "_warned", set())
     monkeypatch.setattr(ga, "_prefill", {})
     monkeypatch.setattr(f"{MODULE}.is_dsa_enable_prefill_cp", lambda: False)

@@ -14,7 +14,6 @@ default only where its SASS exists (the catalog, read from the installed wheel).
 """
 
 import importlib.util
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -102,8 +101,6 @@ def _routed_default(hook, own, cap, cuda, s):
 
     mp = pytest.MonkeyPatch()
     try:
-        for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-            mp.delenv(k)
         _layout(mp, s["layout"])
         ctx = _machine(cap, cuda)
         mp.setattr(glue, "current", lambda: ctx)
@@ -189,8 +186,6 @@ def _routed_commit(hook, own, cap, cuda, s):
 
     mp = pytest.MonkeyPatch()
     try:
-        for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-            mp.delenv(k)
         ctx = _machine(cap, cuda)
         mp.setattr(glue, "current", lambda: ctx)
         mp.setattr(glue.attention, "_commit_kv", {})

@@ -10,7 +10,6 @@ is read from the installed FA4 interface, not assumed.
 """
 
 import importlib.util
-import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -79,8 +78,6 @@ def _routed(hook, own, tier, cuda, s):
     ctx = _machines.get((tier, cuda)) or _machines.setdefault((tier, cuda), runtime.machine(capability=tier, cuda=cuda))
     mp = pytest.MonkeyPatch()
     try:
-        for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-            mp.delenv(k)
         mp.setattr(glue, "current", lambda: ctx)
         with override_platform(**SIMULATED_MACHINE):
             return hook(own, _view(s))

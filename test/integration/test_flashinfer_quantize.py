@@ -20,7 +20,6 @@ capability.
 """
 
 import importlib.util
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -72,8 +71,6 @@ def stand_ins():
     from sglang.srt.layers.quantization import mxfp4_flashinfer_trtllm_moe as mxfp4_trtllm
 
     mp = pytest.MonkeyPatch()
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        mp.delenv(k)
 
     def dequantize(*args, **kwargs):
         raise Taken("flashinfer")

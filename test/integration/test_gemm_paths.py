@@ -22,7 +22,6 @@ each function is met (or stubbed) so that the capability read decides.
 
 import importlib
 import importlib.util
-import os
 import sys
 from types import ModuleType, SimpleNamespace
 
@@ -57,8 +56,6 @@ _machines = {}
 @pytest.fixture
 def machine(monkeypatch):
     """``machine(cap)``: the plugin's glue decides for a GPU of capability ``cap``."""
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
 
     def use(cap):
         ctx = _machines.get(cap) or _machines.setdefault(cap, runtime.machine(capability=cap, cuda=CUDA))

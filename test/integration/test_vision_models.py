@@ -4,7 +4,6 @@ both reading the same simulated device (SGLang's probes stood in on the model mo
 on torch.cuda, the registry's machine on the glue)."""
 
 import importlib.util
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -37,8 +36,6 @@ def device(monkeypatch, models):
     from sglang_arch.arch import runtime
     from sglang_arch.integrations.sglang import glue
 
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     gemma4_vision, _ = models
     mm = SimpleNamespace(mm_attention_backend=None)
 

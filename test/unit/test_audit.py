@@ -277,6 +277,54 @@ def test_a_flag_the_registry_binds_routes_its_uses_and_only_those(tmp_path):
     assert sites[10].plugin == "unrouted" and "_OTHER" in sites[10].plugin_reason
 
 
+# A routed function whose own body still runs (a scoped hook, a replace edit): its decision
+# is the registry's; a gate or fact in it is only where it reads what the hook answers.
+BODY = "srt/layers/quantization/q.py"
+BODY_FILES = {**FILES, BODY: """\
+    import torch
+    from sglang.srt.runtime_context import get_platform
+
+    def dequant(x):
+        if get_platform().is_sm100:
+            return "flashinfer"
+        assert get_platform().is_sm90, "needs SM90"
+        if not get_platform().is_sm100:
+            raise RuntimeError("SM100 only")
+        logger.info("on %s", torch.cuda.get_device_capability())
+        return x
+    """}
+
+
+@pytest.mark.parametrize("form", ["scoped_fact", "check", "answer"])
+def test_gates_in_a_routed_body_that_still_runs_are_the_devices_unless_they_read_the_answer(tmp_path, form):
+    from sglang_arch.integrations.sglang import hooks
+    from sglang_arch.upstream.replace import ReplaceFact
+    from sglang_arch.upstream.rewriter import FunctionSite, ModulePlan
+
+    def ask():
+        return None
+
+    hook = {"scoped_fact": hooks.scoped_fact(ask, "is_sm100"), "check": hooks.check(ask), "answer": hooks.answer(ask)}
+    target = targets_mod.Target("q", "sglang.srt.layers.quantization.q.dequant", hook[form], ("x",))
+    site = {"scoped_fact": ReplaceFact("dequant", ("x",), "is_sm100", "here", (), marker="flashinfer"),
+            "check": FunctionSite("dequant", ("x",), "here", ("x",), form="check"),
+            "answer": FunctionSite("dequant", ("x",), "here", ("x",))}[form]
+    step = sites_mod.Step(9, "q", "q", "moe", (ModulePlan(BODY, "moe", (site,)),))
+    sites = by_line(audit(str(write_tree(tmp_path, BODY_FILES)), targets=targets_mod.all_targets() + [target],
+                          steps=tuple(sites_mod.STEPS) + (step,)), BODY)
+    assert [sites[n].kind for n in (5, 7, 8, 10)] == ["decision", "gate", "gate", "fact"]
+    for column in ("plugin", "patched"):
+        status = {n: getattr(sites[n], column) for n in (5, 7, 8, 10)}
+        assert status[5] == "routed"  # the function's decision is the registry's in every form
+        if form == "answer":  # the glue's answer replaces the body on NVIDIA GPUs
+            assert status == {5: "routed", 7: "routed", 8: "routed", 10: "routed"}, column
+        else:  # SGLang's own reads stay SGLang's; the scoped fact is answered where it is read
+            assert status == {5: "routed", 7: "probe", 8: "routed" if form == "scoped_fact" else "probe",
+                              10: "device"}, column
+    if form != "answer":
+        assert "(in dequant, whose body still runs: plugin answers" in sites[7].plugin_reason
+
+
 # A model override in the shape of SGLang's (written here): two arms whose backends the
 # attention guards judge (the real targets' ``covers`` name them by their checks), and a
 # decision beside them that no guard lists.

@@ -3,7 +3,6 @@ module docstring of decisions.py), and the runtime's machine and its CUDA versio
 input limits: test_validate_rules.py).  Found by mutation testing:
 docs/mutation.md."""
 
-import os
 import sys
 import types
 
@@ -17,8 +16,6 @@ from sglang_arch.arch.profile import format_version
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     fake = types.ModuleType("torch")
     fake.version = types.SimpleNamespace(cuda=None)  # a CPU build of torch
     monkeypatch.setitem(sys.modules, "torch", fake)

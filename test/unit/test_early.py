@@ -63,23 +63,31 @@ def test_false_words_are_the_validation_layers():
     assert set(_early.FALSE_WORDS) == set(validate.FALSE_WORDS)
 
 
-@pytest.fixture
-def fake_tree(tmp_path, monkeypatch):
-    pkg = tmp_path / "earlyfake"
+def _package(tmp_path, monkeypatch, name, files):
+    """A package ``name`` of ``files`` (module name -> source) importable for one test; its
+    modules are forgotten afterwards (the generator's second step)."""
+    pkg = tmp_path / name
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "target.py").write_text(textwrap.dedent("""
-        import earlyfake.user  # a circular import: user binds gate before target finished
-        def gate(x):
-            return "original"
-        FLAG = gate(1)
-    """))
-    (pkg / "user.py").write_text("from earlyfake import target\n")
-    (pkg / "late.py").write_text("from earlyfake.target import gate\nCACHED = gate(2)\n")
+    for module, source in files.items():
+        (pkg / f"{module}.py").write_text(textwrap.dedent(source))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield pkg
-    for name in [n for n in sys.modules if n.startswith("earlyfake")]:
-        del sys.modules[name]
+    for loaded in [n for n in sys.modules if n.startswith(name)]:
+        del sys.modules[loaded]
+
+
+@pytest.fixture
+def fake_tree(tmp_path, monkeypatch):
+    yield from _package(tmp_path, monkeypatch, "earlyfake", {
+        "target": """
+            import earlyfake.user  # a circular import: user binds gate before target finished
+            def gate(x):
+                return "original"
+            FLAG = gate(1)
+        """,
+        "user": "from earlyfake import target\n",
+        "late": "from earlyfake.target import gate\nCACHED = gate(2)\n"})
 
 
 def _router(loaded):
@@ -174,22 +182,17 @@ def test_install_respects_the_kill_switch(monkeypatch):
 
 @pytest.fixture
 def value_module(tmp_path, monkeypatch):
-    pkg = tmp_path / "valuefake"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "quant.py").write_text(textwrap.dedent("""
-        class constexpr:  # Triton's type, by name
-            def __init__(self, value):
-                self.value = value
-            def __call__(self):  # Triton's constexpr is callable too
-                return self.value
-        FAST = constexpr(True)
-    """))
-    (pkg / "reader.py").write_text("from valuefake.quant import FAST\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "valuefake.quant"
-    for name in [n for n in sys.modules if n.startswith("valuefake")]:
-        del sys.modules[name]
+    for _ in _package(tmp_path, monkeypatch, "valuefake", {
+        "quant": """
+            class constexpr:  # Triton's type, by name
+                def __init__(self, value):
+                    self.value = value
+                def __call__(self):  # Triton's constexpr is callable too
+                    return self.value
+            FAST = constexpr(True)
+        """,
+        "reader": "from valuefake.quant import FAST\n"}):
+        yield "valuefake.quant"
 
 
 def _value_target(answer):

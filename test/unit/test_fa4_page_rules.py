@@ -10,7 +10,6 @@ of FA4's paged kernel (CuTe DSL targets 9.0 10.0 10.3 10.7 11.0 12.0 12.1; none 
 "paged KV not supported on SM 8.0").  11.0 is D21 (docs/differences.md).
 """
 
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -90,8 +89,6 @@ def sglang(monkeypatch):
     import sys
     import types
 
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     monkeypatch.setattr(glue, "_warned", set())
     log = Log()
 

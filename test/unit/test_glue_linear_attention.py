@@ -2,7 +2,6 @@
 machine, with SGLang's modules stood in for (its own functions are compared with the
 routed ones in test/integration/test_linear_attention_equivalence.py)."""
 
-import os
 import sys
 import types
 from types import SimpleNamespace
@@ -32,8 +31,6 @@ def module(monkeypatch, name, **attrs):
 def route(monkeypatch):
     """``route(capability, cuda)``: the machine the glue sees (no capability: no NVIDIA GPU),
     on CUDA as SGLang's platform context says."""
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     monkeypatch.setattr(glue, "_warned", set())
     platform = SimpleNamespace(is_cuda=True, is_hip=False, is_sm100=False)
     module(monkeypatch, "sglang.srt.runtime_context", get_platform=lambda: platform)

@@ -13,7 +13,6 @@ trtllm_mha), and docs/differences.md D3/D4 (12.x fuses with trtllm where there i
 """
 
 import contextlib
-import os
 import sys
 import types
 from types import SimpleNamespace
@@ -45,8 +44,6 @@ class Log:
 def route(monkeypatch):
     """``route(capability, topology, gpus, cuda)``: the machine the glue sees; no
     capability: no NVIDIA GPU."""
-    for k in [k for k in os.environ if k.startswith("SGLANG_ARCH_")]:
-        monkeypatch.delenv(k)
     monkeypatch.setattr(glue, "_warned", set())
     monkeypatch.setattr(gf, "_platform_ok", {})
 

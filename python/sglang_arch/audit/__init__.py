@@ -12,7 +12,10 @@ other sites).  Status of a site, per routing:
 
 ``routed``    the registry takes it: inside a function the routing hooks or guards (or a
               module-level name it defines, a table its glue reads, state its routed
-              ``__init__`` sets), or covered by a target or step (``covers``)
+              ``__init__`` sets), or covered by a target or step (``covers``); a gate
+              or fact in a routed function whose own body still runs (``Routing.answers``:
+              check and scoped hooks, replace edits) only where it reads what is answered
+              there, else its own reads give its status
 ``probe``     a gate or fact whose capability values all come from a platform probe at the
               time it is evaluated (the device's identity, the same through the plugin and
               in a patched tree)
@@ -27,11 +30,11 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..files import read_source
 from . import classify, gates, routing
-from .routing import EXTRA_ROUTED, Routed, Routing, patched_routing, plugin_routing  # noqa: F401
+from .routing import EXTRA_ROUTED, Routed, Routing, answered_name, patched_routing, plugin_routing  # noqa: F401
 from .scan import KIND_ORDER, Expr, FileScan, RawSite, scan_tree
 
 STATUSES = ("routed", "probe", "device", "unrouted")
@@ -191,6 +194,12 @@ class _Resolver:
 
     def status(self, scan: FileScan, raw: RawSite, r: Routing, kind: str) -> Tuple[str, str]:
         """The site's status for routing ``r``, given its kind (module docstring)."""
+        if kind != "decision":
+            body = self._in_running_body(scan, raw, r)
+            if body is not None:  # SGLang's own code in a routed function: what it reads decides
+                status, reason = self._reads(scan, raw, r, 0)
+                return ("probe" if status == "probe" else "routed" if status == "routed" else "device"), (
+                    f"{reason} (in {body})")
         status, reason = self.source(scan, raw, r)
         if status == "routed":
             return status, reason
@@ -222,6 +231,22 @@ class _Resolver:
         if tables and all(n in r.uses for e in tables for n in e.name.split(",")):
             target = r.uses[tables[0].name.split(",")[0]]
             return "routed", f"{tables[0].name} is read by the glue of the routed {target}"
+        return self._reads(scan, raw, r, depth)
+
+    def _in_running_body(self, scan: FileScan, raw: RawSite, r: Routing) -> Optional[str]:
+        """Where a site sits in a routed function whose body still runs and reads none of the
+        names its hook or edit answers: that function, said so; else None."""
+        fn = r.function_for(scan.module, raw.scope, raw.assigned)
+        if fn is None or fn not in r.answers or r.covered(scan.module, raw.scope, raw.assigned, raw.code):
+            return None
+        answered = r.answers[fn]
+        if any(answered_name(e.name) in answered for e in raw.exprs):
+            return None
+        said = ", ".join(sorted(answered)) or "nothing inside it"
+        return f"{fn.rsplit('.', 1)[-1]}, whose body still runs: {r.name} answers {said}"
+
+    def _reads(self, scan: FileScan, raw: RawSite, r: Routing, depth: int) -> Tuple[str, str]:
+        """routed / probe / unrouted from what the site reads alone."""
         first_probe = None
         statuses = set()
         for e in raw.exprs:

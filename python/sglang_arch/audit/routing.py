@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, Optional, Sequence, Set, Tuple
 
 from ..files import SourceError, python_tree, read_source
 from .scan import link_problem, package_module
@@ -67,6 +67,20 @@ class Routing:
     # "module.name" of module values the registry binds at import (the plugin's value targets,
     # the series' ReplaceValue): a decision reading one reads the registry's decision
     values: Set[str] = field(default_factory=set)
+    # Routed functions whose own body still runs (the plugin's check and scoped hooks, the
+    # series' replace edits and check guards): path -> the names answered inside it (none for
+    # a check).  A gate or fact there that reads none of them is the device's, not routed.
+    answers: Dict[str, FrozenSet[str]] = field(default_factory=dict)
+    replaced: Set[str] = field(default_factory=set)  # routed functions whose body a hook or guard replaces
+
+    def answer_more(self, path: str, names: Optional[Iterable[str]]) -> None:
+        """``names`` answered inside ``path``'s running body; ``None``: the body is replaced
+        (which wins over any edit beside it)."""
+        if names is None:
+            self.replaced.add(path)
+            self.answers.pop(path, None)
+        elif path not in self.replaced:
+            self.answers[path] = self.answers.get(path, frozenset()) | {answered_name(n) for n in names}
 
     def add_covers(self, selectors: Iterable[str], owner: str) -> None:
         """Record ``owner`` for each selector; a selector several owners list names them all."""
@@ -101,6 +115,12 @@ class Routing:
         return None
 
 
+def answered_name(name: str) -> str:
+    """What a read is matched by: its last dotted part, without a call's parentheses and
+    leading underscores (``self._get_device_sm`` and the probe ``get_device_sm`` alike)."""
+    return name.rsplit(".", 1)[-1].split("(", 1)[0].lstrip("_")
+
+
 def _add_helpers(routing: Routing, module: str, names: Iterable[str]) -> None:
     routing.helpers.update(names)
     routing.helper_modules.add(module)
@@ -116,6 +136,7 @@ def plugin_routing(targets=None, extra: Sequence[Routed] = (), early_routing: bo
     routing = Routing("plugin", import_time_probes=early_routing)
     for t in targets:
         routing.functions[t.path] = f"the plugin hooks {t.path} ({t.concern})"
+        routing.answer_more(t.path, getattr(getattr(t, "hook", None), "answers", None))
         if getattr(t, "value", None) is not None:
             routing.values.add(t.path)
         routing.add_covers(getattr(t, "covers", ()), f"the plugin's target {t.path}")
@@ -157,6 +178,7 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
                     f"series step {step.number} ({step.key}) rewrites {qualname}")
                 if isinstance(site, ReplaceValue):
                     routing.values.add(f"{module}.{qualname}")
+                routing.answer_more(f"{module}.{qualname}", _edit_answers(site))
                 names = tuple(getattr(site, "uses", ())) + tuple(filter(None, [getattr(site, "table", None)]))
                 for name in names:
                     routing.uses.setdefault(name, f"{module}.{qualname}")
@@ -221,3 +243,21 @@ def _string_dict(node: Optional[ast.AST]) -> Optional[Dict[str, str]]:
             return None
         out[k.value] = v.value
     return out
+
+
+def _edit_answers(site) -> Optional[Tuple[str, ...]]:
+    """The names a series edit replaces in a function whose body otherwise stays SGLang's;
+    ``None`` where the edit replaces the body (a guard that answers, ``ReplaceBody``), and for
+    ``ReplaceSpan``, whose statements go with the locals they bind (which of the function's
+    other reads stay is not tracked: they count as the registry's, as before this rule)."""
+    from ..upstream import replace
+
+    if isinstance(site, replace.ReplaceFact):
+        return (site.fact,)
+    if isinstance(site, (replace.ReplaceName, replace.ReplaceCall)):
+        return (site.name,)
+    if isinstance(site, (replace.ReplaceOperands, replace.ReplaceArms)):  # the operands / arms reading a fact
+        return tuple(replace.FACTS | replace.FACT_HELPERS)
+    if isinstance(site, replace.AndCondition) or getattr(site, "form", None) == "check":
+        return ()
+    return None

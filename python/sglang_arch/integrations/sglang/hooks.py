@@ -60,11 +60,16 @@ def _naming_the_kill_switch(ask: Callable) -> Callable:
     return asking
 
 
-def _hook(form: str, ask: Callable, around: Callable) -> Callable:
-    """Name the AROUND hook after its glue function; ``form`` and ``glue`` say what it asks."""
+def _hook(form: str, ask: Callable, around: Callable, answers: Optional[Tuple[str, ...]] = None) -> Callable:
+    """Name the AROUND hook after its glue function; ``form`` and ``glue`` say what it asks.
+
+    ``answers``: for a form that runs SGLang's body (``check``, the ``scoped`` forms), the
+    names the hook answers inside it (none for ``check``); ``None`` where the glue's answer
+    replaces the body.  The audit reads it: a gate in that body reads the device unless it
+    reads one of these names."""
     around.__name__ = around.__qualname__ = f"{form}_{ask.__name__}"
     around.__doc__ = f"AROUND hook ({form} form) over {ask.__module__}.{ask.__qualname__}."
-    around.form, around.glue = form, ask  # type: ignore[attr-defined]
+    around.form, around.glue, around.answers = form, ask, answers  # type: ignore[attr-defined]
     return around
 
 
@@ -97,7 +102,7 @@ def check(ask: Callable) -> Callable:
         asking(*args, **kwargs)
         return original(*args, **kwargs)
 
-    return _hook("check", ask, around)
+    return _hook("check", ask, around, ())
 
 
 def fact(name: str) -> Callable:
@@ -141,7 +146,7 @@ def scoped(ask: Callable, name: str, value: bool = False, module: Optional[str] 
         finally:
             setattr(holder, name, probe)
 
-    return _hook("scoped", ask, around)
+    return _hook("scoped", ask, around, (name,))
 
 
 def scoped_fact(ask: Callable, fact_name: Union[str, Tuple[str, ...]]) -> Callable:
@@ -171,7 +176,7 @@ def scoped_fact(ask: Callable, fact_name: Union[str, Tuple[str, ...]]) -> Callab
         finally:
             setattr(holder, "get_platform", getter)
 
-    return _hook("scoped_fact", ask, around)
+    return _hook("scoped_fact", ask, around, names)
 
 
 class _PlatformWithFact:
@@ -226,7 +231,7 @@ def scoped_capability(ask: Callable) -> Callable:
         finally:
             setattr(holder, "torch", real)
 
-    return _hook("scoped_capability", ask, around)
+    return _hook("scoped_capability", ask, around, ("get_device_capability",))
 
 
 class _ModuleView(types.ModuleType):
@@ -275,7 +280,7 @@ def scoped_self(ask: Callable, names: Tuple[str, ...]) -> Callable:
         finally:
             _restore(self, names, saved)
 
-    return _hook("scoped_self", ask, around)
+    return _hook("scoped_self", ask, around, tuple(names))
 
 
 _MISSING = object()
