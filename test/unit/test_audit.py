@@ -287,6 +287,8 @@ BODY_FILES = {**FILES, BODY: """\
     def dequant(x):
         if get_platform().is_sm100:
             return "flashinfer"
+        if get_platform().is_blackwell:
+            return "trtllm"
         assert get_platform().is_sm90, "needs SM90"
         if not get_platform().is_sm100:
             raise RuntimeError("SM100 only")
@@ -312,17 +314,17 @@ def test_gates_in_a_routed_body_that_still_runs_are_the_devices_unless_they_read
     step = sites_mod.Step(9, "q", "q", "moe", (ModulePlan(BODY, "moe", (site,)),))
     sites = by_line(audit(str(write_tree(tmp_path, BODY_FILES)), targets=targets_mod.all_targets() + [target],
                           steps=tuple(sites_mod.STEPS) + (step,)), BODY)
-    assert [sites[n].kind for n in (5, 7, 8, 10)] == ["decision", "gate", "gate", "fact"]
+    assert [sites[n].kind for n in (5, 7, 9, 10, 12)] == ["decision", "decision", "gate", "gate", "fact"]
     for column in ("plugin", "patched"):
-        status = {n: getattr(sites[n], column) for n in (5, 7, 8, 10)}
-        assert status[5] == "routed"  # the function's decision is the registry's in every form
+        status = {n: getattr(sites[n], column) for n in (5, 7, 9, 10, 12)}
         if form == "answer":  # the glue's answer replaces the body on NVIDIA GPUs
-            assert status == {5: "routed", 7: "routed", 8: "routed", 10: "routed"}, column
-        else:  # SGLang's own reads stay SGLang's; the scoped fact is answered where it is read
-            assert status == {5: "routed", 7: "probe", 8: "routed" if form == "scoped_fact" else "probe",
-                              10: "device"}, column
+            assert set(status.values()) == {"routed"}, column
+        elif form == "check":  # the glue declares the function's decision before the body runs
+            assert status == {5: "routed", 7: "routed", 9: "probe", 10: "probe", 12: "device"}, column
+        else:  # the scoped fact is answered where it is read; SGLang's other reads stay SGLang's
+            assert status == {5: "routed", 7: "unrouted", 9: "probe", 10: "routed", 12: "device"}, column
     if form != "answer":
-        assert "(in dequant, whose body still runs: plugin answers" in sites[7].plugin_reason
+        assert "(in dequant, whose body still runs: plugin answers" in sites[9].plugin_reason
 
 
 # A model override in the shape of SGLang's (written here): two arms whose backends the

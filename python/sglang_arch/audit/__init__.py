@@ -12,10 +12,11 @@ other sites).  Status of a site, per routing:
 
 ``routed``    the registry takes it: inside a function the routing hooks or guards (or a
               module-level name it defines, a table its glue reads, state its routed
-              ``__init__`` sets), or covered by a target or step (``covers``); a gate
-              or fact in a routed function whose own body still runs (``Routing.answers``:
-              check and scoped hooks, replace edits) only where it reads what is answered
-              there, else its own reads give its status
+              ``__init__`` sets), or covered by a target or step (``covers``); in a
+              routed function whose own body still runs (``Routing.answers``: scoped
+              hooks, replace edits) a site only where it reads what is answered there,
+              under a check hook or guard (which declares first) its decisions; else
+              its own reads give its status
 ``probe``     a gate or fact whose capability values all come from a platform probe at the
               time it is evaluated (the device's identity, the same through the plugin and
               in a patched tree)
@@ -194,12 +195,14 @@ class _Resolver:
 
     def status(self, scan: FileScan, raw: RawSite, r: Routing, kind: str) -> Tuple[str, str]:
         """The site's status for routing ``r``, given its kind (module docstring)."""
-        if kind != "decision":
-            body = self._in_running_body(scan, raw, r)
-            if body is not None:  # SGLang's own code in a routed function: what it reads decides
-                status, reason = self._reads(scan, raw, r, 0)
-                return ("probe" if status == "probe" else "routed" if status == "routed" else "device"), (
-                    f"{reason} (in {body})")
+        body = self._in_running_body(scan, raw, r, kind)
+        if body is not None:  # SGLang's own code in a routed function: what it reads decides
+            status, reason = self._reads(scan, raw, r, 0)
+            if kind == "decision":
+                return ("routed", f"{reason} (in {body})") if status == "routed" else (
+                    "unrouted", f"SGLang decides by itself: {reason} (in {body})")
+            return ("probe" if status == "probe" else "routed" if status == "routed" else "device"), (
+                f"{reason} (in {body})")
         status, reason = self.source(scan, raw, r)
         if status == "routed":
             return status, reason
@@ -233,13 +236,17 @@ class _Resolver:
             return "routed", f"{tables[0].name} is read by the glue of the routed {target}"
         return self._reads(scan, raw, r, depth)
 
-    def _in_running_body(self, scan: FileScan, raw: RawSite, r: Routing) -> Optional[str]:
+    def _in_running_body(self, scan: FileScan, raw: RawSite, r: Routing, kind: str) -> Optional[str]:
         """Where a site sits in a routed function whose body still runs and reads none of the
-        names its hook or edit answers: that function, said so; else None."""
+        names its hook or edit answers: that function, said so; else None.  A decision there
+        counts only where something is answered inside the body: a hook or guard that answers
+        nothing there (``check``) declares the function's decision before its body runs."""
         fn = r.function_for(scan.module, raw.scope, raw.assigned)
         if fn is None or fn not in r.answers or r.covered(scan.module, raw.scope, raw.assigned, raw.code):
             return None
         answered = r.answers[fn]
+        if kind == "decision" and not answered:
+            return None
         if any(answered_name(e.name) in answered for e in raw.exprs):
             return None
         said = ", ".join(sorted(answered)) or "nothing inside it"
