@@ -12,9 +12,10 @@ settings.register_profile("mutation", derandomize=True, deadline=None, database=
 if os.environ.get("HYPOTHESIS_PROFILE"):
     settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
 
-# Set by the run itself (scripts/gpu-test: where GPU tests write what they measured), not
-# a setting of sglang-arch's that a test could inherit from the shell.
-_RUN_ENV = ("SGLANG_ARCH_GPU_OUT",)
+# Set by the run itself, not settings of sglang-arch's that a test could inherit from the
+# shell: where GPU tests write what they measured (scripts/gpu-test), and the flag
+# test_test_environment.py starts an inner run with to check what leaks into it.
+_RUN_ENV = ("SGLANG_ARCH_GPU_OUT", "SGLANG_ARCH_TEST_LEAK_CHECK")
 
 
 @pytest.fixture(autouse=True)

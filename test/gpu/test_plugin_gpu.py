@@ -162,7 +162,10 @@ LORA_FP8 = textwrap.dedent("""
     kernel = quantize_rows[(1,)](x, q, s, N=128)
     torch.cuda.synchronize()
     rounded = (x.abs().amax(dim=1).double() / 448.0).float()  # the correctly rounded quotient
-    print(json.dumps({"fast": bool(fp8_quant._WHOLE_ROW_FAST_DIV.value),
+    from sglang_arch.integrations.sglang import routing
+    early = routing.early_state()["routed"]  # bound by the early finder as the module loaded
+    print(json.dumps({"early": "sglang.kernels.ops.lora.moe.fp8_quant._WHOLE_ROW_FAST_DIV" in early,
+                      "fast": bool(fp8_quant._WHOLE_ROW_FAST_DIV.value),
                       "divisions": sorted(set(re.findall(r"\\bdiv\\.[a-z0-9.]+", kernel.asm["ptx"]))),
                       "scales_rounded": bool(torch.equal(s, rounded))}))
 """)
@@ -183,6 +186,8 @@ def test_the_lora_fp8_division_the_registry_binds_is_what_triton_compiles(tmp_pa
         results[mode] = json.loads(out.stdout.strip().splitlines()[-1])
     report("lora_fp8", json.dumps(results))
     sm90 = torch.cuda.get_device_capability(0) == (9, 0)
+    assert results["upstream"].pop("early") is False  # SGLANG_ARCH_DISABLE=1: nothing routed
+    assert results["plugin"].pop("early") is True and results["plugin_tier_12.0"].pop("early") is True
     assert results["upstream"]["fast"] is sm90 and results["plugin"] == results["upstream"]
     # resolved as tier 12.0 on this GPU: the value is off, and the kernel Triton compiled from
     # SGLang's quantizer divides otherwise and rounds each scale correctly (libdevice's div_rn)

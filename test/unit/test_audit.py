@@ -255,6 +255,13 @@ VALUE_FILES = {**FILES, VALUE: """\
         if _FAST and _OTHER:
             return x
         return x * 2
+    """, "kernels/ops/lora/r.py": """\
+    from sglang.kernels.ops.lora.q import _FAST
+
+    def k2(x):
+        if _FAST:
+            return x / 448.0
+        return x
     """}
 
 
@@ -275,6 +282,11 @@ def test_a_flag_the_registry_binds_routes_its_uses_and_only_those(tmp_path):
     assert "bound at import by the registry" in sites[8].plugin_reason
     # _OTHER is still the device's own: a decision reading it as well stays SGLang's
     assert sites[10].plugin == "unrouted" and "_OTHER" in sites[10].plugin_reason
+    # a module that imported the value by name: the series' edit reaches it, the plugin's
+    # binding of the module's name does not (its importers keep SGLang's value)
+    importer = by_line(audit(str(tree), targets=targets_mod.all_targets() + [value],
+                             steps=tuple(sites_mod.STEPS) + (step,)), "kernels/ops/lora/r.py")
+    assert (importer[4].plugin, importer[4].patched) == ("unrouted", "routed")
 
 
 # A routed function whose own body still runs (a scoped hook, a replace edit): its decision
@@ -321,8 +333,10 @@ def test_gates_in_a_routed_body_that_still_runs_are_the_devices_unless_they_read
             assert set(status.values()) == {"routed"}, column
         elif form == "check":  # the glue declares the function's decision before the body runs
             assert status == {5: "routed", 7: "routed", 9: "probe", 10: "probe", 12: "device"}, column
-        else:  # the scoped fact is answered where it is read; SGLang's other reads stay SGLang's
-            assert status == {5: "routed", 7: "unrouted", 9: "probe", 10: "routed", 12: "device"}, column
+        else:  # the plugin's scoped fact is answered wherever it is read, the series' marker edit
+            # rewrites its one conditional only; SGLang's other reads stay SGLang's
+            assert status == {5: "routed", 7: "unrouted", 9: "probe", 10: "routed" if column == "plugin" else "probe",
+                              12: "device"}, column
     if form != "answer":
         assert "(in dequant, whose body still runs: plugin answers" in sites[9].plugin_reason
 

@@ -235,3 +235,36 @@ def test_a_value_target_checks_the_values_type(value_module):
     assert targets.check_target(target).endswith("changed: a bool, expected a module value of type constexpr")
     del module.FAST
     assert "changed: missing" in targets.check_target(target)
+
+
+def test_the_entry_point_binds_a_value_only_before_anything_could_compile_with_it(value_module, monkeypatch):
+    """Late (no early finder): a value whose module SGLang imported before the plugin loaded is
+    left to SGLang with the reason; one not imported yet (the entry point imports it) or already
+    bound early is not refused; a function target never is."""
+    from sglang_arch.integrations.sglang import routing
+
+    target = _value_target(False)
+    assert routing.late_value_problem(target) is None  # not imported: the entry point imports and binds it
+    importlib.import_module(value_module)
+    assert "imported before sglang-arch loaded" in routing.late_value_problem(target)
+    monkeypatch.setattr(routing, "_targets", lambda: [target])
+    routing.module_loaded(sys.modules[value_module])  # what the early finder does on import
+    assert routing.late_value_problem(target) is None
+    routing.unroute(target)
+    from sglang_arch.integrations.sglang.targets import all_targets
+
+    assert all(routing.late_value_problem(t) is None for t in all_targets() if t.value is None)
+
+
+def test_a_failing_value_answer_keeps_sglangs_value(value_module, monkeypatch):
+    from sglang_arch.integrations.sglang import routing
+    from sglang_arch.integrations.sglang.targets import Target
+
+    def broken(original):
+        raise RuntimeError("boom")
+
+    target = Target("LoRA", "valuefake.quant.FAST", broken, (), value="constexpr")
+    module = importlib.import_module(value_module)
+    own = module.FAST
+    assert routing.route(target) and module.FAST is own
+    routing.unroute(target)

@@ -317,6 +317,34 @@ def test_auto_enable_runs_sglangs_pass_under_the_trtllm_gate_on_12x(route, monke
     assert gf._in_upstream_pass.get() is False
 
 
+def test_auto_enable_answers_the_tiers_blackwell_where_the_device_differs(route, monkeypatch):
+    """A device whose is_blackwell is not its tier's (a major past the table resolving to a
+    Blackwell tier: today fusion has no build there, so a 12.0 machine stands in with its fact
+    turned off): SGLang's pass runs under the trtllm gate with is_blackwell answered by the tier
+    (V4.1's custom push plane)."""
+    real = route("12.0", "pcie-p2p", 2)
+    ctx = runtime.MachineContext(real.node, real.resolution, real.cuda, dict(real.facts, is_blackwell=False))
+    monkeypatch.setattr(glue, "current", lambda: ctx)
+    view = View(nnodes=1, flashinfer_allreduce_fusion_backend=None)
+    seen = _upstream_pass(monkeypatch, {})
+    assert gf.auto_enable(view) == {}
+    assert seen == [("gate", {"is_sm90": True, "is_sm100": False, "is_blackwell": True}), ("pass", view, True)]
+
+
+@pytest.mark.parametrize("cap", ["7.0", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1", "9.5", "10.5",
+                                 "11.5", "12.3", "13.0", "6.1"])
+def test_v41s_plane_is_the_tiers_blackwell_rule(cap):
+    from sglang_arch.arch import resolve
+    from sglang_arch.arch.policies import collectives
+    from sglang_arch.arch.policies.platform import platform_facts
+
+    res = resolve(cap)
+    plane = collectives.dsv41_custom_plane(res, (13, 0))
+    assert plane.custom_plane is (res.resolved.major in (10, 11, 12)), plane.reason
+    if res.match == "exact":  # SGLang's own is_blackwell of the device
+        assert plane.custom_plane is platform_facts(res, (13, 0))["is_blackwell"]
+
+
 def test_auto_enable_inside_the_upstream_pass_does_not_route_again(route, monkeypatch):
     route("12.0", "pcie-p2p", 2)
     token = gf._in_upstream_pass.set(True)

@@ -69,6 +69,9 @@ class MachineContext:
     def fusion(self, nnodes: int, requested: str = "auto") -> collectives.FusionDecision:
         return collectives.allreduce_fusion(self._res(), self.topology, self.world, nnodes, requested, self.cuda)
 
+    def dsv41_custom_plane(self) -> collectives.PlanePreference:
+        return collectives.dsv41_custom_plane(self._res(), self.cuda)
+
     def beam_all_reduce_limits(self, tp_size: int) -> collectives.TokenLimits:
         return collectives.beam_all_reduce_limits(self._res(), tp_size)
 

@@ -14,9 +14,10 @@ other sites).  Status of a site, per routing:
               module-level name it defines, a table its glue reads, state its routed
               ``__init__`` sets), or covered by a target or step (``covers``); in a
               routed function whose own body still runs (``Routing.answers``: scoped
-              hooks, replace edits) a site only where it reads what is answered there,
-              under a check hook or guard (which declares first) its decisions; else
-              its own reads give its status
+              hooks, the series' edits of a name or a fact; ``Routing.by_lines``: its
+              edits of some conditions, by the lines applying them rewrites) a site only
+              where it reads what is answered there, under a check hook or guard (which
+              declares first) its decisions; else its own reads give its status
 ``probe``     a gate or fact whose capability values all come from a platform probe at the
               time it is evaluated (the device's identity, the same through the plugin and
               in a patched tree)
@@ -31,11 +32,11 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..files import read_source
 from . import classify, gates, routing
-from .routing import EXTRA_ROUTED, Routed, Routing, answered_name, patched_routing, plugin_routing  # noqa: F401
+from .routing import EXTRA_ROUTED, Routed, Routing, answered_name, changed_lines, patched_routing, plugin_routing  # noqa: F401
 from .scan import KIND_ORDER, Expr, FileScan, RawSite, scan_tree
 
 STATUSES = ("routed", "probe", "device", "unrouted")
@@ -192,6 +193,7 @@ class _Resolver:
         self.by_module = {s.module: s for s in scans}
         self.facts = facts
         self._memo: Dict[Tuple[str, str, int], Tuple[str, str]] = {}
+        self._changed: Dict[Tuple[str, int], Optional[Set[int]]] = {}  # (file, plan) -> lines it rewrites
 
     def status(self, scan: FileScan, raw: RawSite, r: Routing, kind: str) -> Tuple[str, str]:
         """The site's status for routing ``r``, given its kind (module docstring)."""
@@ -245,12 +247,25 @@ class _Resolver:
         if fn is None or fn not in r.answers or r.covered(scan.module, raw.scope, raw.assigned, raw.code):
             return None
         answered = r.answers[fn]
-        if kind == "decision" and not answered:
+        plan = r.by_lines.get(fn)
+        if kind == "decision" and not answered and plan is None:
             return None
+        if plan is not None:
+            lines = self._changed_lines(scan, plan)
+            if lines is None:  # the plan does not apply to this tree: what such an edit reads
+                answered = answered | r.line_fallback.get(fn, frozenset())
+            elif raw.line in lines:
+                return None
         if any(answered_name(e.name) in answered for e in raw.exprs):
             return None
         said = ", ".join(sorted(answered)) or "nothing inside it"
         return f"{fn.rsplit('.', 1)[-1]}, whose body still runs: {r.name} answers {said}"
+
+    def _changed_lines(self, scan: FileScan, plan) -> Optional[Set[int]]:
+        key = (scan.file, id(plan))
+        if key not in self._changed:
+            self._changed[key] = changed_lines("\n".join(scan.lines) + "\n", plan)
+        return self._changed[key]
 
     def _reads(self, scan: FileScan, raw: RawSite, r: Routing, depth: int) -> Tuple[str, str]:
         """routed / probe / unrouted from what the site reads alone."""
@@ -304,7 +319,8 @@ class _Resolver:
             here = "" if other is scan else f" in {other.file}"
             if st == "unrouted":
                 return "unrouted", f"uses {e.name}{here}, cached at import: {reason}"
-            if st == "routed" and f"{other.module}.{e.name}" in r.values:
+            bound = f"{other.module}.{e.name}" in r.values and (other is scan or r.values_reach_importers)
+            if st == "routed" and bound:
                 return "routed", f"uses {e.name}{here}, bound at import by the registry: {reason}"
             return "probe", f"uses {e.name}{here}, cached at import: {reason}"
         return "unrouted", f"{e.kind} {e.name}"

@@ -35,9 +35,12 @@ class KernelGate:
     function: str  # qualified name of the enclosing function ("" at module level)
     check: str  # text of the site's line that holds the check
     reason: str  # the kernels it gates, in SGLang's words
+    whole: bool = False  # the check is the site's whole line (a fact read its function reads elsewhere too)
 
     def matches(self, file: str, scope: str, code: str) -> bool:
-        return file == self.file and scope == self.function and self.check in code
+        if file != self.file or scope != self.function:
+            return False
+        return code.strip() == self.check if self.whole else self.check in code
 
 
 _DSA = f"{_ATT}/dsa_backend.py"
@@ -186,6 +189,13 @@ KERNEL_GATES: Sequence[KernelGate] = (
                "what the SM100 mixed NVFP4 layout's kernels support: 'FlashInfer prefill reads a transient FP8 "
                "dequant workspace. Its host-built page layout cannot be refreshed inside a target-verify CUDA "
                "graph, whereas the decode child consumes the physical NVFP4 cache directly'"),
+    # MiMo-V2's arm of the all-reduce fusion auto-enable: the SM100 operand of the check that
+    # returns before the MNNVL CuTe DSL fusion ("cutedsl") is enabled for it; the pass's own
+    # SM90 / SM100 condition below it is the registry's (step 3).
+    KernelGate("srt/arg_groups/overrides.py", "_flashinfer_allreduce_fusion_auto_enable", "get_platform().is_sm100",
+               "what FlashInfer's MNNVL CuTe DSL all-reduce fusion, which MiMo-V2 auto-enables as 'cutedsl', "
+               "runs on: SM100 with a bf16 model and the TP sizes its kernel takes ('MNNVL CuTe DSL fusion supports "
+               "tp_size in (2, 4, 8, 16)', layers/flashinfer_mnnvl_cutedsl.py)", whole=True),
     KernelGate("srt/arg_groups/model_overrides/gpt_oss.py", "_gpt_oss_overrides",
                "if get_platform().is_blackwell and get_nvidia_driver_version() >= (595,):",
                "whether the triton_kernels MoE kernels can run: 'The triton_kernels package segfaults on Blackwell "

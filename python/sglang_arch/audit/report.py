@@ -77,9 +77,10 @@ def render_markdown(report: Report) -> str:
         "- its **status** for the plugin and for a tree patched by `sglang-arch upstream`: `routed` (the registry "
         "takes it: inside a function the plugin hooks or the series rewrites, or covered by a target's or a "
         "step's `covers`; inside a routed function whose own body still runs, under the plugin's `scoped` "
-        "hooks or the series' replace edits, a site only where it reads what the hook or edit answers there, "
-        "and under a `check` hook or guard, which declares before the body runs, its decisions but not its "
-        "gates and facts; the function is named in the reason otherwise), `unrouted` (a decision SGLang takes by itself, whatever it reads), and for gates and "
+        "hooks or the series' edits of a name, a fact or some conditions, a site only where it reads what the "
+        "hook or edit answers there (an edit of some conditions or of one marked conditional: the lines "
+        "applying it rewrites), and under a `check` hook or guard, which declares before the body runs, its "
+        "decisions but not its gates and facts; the function is named in the reason otherwise), `unrouted` (a decision SGLang takes by itself, whatever it reads), and for gates and "
         "facts `probe` (the value comes from a platform probe: the device's own identity, the same answer through "
         "the plugin and in a patched tree, docs/fallback.md) or `device` (the device's identity read directly).",
         "",

@@ -67,11 +67,23 @@ class Routing:
     # "module.name" of module values the registry binds at import (the plugin's value targets,
     # the series' ReplaceValue): a decision reading one reads the registry's decision
     values: Set[str] = field(default_factory=set)
+    # whether a module that imports such a value by name sees the registry's: the series
+    # rewrites the assignment itself; the plugin binds the module's name only (a Triton
+    # constexpr is read by its own module's kernels), so importers keep SGLang's value
+    values_reach_importers: bool = False
     # Routed functions whose own body still runs (the plugin's check and scoped hooks, the
     # series' replace edits and check guards): path -> the names answered inside it (none for
     # a check).  A gate or fact there that reads none of them is the device's, not routed.
     answers: Dict[str, FrozenSet[str]] = field(default_factory=dict)
     replaced: Set[str] = field(default_factory=set)  # routed functions whose body a hook or guard replaces
+    # Routed functions where the series rewrites some conditions and leaves the rest (an
+    # operand of a condition, the arms that read a fact, the one conditional holding a
+    # marker): path -> the module's plan; what is answered there are the lines the plan
+    # rewrites (the resolver applies it to the scanned source: ``changed_lines``).
+    by_lines: Dict[str, object] = field(default_factory=dict)
+    # where the plan does not apply to the scanned tree (``changed_lines`` is None), the names
+    # such an edit reads: every fact for operands and arms, the marker edit's fact
+    line_fallback: Dict[str, FrozenSet[str]] = field(default_factory=dict)
 
     def answer_more(self, path: str, names: Optional[Iterable[str]]) -> None:
         """``names`` answered inside ``path``'s running body; ``None``: the body is replaced
@@ -81,6 +93,8 @@ class Routing:
             self.answers.pop(path, None)
         elif path not in self.replaced:
             self.answers[path] = self.answers.get(path, frozenset()) | {answered_name(n) for n in names}
+        if path in self.replaced:
+            self.by_lines.pop(path, None)
 
     def add_covers(self, selectors: Iterable[str], owner: str) -> None:
         """Record ``owner`` for each selector; a selector several owners list names them all."""
@@ -155,10 +169,11 @@ def plugin_routing(targets=None, extra: Sequence[Routed] = (), early_routing: bo
 def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     """What a tree patched by ``sglang-arch upstream`` routes, read from ``STEPS``."""
     from ..integrations.sglang.targets import FACT_HELPERS
+    from ..upstream import replace
     from ..upstream import sites as sites_mod
     from ..upstream.replace import ReplaceValue
 
-    routing = Routing("patched", import_time_probes=True)
+    routing = Routing("patched", import_time_probes=True, values_reach_importers=True)
     # The series leaves SGLang's platform probes in place: they answer the device's own
     # identity, which is what the plugin's routed probes answer too (docs/fallback.md), so
     # a read of them is `probe` in both columns (``is_blackwell`` is SGLang's second name for
@@ -178,7 +193,16 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
                     f"series step {step.number} ({step.key}) rewrites {qualname}")
                 if isinstance(site, ReplaceValue):
                     routing.values.add(f"{module}.{qualname}")
-                routing.answer_more(f"{module}.{qualname}", _edit_answers(site))
+                path = f"{module}.{qualname}"
+                if _rewrites_some_conditions(site) and path not in routing.replaced:
+                    routing.by_lines[path] = plan
+                    routing.answer_more(path, ())
+                    fallback = (site.fact,) if isinstance(site, replace.ReplaceFact) else tuple(
+                        replace.FACTS | replace.FACT_HELPERS)
+                    routing.line_fallback[path] = routing.line_fallback.get(path, frozenset()) | {
+                        answered_name(n) for n in fallback}
+                else:
+                    routing.answer_more(path, _edit_answers(site))
                 names = tuple(getattr(site, "uses", ())) + tuple(filter(None, [getattr(site, "table", None)]))
                 for name in names:
                     routing.uses.setdefault(name, f"{module}.{qualname}")
@@ -245,6 +269,34 @@ def _string_dict(node: Optional[ast.AST]) -> Optional[Dict[str, str]]:
     return out
 
 
+def _rewrites_some_conditions(site) -> bool:
+    """An edit that rewrites only some of the reads of a fact in its function (which ones,
+    only applying it tells): the operands of top-level conditions, the arms reading a fact,
+    the one conditional that holds a marker."""
+    from ..upstream import replace
+
+    return isinstance(site, (replace.ReplaceOperands, replace.ReplaceArms)) or (
+        isinstance(site, replace.ReplaceFact) and site.marker is not None)
+
+
+def changed_lines(text: str, plan) -> Optional[Set[int]]:
+    """The lines of ``text`` (1-based) that applying ``plan`` rewrites or deletes; None where
+    the plan does not apply to it (``sglang-arch upstream`` reports why)."""
+    import difflib
+
+    from ..upstream.rewriter import UNTOUCHED, rewrite_source
+
+    result = rewrite_source(text, plan)
+    if any(outcome.status == UNTOUCHED for outcome in result.outcomes):
+        return None
+    old, new = text.splitlines(), result.new.splitlines()
+    changed: Set[int] = set()
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete"):
+            changed.update(range(i1 + 1, i2 + 1))
+    return changed
+
+
 def _edit_answers(site) -> Optional[Tuple[str, ...]]:
     """The names a series edit replaces in a function whose body otherwise stays SGLang's;
     ``None`` where the edit replaces the body (a guard that answers, ``ReplaceBody``), and for
@@ -252,12 +304,10 @@ def _edit_answers(site) -> Optional[Tuple[str, ...]]:
     other reads stay is not tracked: they count as the registry's, as before this rule)."""
     from ..upstream import replace
 
-    if isinstance(site, replace.ReplaceFact):
+    if isinstance(site, replace.ReplaceFact):  # every read of the fact (a marker's: ``changed_lines``)
         return (site.fact,)
-    if isinstance(site, (replace.ReplaceName, replace.ReplaceCall)):
+    if isinstance(site, (replace.ReplaceName, replace.ReplaceCall)):  # every read or call of the name
         return (site.name,)
-    if isinstance(site, (replace.ReplaceOperands, replace.ReplaceArms)):  # the operands / arms reading a fact
-        return tuple(replace.FACTS | replace.FACT_HELPERS)
     if isinstance(site, replace.AndCondition) or getattr(site, "form", None) == "check":
         return ()
     return None

@@ -210,6 +210,10 @@ STEPS: Tuple[Step, ...] = (
         ModulePlan("srt/arg_groups/overrides.py", "fusion", (
             ReplaceOperands("_flashinfer_allreduce_fusion_auto_enable", ("view",), "fusion_enabled_here",
                             ("view.nnodes",), what="SM90/SM100 conditions"),
+            # DeepSeek-V4.1 at TP 4: its custom push plane on Blackwell (MiMo's SM100 check
+            # above it is a kernel gate and stays: audit/gates.py)
+            ReplaceFact("_flashinfer_allreduce_fusion_auto_enable", ("view",), "is_blackwell",
+                        "dsv41_custom_plane_here", (), what="V4.1's Blackwell push-plane check"),
         )),
         ModulePlan("srt/models/beam.py", "fusion", (
             ReplaceSpan("BeamModel._flashinfer_ar_band", (), table="_FLASHINFER_AR_TOKEN_BAND", code=_BEAM_BAND,

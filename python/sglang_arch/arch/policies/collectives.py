@@ -15,7 +15,7 @@ from ..profile import MIB
 from ..registry import Resolution
 from ..topology import Topology
 from ..validate import SYMM_MEM_MAX_MIB
-from .platform import tier_where
+from .platform import tier_fact, tier_where
 
 # SGLang 0.5.23 JIT custom all-reduce: the default cap of its workspaces
 # (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB = 16 MiB), and the conservative thresholds it
@@ -259,3 +259,26 @@ def k3_sp_collective(res: Resolution) -> K3SpDecision:
                                             f"{res.requested} {verdict.reason}: NCCL")
     return K3SpDecision(True, tier.sm, f"{where}: SM {tier.sm} is in the SP collective's band "
                                        "(then SGLang's per-device table decides)")
+
+
+# --- DeepSeek-V4.1's plane at TP 4: the custom push plane or FlashInfer's fusion ----------------
+#
+# ``_flashinfer_allreduce_fusion_auto_enable`` (``arg_groups/overrides.py:978-985``) does not
+# auto-enable FlashInfer's all-reduce fusion for DeepSeek-V4.1 (hidden 5120) at TP 4 on one node
+# on ``is_blackwell``: "V4.1 TP4 uses the custom push plane for decode and fused MoE finalize"
+# (CustomAllReduceV2's push plane, ``layers/layer_boundary/fusions/custom_all_reduce_fusion.py``,
+# JIT-compiled for the device).  Either plane runs where the fusion pass is reached, so which one
+# is a decision: SGLang's Blackwell rule, asked of the tier.
+
+
+@dataclass(frozen=True)
+class PlanePreference:
+    custom_plane: bool  # V4.1 TP 4 keeps its custom push plane (FlashInfer fusion not auto-enabled)
+    reason: str
+
+
+def dsv41_custom_plane(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0)) -> PlanePreference:
+    """Whether DeepSeek-V4.1 at TP 4 keeps the custom push plane over FlashInfer's fusion."""
+    on = tier_fact(res, "is_blackwell", cuda)
+    return PlanePreference(on, f"{tier_where(res)}: {'Blackwell' if on else 'not Blackwell'}: DeepSeek-V4.1 at TP 4 "
+                               f"{'keeps the custom push plane' if on else 'may take FlashInfer fusion'}")

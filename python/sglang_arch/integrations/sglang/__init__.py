@@ -72,6 +72,10 @@ def _register() -> None:
     late = 0
     on_import = _early.installed() and not _early.error()
     for target in routing.all_routed_targets():
+        late_value = routing.late_value_problem(target)
+        if late_value:
+            skipped.append(late_value)
+            continue
         if on_import and target.module not in sys.modules:
             # Not imported yet: the early finder routes it (or reports it) when it is, so
             # start-up imports nothing SGLang would not import itself.

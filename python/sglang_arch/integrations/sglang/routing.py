@@ -149,10 +149,25 @@ def _bind_value(target: Target, owner: Any, attr: str) -> None:
     before anything reads it: Triton reads a ``constexpr`` global when it first compiles a
     kernel that uses it, and refuses one changed since."""
     original = getattr(owner, attr)
-    answer = target.hook(lambda: original)
-    bound = answer if answer is original or type(answer) is type(original) else type(original)(answer)
+    try:
+        answer = target.hook(lambda: original)
+        bound = answer if answer is original or type(answer) is type(original) else type(original)(answer)
+    except Exception as exc:  # routing must never break the import: SGLang's own value stays
+        logger.warning("binding %s failed (%s: %s); SGLang's value kept", target.path, type(exc).__name__, exc)
+        bound = original
     setattr(owner, attr, bound)
     _values[target.path] = (original, bound)
+
+
+def late_value_problem(target: Target) -> Optional[str]:
+    """Why the entry point leaves a value target to SGLang: its module was imported before the
+    plugin loaded (and the early finder did not bind it), so a kernel may have compiled with
+    SGLang's value, and Triton refuses a global changed since its first compile.  None for
+    every other target, and for a value whose module the entry point imports itself."""
+    if target.value is None or is_routed(target) or target.module not in sys.modules:
+        return None
+    return (f"{target.path}: its module was imported before sglang-arch loaded; a value Triton compiles in "
+            "is bound only before its kernels compile")
 
 
 _OVERRIDE_BASE = "sglang.srt.arg_groups.model_override_base"

@@ -71,17 +71,25 @@ def auto_enable(view: Any) -> Optional[dict]:
                 "FlashInfer all-reduce fusion not auto-enabled: %s", decision.reason
             )
         return {}
-    if ctx.facts.get("is_sm90") or ctx.facts.get("is_sm100"):
-        return None  # SGLang's own gate already admits this tier
-    gate = FUSION_GATES.get(decision.backend or "")
-    if gate is None:
-        return {}
+    facts: Dict[str, bool] = {}
+    if not (ctx.facts.get("is_sm90") or ctx.facts.get("is_sm100")):  # SGLang's own gate does not admit this tier
+        gate = FUSION_GATES.get(decision.backend or "")
+        if gate is None:
+            return {}
+        facts.update(gate)
+    # DeepSeek-V4.1 at TP 4 keeps its custom push plane on Blackwell: the tier's rule
+    # (policies/collectives.dsv41_custom_plane), where it differs from the device's fact.
+    custom_plane = ctx.dsv41_custom_plane().custom_plane
+    if custom_plane != bool(ctx.facts.get("is_blackwell")):
+        facts["is_blackwell"] = custom_plane
+    if not facts:
+        return None  # SGLang's own pass decides as the registry here
     from sglang.srt.runtime_context import override_platform
 
     upstream_pass = sys.modules[_OVERRIDES]._flashinfer_allreduce_fusion_auto_enable
     token = _in_upstream_pass.set(True)
     try:
-        with override_platform(**gate):
+        with override_platform(**facts):
             return upstream_pass(view)
     finally:
         _in_upstream_pass.reset(token)
@@ -162,6 +170,20 @@ def fusion_enabled_here(nnodes: int) -> bool:
     except Exception as exc:  # off, not a failed start-up
         logger.warning("FlashInfer all-reduce fusion: registry failed (%s); off", exc)
         return False
+
+
+def dsv41_custom_plane_here() -> bool:
+    """The replace form of ``get_platform().is_blackwell`` in the auto-enable pass (DeepSeek-V4.1
+    at TP 4 keeps its custom push plane): the tier's Blackwell rule, else SGLang's fact."""
+    try:
+        ctx = routed_context()
+        if ctx is not None:
+            return ctx.dsv41_custom_plane().custom_plane
+    except Exception as exc:  # SGLang's own fact, not a failed start-up
+        logger.warning("DeepSeek-V4.1 push plane: registry failed (%s); SGLang's is_blackwell", exc)
+    from sglang.srt.runtime_context import get_platform
+
+    return bool(get_platform().is_blackwell)
 
 
 def fusion_runs_here() -> bool:
