@@ -73,15 +73,18 @@ def _hook(form: str, ask: Callable, around: Callable, answers: Optional[Tuple[st
     return around
 
 
-def answer(ask: Callable) -> Callable:
-    """``answer`` form: the glue's answer unless it is ``None``, else upstream's original."""
+def answer(ask: Callable, runs_body_answering: Optional[Tuple[str, ...]] = None) -> Callable:
+    """``answer`` form: the glue's answer unless it is ``None``, else upstream's original.
+    ``runs_body_answering``: the glue answers by running SGLang's own function under an
+    override of these platform facts (``fusion.auto_enable``), so the body still runs with
+    them answered (what the audit reads)."""
     asking = _naming_the_kill_switch(ask)
 
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
         arch_answer = asking(*args, **kwargs)
         return original(*args, **kwargs) if arch_answer is None else arch_answer
 
-    return _hook("answer", ask, around)
+    return _hook("answer", ask, around, runs_body_answering)
 
 
 def done(ask: Callable) -> Callable:
@@ -165,18 +168,27 @@ def scoped_fact(ask: Callable, fact_name: Union[str, Tuple[str, ...]]) -> Callab
         arch_answer = asking()
         if arch_answer is None:
             return original(*args, **kwargs)
-        holder = sys.modules.get(original.__module__)
-        getter = getattr(holder, "get_platform", None)
-        if getter is None:  # a release whose module no longer reads get_platform: nothing to answer
-            return original(*args, **kwargs)
         values = (arch_answer,) if single else tuple(arch_answer)
-        setattr(holder, "get_platform", _fact_getter(holder.__name__, getter, names, values))
-        try:
-            return original(*args, **kwargs)
-        finally:
-            setattr(holder, "get_platform", getter)
+        return _with_module_attr(original, "get_platform", args, kwargs,
+                                 lambda holder, getter: _fact_getter(holder.__name__, getter, names, values))
 
     return _hook("scoped_fact", ask, around, names)
+
+
+def _with_module_attr(original: Callable, name: str, args: tuple, kwargs: dict,
+                      view: Callable[[Any, Any], Any]) -> Any:
+    """``original(*args, **kwargs)`` with its module's ``name`` answering ``view(module, real)``
+    for the call, then SGLang's own put back; SGLang's alone where the module no longer has
+    ``name`` (a release that stopped reading it: nothing to answer)."""
+    holder = sys.modules.get(original.__module__)
+    real = getattr(holder, name, None)
+    if real is None:
+        return original(*args, **kwargs)
+    setattr(holder, name, view(holder, real))
+    try:
+        return original(*args, **kwargs)
+    finally:
+        setattr(holder, name, real)
 
 
 class _PlatformWithFact:
@@ -221,15 +233,8 @@ def scoped_capability(ask: Callable) -> Callable:
         arch_answer = asking()
         if arch_answer is None:
             return original(*args, **kwargs)
-        holder = sys.modules.get(original.__module__)
-        real = getattr(holder, "torch", None)
-        if real is None:  # a release whose module no longer reads torch: nothing to answer
-            return original(*args, **kwargs)
-        setattr(holder, "torch", _torch_answering(real, arch_answer))
-        try:
-            return original(*args, **kwargs)
-        finally:
-            setattr(holder, "torch", real)
+        return _with_module_attr(original, "torch", args, kwargs,
+                                 lambda holder, real: _torch_answering(real, arch_answer))
 
     return _hook("scoped_capability", ask, around, ("get_device_capability",))
 

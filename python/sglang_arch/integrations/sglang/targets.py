@@ -309,7 +309,7 @@ def all_targets() -> List[Target]:
                 "uses_cutedsl_ar_fusion",
                 "is_flashinfer_allreduce_unavailable", "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
         Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable",
-               answer(fusion.auto_enable), ("view",)),
+               answer(fusion.auto_enable, fusion.AUTO_ENABLE_FACTS), ("view",)),
         # Kimi K3's SP collective: _init_state imports get_device_sm from utils.common inside
         # its body and reads it for the collective's SM band; for that one call the name answers
         # the registry's SM.

@@ -32,6 +32,10 @@ FUSION_GATES: Dict[str, Dict[str, bool]] = {
     "trtllm": {"is_sm90": True, "is_sm100": False}
 }
 
+# The facts the glue answers while SGLang's own auto-enable pass runs: the backend's gate
+# (FUSION_GATES) and DeepSeek-V4.1's Blackwell rule.
+AUTO_ENABLE_FACTS = ("is_sm90", "is_sm100", "is_blackwell")
+
 # Set while SGLang's own auto-enable pass runs under a gate (it must not route twice).
 _in_upstream_pass: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "sglang_arch_upstream_pass", default=False
