@@ -32,7 +32,7 @@ from typing import Optional, Tuple
 
 from .. import catalog
 from ..registry import Resolution
-from .platform import tier_fact, tier_where
+from .platform import runs_here, tier_fact, tier_where
 
 KV_CACHE_DTYPES = ("bfloat16", "fp8_e4m3")
 GLM_DSA_ARCH = "GlmMoeDsaForCausalLM"
@@ -239,10 +239,8 @@ def dsv4_mega_default(res: Resolution, cuda: Optional[Tuple[int, int]] = None) -
     if not tier_fact(res, "is_sm100", cuda):
         return Dsv4MegaDecision(False, f"{where}: MegaAttention is the SM100 family's default (major 10, "
                                        "CUDA >= 12.8), not this tier's: flashmla")
-    verdict = catalog.choice_runs(DSV4_DECISION, DSV4_MEGA, res.identities, cuda)
-    if verdict is not None and not verdict.runs:
-        return Dsv4MegaDecision(False, f"{where}: the SM100 family's default, but {verdict.reason}: flashmla")
-    return Dsv4MegaDecision(True, f"{where}: the SM100 family's default, {verdict.reason if verdict else DSV4_MEGA}")
+    kept, why = runs_here(res, DSV4_DECISION, DSV4_MEGA, cuda, "the SM100 family's default")
+    return Dsv4MegaDecision(kept, f"{where}: {why}" + ("" if kept else ": flashmla"))
 
 
 # ``DeepseekV4ForCausalLMDSpark.project_commit_kv`` (``srt/models/deepseek_v4_dspark.py``)
