@@ -251,6 +251,8 @@ def test_the_entry_point_binds_a_value_only_before_anything_could_compile_with_i
     routing.module_loaded(sys.modules[value_module])  # what the early finder does on import
     assert routing.late_value_problem(target) is None
     routing.unroute(target)
+    monkeypatch.setitem(routing._problems, target.path, "changed: a bool")  # reported by the early finder already
+    assert routing.late_value_problem(target) is None
     from sglang_arch.integrations.sglang.targets import all_targets
 
     assert all(routing.late_value_problem(t) is None for t in all_targets() if t.value is None)

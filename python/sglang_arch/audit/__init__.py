@@ -36,7 +36,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..files import read_source
 from . import classify, gates, routing
-from .routing import EXTRA_ROUTED, Routed, Routing, answered_name, changed_lines, patched_routing, plugin_routing  # noqa: F401
+from .routing import (  # noqa: F401
+    EXTRA_ROUTED, Routed, Routing, answered_name, changed_lines, patched_routing, plugin_routing)
 from .scan import KIND_ORDER, Expr, FileScan, RawSite, scan_tree
 
 STATUSES = ("routed", "probe", "device", "unrouted")

@@ -164,8 +164,8 @@ def late_value_problem(target: Target) -> Optional[str]:
     plugin loaded (and the early finder did not bind it), so a kernel may have compiled with
     SGLang's value, and Triton refuses a global changed since its first compile.  None for
     every other target, and for a value whose module the entry point imports itself."""
-    if target.value is None or is_routed(target) or target.module not in sys.modules:
-        return None
+    if target.value is None or is_routed(target) or target.module not in sys.modules or target.path in _problems:
+        return None  # (a problem the early finder met is reported as that problem)
     return (f"{target.path}: its module was imported before sglang-arch loaded; a value Triton compiles in "
             "is bound only before its kernels compile")
 
