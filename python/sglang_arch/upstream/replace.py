@@ -483,7 +483,7 @@ def _replace_value(module: cst.Module, edit: ReplaceValue, alias: str) -> Tuple[
         raise Mismatch(f"{edit.qualname} is {'not bound at module level' if not hits else 'bound more than once'}")
     stmt = module.body[hits[0]]
     if not _binds(stmt, edit.qualname):
-        raise Mismatch(f"{edit.qualname} is no longer bound alone (``{edit.qualname} = ...``)")
+        raise Mismatch(f"{edit.qualname} is no longer bound alone ({edit.qualname} = ...)")
     assign = cst.ensure_type(cst.ensure_type(stmt, cst.SimpleStatementLine).body[0], cst.Assign)
     value = assign.value
     if edit.within is not None:
