@@ -416,16 +416,23 @@ class _SwapName(cst.CSTTransformer):
         return updated
 
 
-def _replace_name(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceName, alias: str):
-    if edit.name in param_names(fn):
-        raise Mismatch(f"{edit.name} is a parameter of it, not a module-level value")
-    swap = _SwapName(edit.name, cst.parse_expression(_glue_call(alias, edit.call, edit.args)))
+def _swap_in_body(module: cst.Module, fn: cst.FunctionDef, edit: Union[ReplaceName, ReplaceFact], alias: str,
+                  swap: Union[_SwapName, _SwapFact], missing: str) -> Tuple[cst.Module, bool]:
+    """``fn``'s body with ``swap`` applied; already made where nothing was swapped and the
+    body calls the edit's glue, else Mismatch(``missing``)."""
     body = [stmt.visit(swap) for stmt in _body(fn)]
     if not swap.swapped:
         if _calls(cst.Module(body=body), alias, edit.call):
             return module, True
-        raise Mismatch(f"it no longer reads {edit.name} (what the registry replaces)")
+        raise Mismatch(missing)
     return _with_body(module, edit.qualname, fn, body), False
+
+
+def _replace_name(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceName, alias: str):
+    if edit.name in param_names(fn):
+        raise Mismatch(f"{edit.name} is a parameter of it, not a module-level value")
+    swap = _SwapName(edit.name, cst.parse_expression(_glue_call(alias, edit.call, edit.args)))
+    return _swap_in_body(module, fn, edit, alias, swap, f"it no longer reads {edit.name} (what the registry replaces)")
 
 
 def _nodes(node: cst.CSTNode) -> List[cst.CSTNode]:
@@ -463,13 +470,8 @@ def _replace_fact(module: cst.Module, fn: cst.FunctionDef, edit: ReplaceFact, al
             if _calls(fn, alias, edit.call):  # made already: its test reads the glue now
                 return module, True
             raise
-    swap = _SwapFact(edit.fact, call, within)
-    body = [stmt.visit(swap) for stmt in _body(fn)]
-    if not swap.swapped:
-        if _calls(cst.Module(body=body), alias, edit.call):
-            return module, True
-        raise Mismatch(f"it no longer reads get_platform().{edit.fact} (what the registry replaces)")
-    return _with_body(module, edit.qualname, fn, body), False
+    return _swap_in_body(module, fn, edit, alias, _SwapFact(edit.fact, call, within),
+                         f"it no longer reads get_platform().{edit.fact} (what the registry replaces)")
 
 
 def _reads_device(node: cst.CSTNode) -> bool:

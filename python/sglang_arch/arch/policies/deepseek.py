@@ -116,8 +116,9 @@ def fused_a_gemm_auto(res: Resolution, cuda: Cuda = None) -> FusedAGemm:
     if not tier_fact(res, "is_sm120", cuda):
         return FusedAGemm(FUSED_A_JIT, f"{where}: not SM120 (major 12, CUDA >= 12.8): the JIT kernel")
     kept, why = runs_here(res, FUSED_A, FUSED_A_CUTEDSL, cuda, "SM120 takes the CuTe DSL kernel")
-    return FusedAGemm(FUSED_A_CUTEDSL, f"{where}: {why}") if kept else FusedAGemm(FUSED_A_JIT,
-                                                                                 f"{where}: {why}: the JIT kernel")
+    if not kept:
+        return FusedAGemm(FUSED_A_JIT, f"{where}: {why}: the JIT kernel")
+    return FusedAGemm(FUSED_A_CUTEDSL, f"{where}: {why}")
 
 
 # --- DeepSeek's shared-expert fusion under Hopper NVFP4 + Marlin --------------------------------
