@@ -1,4 +1,5 @@
-"""The sources written down as data in test/unit/test_sources.py are still SGLang's.
+"""The sources written down as data in test/unit/test_sources.py (and SGLang's probe rules in
+test/unit/sglang_probes.py) are still SGLang's.
 
 The unit tests compare the registry with literals (so that they never compare the
 registry with itself); this test compares those literals with the installed SGLang
@@ -13,6 +14,7 @@ if importlib.util.find_spec("sglang") is None:  # located, not imported: each SG
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
 from unit import test_sources as src  # noqa: E402
+from unit.sglang_probes import UPSTREAM_PROBES  # noqa: E402
 
 MIB = 1 << 20
 
@@ -24,7 +26,7 @@ def tables(upstream_answers):
 
 
 def test_fact_rules_are_sglangs(tables):
-    assert {k: (tuple(m), tuple(c)) for k, (m, c) in tables["fact_rules"].items()} == src.UPSTREAM_FACT_RULES
+    assert {k: (tuple(m), tuple(c)) for k, (m, c) in tables["fact_rules"].items()} == UPSTREAM_PROBES
 
 
 def test_symm_mem_sizes_and_multimem_world_sizes_are_sglangs(tables):

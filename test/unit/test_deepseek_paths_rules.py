@@ -12,19 +12,12 @@ from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import deepseek
 from sglang_arch.arch.table import ARCHITECTURES
 from sglang_arch.integrations.sglang import hooks
+from unit.sglang_probes import upstream_fact
 
 EXACT = sorted(ARCHITECTURES)
 CUDAS = ((12, 2), (12, 4), (12, 8), (12, 9), (13, 0))
 
 
-def upstream_is_blackwell(cap, cuda):
-    """SGLang 0.5.23's is_blackwell_supported: majors 10-12, torch CUDA >= 12.8."""
-    return cap.major in (10, 11, 12) and cuda >= (12, 8)
-
-
-def upstream_is_sm90(cap, cuda):
-    """SGLang 0.5.23's is_sm90_supported: major 9, torch CUDA >= 12.3."""
-    return cap.major == 9 and cuda >= (12, 3)
 
 
 @pytest.mark.parametrize("tier", EXACT)
@@ -32,8 +25,8 @@ def upstream_is_sm90(cap, cuda):
 def test_on_every_exact_tier_the_paths_are_sglangs_facts(tier, cuda):
     res = resolve(tier)
     paths = deepseek.dsv4_kernel_paths(res, cuda)
-    assert paths.blackwell is upstream_is_blackwell(res.requested, cuda), paths.reason
-    assert paths.hopper is upstream_is_sm90(res.requested, cuda), paths.reason
+    assert paths.blackwell is upstream_fact("is_blackwell", res.requested, cuda), paths.reason
+    assert paths.hopper is upstream_fact("is_sm90", res.requested, cuda), paths.reason
 
 
 @pytest.mark.parametrize("cap,blackwell", [("10.5", True), ("11.5", True), ("12.3", True), ("13.0", True),
@@ -49,7 +42,7 @@ def test_on_unknown_gpus_the_nearest_tier_decides(cap, blackwell):
 
 def test_13_0_takes_12_1s_blackwell_paths_where_sglangs_majors_rule_does_not():
     res = resolve("13.0")
-    assert not upstream_is_blackwell(res.requested, (13, 0))
+    assert not upstream_fact("is_blackwell", res.requested, (13, 0))
     assert deepseek.dsv4_kernel_paths(res, (13, 0)).blackwell
 
 
@@ -198,15 +191,12 @@ def test_router_gemm_glue_answers_minus_one_only_where_the_registry_keeps_cublas
 
 # --- the fused QKV-A GEMM's auto backend ----------------------------------------------------
 
-def upstream_is_sm120(cap, cuda):
-    return cap.major == 12 and cuda >= (12, 8)
-
 
 @pytest.mark.parametrize("tier", EXACT)
 @pytest.mark.parametrize("cuda", CUDAS)
 def test_fused_a_on_every_exact_tier_is_sglangs_import_time_pick(tier, cuda):
     res = resolve(tier)
-    expected = "cutedsl" if upstream_is_sm120(res.requested, cuda) else "jit"
+    expected = "cutedsl" if upstream_fact("is_sm120", res.requested, cuda) else "jit"
     assert deepseek.fused_a_gemm_auto(res, cuda).backend == expected
 
 
@@ -284,7 +274,7 @@ def test_replace_name_replaces_each_read_of_the_import_time_value():
 @pytest.mark.parametrize("cuda", CUDAS)
 def test_shared_experts_hold_on_every_exact_tier_is_sglangs_is_sm90(tier, cuda):
     res = resolve(tier)
-    assert deepseek.shared_experts_hopper_marlin_hold(res, cuda).hold is upstream_is_sm90(res.requested, cuda)
+    assert deepseek.shared_experts_hopper_marlin_hold(res, cuda).hold is upstream_fact("is_sm90", res.requested, cuda)
 
 
 @pytest.mark.parametrize("cap,hold", [("9.5", True), ("10.5", False), ("13.0", False), ("6.1", False)])
@@ -305,15 +295,12 @@ def test_shared_experts_glue_answers_the_rule_and_leaves_sglangs_probe_without_a
 
 # --- DeepSeek's NVFP4 shared expert: the fused GEMM + SwiGLU + quant -------------------------------
 
-def upstream_is_sm100(cap, cuda):
-    return cap.major == 10 and cuda >= (12, 8)
-
 
 @pytest.mark.parametrize("tier", EXACT)
 @pytest.mark.parametrize("cuda", CUDAS)
 def test_swiglu_fusion_on_every_exact_tier_is_sglangs_is_sm100(tier, cuda):
     res = resolve(tier)
-    assert deepseek.nvfp4_swiglu_fusion(res, cuda).fused is upstream_is_sm100(res.requested, cuda)
+    assert deepseek.nvfp4_swiglu_fusion(res, cuda).fused is upstream_fact("is_sm100", res.requested, cuda)
 
 
 @pytest.mark.parametrize("cap,fused", [("10.5", False), ("10.9", False), ("11.5", False), ("13.0", False)])

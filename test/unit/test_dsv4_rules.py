@@ -18,19 +18,13 @@ from sglang_arch.arch.table import ARCHITECTURES
 from sglang_arch.integrations.sglang import hooks
 from sglang_arch.upstream import replace
 from sglang_arch.upstream.nodes import Mismatch
+from unit.sglang_probes import upstream_fact
 
 EXACT = sorted(ARCHITECTURES)
 CUDAS = ((12, 4), (12, 8), (12, 9), (13, 0))
 MEGA_BUILDS = {"10.0", "10.3", "10.7"}  # sgl-flash-mla 1.0.0: sm_100a sm_103a sm_107a
 
 
-def upstream_is_sm100(cap, cuda):
-    """SGLang 0.5.23's is_sm100_supported for a device: major 10, torch CUDA >= 12.8."""
-    return cap.major == 10 and cuda >= (12, 8)
-
-
-def upstream_is_blackwell(cap, cuda):
-    return cap.major in (10, 11, 12) and cuda >= (12, 8)
 
 
 @given(st.integers(0, 30), st.integers(0, 9))
@@ -49,7 +43,7 @@ def test_dsv4_choices_are_flashmla_and_megaattention():
 def test_mega_default_on_every_exact_tier_is_upstreams_is_sm100(tier, cuda):
     res = resolve(tier)
     assert res.match == "exact"
-    assert dsa.dsv4_mega_default(res, cuda).allowed is upstream_is_sm100(res.requested, cuda)
+    assert dsa.dsv4_mega_default(res, cuda).allowed is upstream_fact("is_sm100", res.requested, cuda)
 
 
 @given(st.integers(5, 20), st.integers(0, 9), st.sampled_from(CUDAS))
@@ -58,14 +52,14 @@ def test_mega_default_only_where_megaattention_has_a_build_for_the_device(major,
     decision = dsa.dsv4_mega_default(res, cuda)
     if decision.allowed:
         assert catalog.choice_runs("dsv4_attention", "flashmla_mega", res.requested, cuda).runs
-        assert upstream_is_sm100(res.requested, cuda)
+        assert upstream_fact("is_sm100", res.requested, cuda)
 
 
 def test_on_10_5_megaattention_has_no_build_and_auto_stays_flashmla():
     res = resolve("10.5")
     assert res.match != "exact" and res.resolved.major == 10
     decision = dsa.dsv4_mega_default(res, (13, 0))
-    assert decision.allowed is False and upstream_is_sm100(res.requested, (13, 0))
+    assert decision.allowed is False and upstream_fact("is_sm100", res.requested, (13, 0))
     assert "flashmla_mega has no build for 10.5" in decision.reason
 
 
@@ -73,7 +67,7 @@ def test_on_10_5_megaattention_has_no_build_and_auto_stays_flashmla():
 @pytest.mark.parametrize("cuda", CUDAS)
 def test_commit_kv_views_on_every_exact_tier_are_upstreams_is_blackwell(tier, cuda):
     res = resolve(tier)
-    assert dsa.dspark_commit_kv_views(res, cuda).strided is upstream_is_blackwell(res.requested, cuda)
+    assert dsa.dspark_commit_kv_views(res, cuda).strided is upstream_fact("is_blackwell", res.requested, cuda)
 
 
 @pytest.mark.parametrize("cap, strided", [("10.5", True), ("11.5", True), ("12.3", True), ("9.5", False)])
@@ -218,7 +212,7 @@ def test_replace_fact_replaces_the_one_fact_it_names():
 @pytest.mark.parametrize("cap", ["10.5", "10.1", "10.9"])
 def test_explicit_mega_is_refused_only_where_sglangs_assertion_lets_it_through_without_a_build(cap):
     res = resolve(cap)
-    assert upstream_is_sm100(res.requested, (13, 0))  # SGLang's assertion passes here
+    assert upstream_fact("is_sm100", res.requested, (13, 0))  # SGLang's assertion passes here
     assert f"flashmla_mega has no build for {cap}" in dsa.dsv4_explicit_mega(res, (13, 0))
 
 

@@ -1,38 +1,20 @@
 """The safe fallback rule (docs/fallback.md): identity is the device's own, decisions the tier's.
 
-Expected identity facts are SGLang 0.5.23's own probe rule, written here as data from
-its source (``srt/utils/common.py``: each ``is_sm*`` probe is
-``_check_cuda_device_version(device_capability_majors=[...], cuda_version=(..))``),
-not imported from the registry.
+Expected identity facts are SGLang 0.5.23's own probe rule, written as data from its
+source in ``sglang_probes.py``, not imported from the registry.
 """
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sglang_arch.arch import Capability, resolve
 from sglang_arch.arch.policies.platform import platform_facts
-
-# fact -> (majors, minimum torch CUDA), sglang 0.5.23 srt/utils/common.py lines 292-337.
-UPSTREAM_PROBES = {
-    "is_hopper_with_cuda_12_3": ((9,), (12, 3)),
-    "is_blackwell": ((10, 11, 12), (12, 8)),
-    "is_sm120": ((12,), (12, 8)),
-    "is_sm100": ((10,), (12, 8)),
-    "is_sm100_or_sm110": ((10, 11), (12, 8)),
-    "is_sm110": ((11,), (12, 8)),
-    "is_sm90": ((9,), (12, 3)),
-}
+from unit.sglang_probes import upstream_facts
 
 # Every known tier, its neighbours and the next majors weigh more than the rest.
 TIERS = [(7, 0), (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (10, 7), (11, 0), (12, 0), (12, 1)]
 NEAR = sorted({(ma, mi + d) for ma, mi in TIERS for d in (-1, 1) if 0 <= mi + d <= 9} | {(ma + 1, 0) for ma, _ in TIERS})
 capabilities = st.one_of(st.sampled_from(TIERS + NEAR), st.tuples(st.integers(1, 20), st.integers(0, 9)))
 cudas = st.sampled_from([(11, 8), (12, 2), (12, 3), (12, 7), (12, 8), (12, 9), (13, 0)])
-
-
-def upstream_facts(cap, cuda):
-    facts = {name: cap[0] in majors and cuda >= need for name, (majors, need) in UPSTREAM_PROBES.items()}
-    facts.update(device_capability=cap, device_sm=cap[0] * 10 + cap[1])
-    return facts
 
 
 @settings(max_examples=400, deadline=None)

@@ -13,6 +13,7 @@ from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import quant
 from sglang_arch.arch.table import ARCHITECTURES
 from sglang_arch.upstream.replace import Delete, ReplaceName, apply
+from unit.sglang_probes import upstream_fact
 
 EXACT = sorted(ARCHITECTURES)
 CUDAS = ((12, 4), (12, 8), (12, 9), (13, 0))
@@ -23,13 +24,6 @@ def _cap(text):
     return Capability(*map(int, text.split(".")))
 
 
-def upstream_is_sm100(cap, cuda):
-    """SGLang 0.5.23's is_sm100_supported: major 10, torch CUDA >= 12.8."""
-    return cap.major == 10 and cuda >= (12, 8)
-
-
-def upstream_is_sm120(cap, cuda):
-    return cap.major == 12 and cuda >= (12, 8)
 
 
 # --- the NVFP4 KV cache's dequantize -----------------------------------------------------------
@@ -39,8 +33,8 @@ def upstream_is_sm120(cap, cuda):
 def test_kv_dequant_on_every_exact_tier_is_sglangs_two_facts(tier, cuda):
     res = resolve(tier)
     decision = quant.nvfp4_kv_dequant(res, cuda)
-    assert (decision.sm100, decision.sm120) == (upstream_is_sm100(res.requested, cuda),
-                                                upstream_is_sm120(res.requested, cuda)), decision.reason
+    assert (decision.sm100, decision.sm120) == (upstream_fact("is_sm100", res.requested, cuda),
+                                                upstream_fact("is_sm120", res.requested, cuda)), decision.reason
 
 
 @pytest.mark.parametrize("cap", UNKNOWN)
@@ -67,13 +61,13 @@ def test_flashinfers_dequantize_builds_where_its_check_accepts(cap, runs):
 @pytest.mark.parametrize("cuda", CUDAS)
 def test_quantize_backend_on_every_exact_tier_is_sglangs_import_time_pick(which, tier, cuda):
     res = resolve(tier)
-    expected = "cute-dsl" if upstream_is_sm100(res.requested, cuda) else "cuda"
+    expected = "cute-dsl" if upstream_fact("is_sm100", res.requested, cuda) else "cuda"
     assert quant.flashinfer_quantize_backend(res, which, cuda).backend == expected
 
 
 def test_quantize_backend_on_10_5_keeps_cute_dsl_off_where_cute_dsl_has_no_build():
     res = resolve("10.5")
-    assert res.match != "exact" and upstream_is_sm100(res.resolved, (13, 0))
+    assert res.match != "exact" and upstream_fact("is_sm100", res.resolved, (13, 0))
     mxfp8 = quant.flashinfer_quantize_backend(res, "mxfp8", (13, 0))
     assert mxfp8.backend == "cuda" and "no build" in mxfp8.reason  # FlashInfer's CUDA MXFP8 quantize builds
     fp4 = quant.flashinfer_quantize_backend(res, "fp4", (13, 0))

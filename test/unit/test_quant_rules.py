@@ -74,7 +74,7 @@ def test_d26_12_1_keeps_fp32_dense_scales_as_12_0():
 # --- the load-time rules read from one platform fact (quant.FACT_RULES) ---
 
 from sglang_arch.arch.policies import attention  # noqa: E402
-from sglang_arch.arch.policies.platform import platform_facts  # noqa: E402
+from unit.sglang_probes import upstream_fact  # noqa: E402
 
 
 def _sglangs(res, fact, cuda):
@@ -83,7 +83,7 @@ def _sglangs(res, fact, cuda):
         return res.requested.as_tuple() == (10, 7)
     if fact == quant.LORA_FP8_FAST_DIV_FACT:
         return res.requested.as_tuple() == (9, 0)
-    return bool(platform_facts(res, cuda)[fact])
+    return upstream_fact(fact, res.requested, cuda)
 
 
 @pytest.mark.parametrize("rule", sorted(quant.FACT_RULES))

@@ -11,6 +11,7 @@ import pytest
 from sglang_arch.arch import TOPOLOGIES, Capability, default_registry, resolve
 from sglang_arch.arch.policies import collectives
 from sglang_arch.arch.policies.platform import platform_facts
+from unit.sglang_probes import UPSTREAM_PROBES, upstream_facts
 
 MIB = 1 << 20
 
@@ -19,18 +20,7 @@ MIB = 1 << 20
 # The tiers the registry must know, as docs/support-matrix.md lists them.
 KNOWN_TIERS = ["7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "10.7", "11.0", "12.0", "12.1"]
 
-# sglang 0.5.23, srt/utils/common.py: each probe is
-# lru_cache(partial(_check_cuda_device_version, device_capability_majors=..., cuda_version=...)),
-# true when the device's major is listed and torch.version.cuda >= cuda_version.
-UPSTREAM_FACT_RULES = {
-    "is_sm90": ((9,), (12, 3)),  # is_sm90_supported
-    "is_hopper_with_cuda_12_3": ((9,), (12, 3)),  # is_hopper_with_cuda_12_3
-    "is_sm100": ((10,), (12, 8)),  # is_sm100_supported
-    "is_sm100_or_sm110": ((10, 11), (12, 8)),  # is_sm100_or_sm110_supported
-    "is_sm110": ((11,), (12, 8)),  # is_sm110_supported
-    "is_sm120": ((12,), (12, 8)),  # is_sm120_supported
-    "is_blackwell": ((10, 11, 12), (12, 8)),  # is_blackwell_supported
-}
+# sglang 0.5.23's probe rules (srt/utils/common.py): UPSTREAM_PROBES in sglang_probes.py.
 
 # sglang 0.5.23, srt/distributed/device_communicators/all_reduce_utils.py
 # TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (device major -> world size -> bytes), in MiB.
@@ -80,11 +70,6 @@ CUDAS = [(11, 0), (11, 8), (12, 0), (12, 2), (12, 3), (12, 4), (12, 7), (12, 8),
 WORLD_SIZES = [1, 2, 3, 4, 5, 6, 7, 8, 16]
 
 
-def _upstream_fact(name, cap, cuda):
-    majors, min_cuda = UPSTREAM_FACT_RULES[name]
-    return cap.major in majors and cuda >= min_cuda
-
-
 def _symm_mem_source(tier):
     major = int(tier.split(".")[0])
     if major in UPSTREAM_SYMM_MEM_MIB:
@@ -117,15 +102,13 @@ def test_platform_facts_are_upstreams_rule_on_the_devices_own_capability(cap):
     res = resolve(c)
     for cuda in CUDAS:
         facts = platform_facts(res, cuda)
-        expected = {name: _upstream_fact(name, c, cuda) for name in UPSTREAM_FACT_RULES}
-        expected.update(device_capability=(c.major, c.minor), device_sm=c.major * 10 + c.minor)
-        assert facts == expected, (cap, cuda)
+        assert facts == upstream_facts((c.major, c.minor), cuda), (cap, cuda)
 
 
 def test_platform_facts_without_a_gpu_or_without_cuda_are_all_false():
-    assert platform_facts(None, (13, 0)) == {name: False for name in UPSTREAM_FACT_RULES}
+    assert platform_facts(None, (13, 0)) == {name: False for name in UPSTREAM_PROBES}
     facts = platform_facts(resolve("9.0"), None)
-    assert {k: v for k, v in facts.items() if k in UPSTREAM_FACT_RULES} == {n: False for n in UPSTREAM_FACT_RULES}
+    assert {k: v for k, v in facts.items() if k in UPSTREAM_PROBES} == {n: False for n in UPSTREAM_PROBES}
     assert facts["device_capability"] == (9, 0) and facts["device_sm"] == 90
 
 
