@@ -50,6 +50,21 @@ def _cap(text):
     return Capability(*map(int, text.split(".")))
 
 
+def _torch_reads(monkeypatch, machine, *cached):
+    """``device(cap)``: torch's ``get_device_capability`` answers ``cap`` (SGLang's side; its
+    probes in ``cached`` forget their cached answer), and the glue decides for ``cap``."""
+    import torch
+
+    def device(cap):
+        c = _cap(cap)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args, **kwargs: c.as_tuple())
+        for probe in cached:
+            probe.cache_clear()
+        machine(cap)
+
+    return device
+
+
 _machines = {}
 
 
@@ -216,17 +231,8 @@ class _Tensor:
 
 @pytest.fixture
 def router(monkeypatch, machine):
-    import torch
-
     module = importlib.import_module(ROUTER)
-
-    def device(cap):
-        c = _cap(cap)
-        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: c.as_tuple())
-        module._is_sm100_family.cache_clear()
-        machine(cap)
-
-    yield module, device
+    yield module, _torch_reads(monkeypatch, machine, module._is_sm100_family)
     module._is_sm100_family.cache_clear()
 
 
@@ -253,8 +259,6 @@ def test_router_gemv_on_every_tier_and_unknown(router):
 
 @pytest.fixture
 def nemotron(monkeypatch, machine):
-    import torch
-
     from sglang.srt.utils import common
 
     module = importlib.import_module(NEMOTRON)
@@ -263,13 +267,7 @@ def nemotron(monkeypatch, machine):
     monkeypatch.setattr(module, "_is_cuda", False)
     monkeypatch.setattr(common, "is_cuda", lambda: True)
 
-    def device(cap):
-        c = _cap(cap)
-        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: c.as_tuple())
-        common.is_sm120.cache_clear()  # SGLang's probe is cached per process
-        machine(cap)
-
-    yield module, device
+    yield module, _torch_reads(monkeypatch, machine, common.is_sm120)  # SGLang's probe is cached per process
     common.is_sm120.cache_clear()
 
 
@@ -407,12 +405,7 @@ def torch_device(monkeypatch, machine):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
 
-    def device(cap):
-        c = _cap(cap)
-        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: c.as_tuple())
-        machine(cap)
-
-    return device
+    return _torch_reads(monkeypatch, machine)
 
 
 def _expected(path, cap, upstream):
