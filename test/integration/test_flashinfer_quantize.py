@@ -144,43 +144,39 @@ def _sglang_pick(cap, cuda):
     return "cute-dsl" if upstream_platform_facts(_cap(cap), cuda)["is_sm100"] else "cuda"
 
 
-def _fp4_both(stand_ins, cap, cuda):
-    own, hook = upstream_and_hook(FP4)
-    module = stand_ins.fp4_utils
-    x = torch.zeros(2, 32, dtype=torch.bfloat16)
+def _both(module, value, path, call, cap, cuda, refresh=False):
+    """SGLang's function at ``path`` and the plugin's hook over it on ``cap``, each run by
+    ``call``, with the module value SGLang binds at import (``value``) as SGLang binds it;
+    ``refresh``: also the value once the target's refresh ran (what the op registered at
+    import reads once routed)."""
+    own, hook = upstream_and_hook(path)
     mp = pytest.MonkeyPatch()
     try:
-        mp.setattr(module, "_flashinfer_fp4_quantize_backend", _sglang_pick(cap, cuda))  # SGLang's import
-        upstream = _run(lambda: own(x), cap, cuda)
+        mp.setattr(module, value, _sglang_pick(cap, cuda))  # SGLang's import
+        upstream = _run(lambda: call(own), cap, cuda)
         routes = _routed(cap, cuda)
         try:
-            routed = _run(lambda: hook(own, x), cap, cuda)
-            (target,) = [t for t in targets.all_targets() if t.path == FP4]
-            target.refresh(module)  # what the op registered at import reads once routed
-            refreshed = module._flashinfer_fp4_quantize_backend
+            routed = _run(lambda: call(lambda *args: hook(own, *args)), cap, cuda)
+            if not refresh:
+                return upstream, routed
+            (target,) = [t for t in targets.all_targets() if t.path == path]
+            target.refresh(module)
+            return upstream, routed, getattr(module, value)
         finally:
             routes.undo()
     finally:
         mp.undo()
-    return upstream, routed, refreshed
+
+
+def _fp4_both(stand_ins, cap, cuda):
+    x = torch.zeros(2, 32, dtype=torch.bfloat16)
+    return _both(stand_ins.fp4_utils, "_flashinfer_fp4_quantize_backend", FP4, lambda fn: fn(x), cap, cuda,
+                 refresh=True)
 
 
 def _mxfp8_both(stand_ins, cap, cuda):
-    own, hook = upstream_and_hook(MXFP8)
-    module = stand_ins.mxfp4_trtllm
     x = torch.zeros(2, 32, dtype=torch.bfloat16)
-    mp = pytest.MonkeyPatch()
-    try:
-        mp.setattr(module, "_MXFP8_QUANTIZE_BACKEND", _sglang_pick(cap, cuda))
-        upstream = _run(lambda: own(None, x, 32), cap, cuda)
-        routes = _routed(cap, cuda)
-        try:
-            routed = _run(lambda: hook(own, None, x, 32), cap, cuda)
-        finally:
-            routes.undo()
-    finally:
-        mp.undo()
-    return upstream, routed
+    return _both(stand_ins.mxfp4_trtllm, "_MXFP8_QUANTIZE_BACKEND", MXFP8, lambda fn: fn(None, x, 32), cap, cuda)
 
 
 def test_quantize_premise_sglangs_import_time_pick_is_the_sm100_fact(stand_ins):
