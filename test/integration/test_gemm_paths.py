@@ -271,18 +271,24 @@ def nemotron(monkeypatch, machine):
     common.is_sm120.cache_clear()
 
 
-def test_nemotron_prefill_overlap_on_every_tier_and_unknown(nemotron):
+def _nemotron_prefill():
+    """A Nemotron-H MoE layer, hidden states and a batch on the prefill overlap's path but for
+    the device check: (layer, hidden, batch) for ``NemotronHMoE._forward_core``."""
     import torch
 
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-    module, device = nemotron
-    own, hook = upstream_and_hook(f"{NEMOTRON}.NemotronHMoE._forward_core")
     layer = SimpleNamespace(ep_size=1, n_routed_experts=512, moe_hidden_size=1024, shared_experts=object(),
                             _forward_core_prefill_overlap=lambda h: "prefill_overlap",
                             _forward_core_normal=lambda h: "normal")
     hidden = SimpleNamespace(shape=(1024, 4096), dtype=torch.bfloat16)
-    batch = SimpleNamespace(forward_mode=ForwardMode.EXTEND)
+    return layer, hidden, SimpleNamespace(forward_mode=ForwardMode.EXTEND)
+
+
+def test_nemotron_prefill_overlap_on_every_tier_and_unknown(nemotron):
+    module, device = nemotron
+    own, hook = upstream_and_hook(f"{NEMOTRON}.NemotronHMoE._forward_core")
+    layer, hidden, batch = _nemotron_prefill()
     for cap in TIERS + UNKNOWN:
         device(cap)
         upstream, routed = own(layer, hidden, batch), hook(own, layer, hidden, batch)
@@ -354,10 +360,6 @@ def test_the_hooks_answer_once_per_machine(machine):
 def test_the_hooks_answer_the_registry_not_the_probe(gemm, gemv, nemotron, machine):
     """Where the registry's machine and SGLang's probe disagree, the hooked call follows the
     registry (the functions are equal elsewhere because the two agree on every GPU)."""
-    import torch
-
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
     gemm_module, gemm_device = gemm
     own, hook = upstream_and_hook(f"{GEMM}.use_cutedsl_bf16_gemm")
     gemm_device("10.7")
@@ -372,11 +374,7 @@ def test_the_hooks_answer_the_registry_not_the_probe(gemm, gemv, nemotron, machi
 
     nemotron_module, nemotron_device = nemotron
     own, hook = upstream_and_hook(f"{NEMOTRON}.NemotronHMoE._forward_core")
-    layer = SimpleNamespace(ep_size=1, n_routed_experts=512, moe_hidden_size=1024, shared_experts=object(),
-                            _forward_core_prefill_overlap=lambda h: "prefill_overlap",
-                            _forward_core_normal=lambda h: "normal")
-    hidden = SimpleNamespace(shape=(1024, 4096), dtype=torch.bfloat16)
-    batch = SimpleNamespace(forward_mode=ForwardMode.EXTEND)
+    layer, hidden, batch = _nemotron_prefill()
     nemotron_device("12.0")
     machine("12.1")
     assert own(layer, hidden, batch) == "prefill_overlap" and hook(own, layer, hidden, batch) == "normal"
