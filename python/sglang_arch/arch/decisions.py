@@ -16,7 +16,7 @@ from .capability import CapabilityLike, parse_capability
 from .policies import (attention, collectives, deepseek, deterministic, dsa, gemm, minicpm, minimax_m3, moe, quant,
                        speculative, vision)
 from .registry import Resolution, resolve
-from .topology import Topology, parse_topology
+from .topology import Topology, default_topology, parse_topology
 
 
 DETERMINISTIC_CHOICES = ("ascend", "fa3", "fa4", "flashinfer", "intel_xpu", "triton")
@@ -236,9 +236,10 @@ def decide(
     nnodes: int = 1,
     traits: Optional[attention.ModelTraits] = None,
 ) -> Decisions:
-    """All decisions; ``topology`` defaults to the tier's typical one (single for one GPU)."""
+    """All decisions; ``topology`` defaults to the tier's typical one (single for one GPU,
+    never single for more: ``topology.default_topology``)."""
     if topology is None:
-        topology = parse_topology("single" if world_size == 1 else res.profile.topology)
+        topology = default_topology(res.profile.topology, world_size)
     traits = traits or attention.ModelTraits()
     return Decisions(
         resolution=res,

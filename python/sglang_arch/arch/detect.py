@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .capability import Capability, parse_capability
 from .registry import MATCH_KINDS, Resolution, resolve
-from .topology import TOPOLOGIES, Topology, parse_topology
+from .topology import TOPOLOGIES, Topology, default_topology, parse_topology
 from .validate import MAX_GPUS_PER_NODE, parse_int, read_regular_file, shown
 
 logger = logging.getLogger("sglang_arch")
@@ -94,7 +94,7 @@ def simulated_node(capability: Optional[str] = None, topology: Optional[str] = N
     if topo_text is not None:
         topo = _parse_env(parse_topology, topo_text, ENV_TOPOLOGY)
     else:
-        topo = TOPOLOGIES["single"] if count == 1 else TOPOLOGIES[resolve(cap).profile.topology]
+        topo = default_topology(resolve(cap).profile.topology, count)
     gpus = tuple(Gpu(i, f"simulated sm_{cap.sm}", cap) for i in range(count))
     return Node(gpus, topo, "simulated", (f"simulated by {ENV_CAPABILITY}={cap}" if capability is None else "simulated",))
 

@@ -8,7 +8,7 @@ two-shot path only peer-to-peer access.  So topology is a value of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Optional
 
 
 @dataclass(frozen=True)
@@ -39,3 +39,37 @@ def parse_topology(value: object) -> Topology:
         return TOPOLOGIES[value.strip().lower()]
     raise ValueError(f"invalid topology {value!r}; accepted: {', '.join(TOPOLOGIES)}")
 
+
+
+# A node of several GPUs whose tier is typically a single-GPU device (a DGX Spark, a Jetson,
+# an unknown GPU that falls back to one of them) is simulated on the most conservative
+# multi-GPU link: PCIe without peer-to-peer access, so no path that needs P2P, NVLink or
+# multicast is assumed.
+MULTI_GPU_STAND_IN = "pcie"
+
+
+def default_topology(typical: str, gpus: int) -> Topology:
+    """The topology a simulated node of ``gpus`` GPUs gets when none is given: ``single``
+    for one GPU, else the tier's ``typical`` one, except that ``single`` never describes
+    more than one GPU (then :data:`MULTI_GPU_STAND_IN`)."""
+    if gpus <= 1:
+        return TOPOLOGIES["single"]
+    if typical == "single" or typical not in TOPOLOGIES:
+        return TOPOLOGIES[MULTI_GPU_STAND_IN]
+    return TOPOLOGIES[typical]
+
+
+def stand_in_note(typical: str, gpus: int, given: Optional[Topology] = None) -> Optional[str]:
+    """What a reader must be told when the default is not the tier's typical topology."""
+    if given is not None or gpus <= 1 or typical != "single":
+        return None
+    return (f"the tier is typically a single GPU; {gpus} GPUs are assumed on {MULTI_GPU_STAND_IN} "
+            f"(no peer-to-peer access), the most conservative link; pass --topology to choose")
+
+
+def check_machine_topology(topology: Topology, gpus: int) -> None:
+    """``single`` describes exactly one GPU; ValueError naming both otherwise."""
+    if topology.name == "single" and gpus > 1:
+        others = ", ".join(name for name in TOPOLOGIES if name != "single")
+        raise ValueError(f"topology single is one GPU, but {gpus} GPUs are given; accepted: one of "
+                         f"{others} for more than one GPU, or single with one GPU")

@@ -363,10 +363,14 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
     """Both workers, in parallel; returns {"routed": ..., "upstream": ...}.  RuntimeError
     when a worker fails or runs past ``timeout`` seconds (it is killed)."""
     from ...arch import resolve
+    from ...arch.topology import default_topology
 
-    topo = topology or ("single" if tp == 1 else resolve(cap).profile.topology)
+    topo = topology or default_topology(resolve(cap).profile.topology, tp).name
+    # The plugin's simulated node is one node: its GPU count is the GPUs per node, the
+    # tensor-parallel size spread over --nnodes (a 144-GPU TP on 2 nodes is 72 a node).
+    per_node = max(1, tp // max(nnodes, 1))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
-    env.update(SGLANG_ARCH_CAPABILITY=str(cap), SGLANG_ARCH_GPU_COUNT=str(tp), SGLANG_ARCH_TOPOLOGY=topo,
+    env.update(SGLANG_ARCH_CAPABILITY=str(cap), SGLANG_ARCH_GPU_COUNT=str(per_node), SGLANG_ARCH_TOPOLOGY=topo,
                SGLANG_ARCH_CUDA=format_version(cuda), SGLANG_PLUGINS=env.get("SGLANG_PLUGINS", ""))
     for key in ("SGLANG_ARCH_CONFIG", "SGLANG_ARCH_RESOLVE_AS", "SGLANG_ARCH_STRICT"):
         if key in os.environ:
