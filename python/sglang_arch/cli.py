@@ -80,14 +80,24 @@ def _dropped_lines(dropped, indent: int = 25) -> list:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from . import explain_text, stock
+    from .arch.topology import check_machine_topology, stand_in_note
+
     args_mod.machine(args)
+    if args.topology is not None:
+        try:
+            check_machine_topology(args.topology, args.world_size)
+        except ValueError as exc:
+            raise CliError(f"sglang-arch explain: error: {exc}") from None
     res = resolve(args.capability, strict=True if args.strict else None)
     traits = attention.ModelTraits(cuda=args.cuda)
     d = decide(res, args.topology, args.world_size, args.nnodes, traits)
+    baseline = stock.decide(res.requested, d.topology, d.world_size, d.nnodes, args.cuda)
+    note = stand_in_note(res.profile.topology, args.world_size, args.topology)
     if args.json:
-        print(json.dumps(d.to_dict(), indent=2))
+        print(json.dumps(dict(d.to_dict(), topology_note=note, stock_sglang=baseline.to_dict()), indent=2))
     else:
-        print(render_decisions(d))
+        print(explain_text.render(d, baseline, note, everything=args.all))
     return 0
 
 
@@ -264,12 +274,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(cuda=None)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("explain", help="every decision for a capability, with its reason",
-                       description="Resolve CAP and print every decision with its reason.")
+    p = sub.add_parser("explain", help="the decisions for a capability, beside stock SGLang's, with reasons",
+                       description="Resolve CAP and print the decisions the plugin makes (torch symmetric memory, "
+                                   "custom all-reduce, all-reduce fusion, attention), each beside stock SGLang "
+                                   "0.5.23's answer, with its reason; --all adds the model-specific rows.")
     p.add_argument("capability", type=args_mod.capability, metavar="CAP", help=f"compute capability: {ACCEPTED_FORMS}")
     p.add_argument("--topology", type=args_mod.topology, metavar="T",
-                   help=f"one of {', '.join(TOPOLOGIES)} (default: the tier's typical topology; single for one GPU)")
+                   help=f"one of {', '.join(TOPOLOGIES)} (default: the tier's typical topology; single for one GPU; "
+                        f"pcie, without P2P, for several GPUs of a single-GPU tier)")
     p.add_argument("--strict", action="store_true", help="fail instead of falling back for an unknown capability")
+    p.add_argument("--all", action="store_true", help="add the model-specific rows (DeepSeek, MiniCPM, MiniMax, DSA, "
+                                                      "vision, GEMM paths, each MoE runner)")
     add_common(p)
     p.set_defaults(func=cmd_explain)
 

@@ -1,0 +1,144 @@
+"""``sglang-arch explain`` as text that fits a terminal: at most :data:`WIDTH` columns.
+
+By default the decisions the plugin exists for (torch symmetric memory, custom
+all-reduce, FlashInfer all-reduce fusion, the attention defaults), each beside stock
+SGLang's answer (``stock.py``) and the flag it needs, and one line for MoE / GEMM;
+``--all`` adds the model-specific rows.  Reasons wrap under their row.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from . import stock
+from .arch.decisions import Decisions
+from .arch.profile import MIB
+
+WIDTH = 100
+LABEL_W = 22  # the row's name
+CELL_W = 30  # each of the two answers
+MARK = "differs"
+SYMM_MEM_FLAG = "--enable-torch-symm-mem"
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes // MIB} MiB" if nbytes % MIB == 0 else f"{nbytes} B"
+
+
+def _wrap(text: str, indent: int, first: str = "", width: int = WIDTH) -> List[str]:
+    """``text`` under a row, from column ``indent``, ``first`` before its first line."""
+    pad = " " * indent
+    return textwrap.wrap(" ".join(text.split()), width=width, initial_indent=pad + first,
+                         subsequent_indent=pad + " " * len(first), break_on_hyphens=False) or [pad + first]
+
+
+def _cell(text: str) -> List[str]:
+    return textwrap.wrap(text, width=CELL_W - 2, break_on_hyphens=False) or ["-"]
+
+
+def _row(label: str, ours: Sequence[str], theirs: Sequence[str], differs: bool) -> List[str]:
+    """One decision over as many lines as its longest cell needs; the mark on the first."""
+    left = [line for part in ours for line in _cell(part)]
+    right = [line for part in theirs for line in _cell(part)]
+    lines = []
+    for i in range(max(len(left), len(right))):
+        a = left[i] if i < len(left) else ""
+        b = right[i] if i < len(right) else ""
+        mark = MARK if differs and i == 0 else ""
+        lines.append(f"{label if i == 0 else '':<{LABEL_W}}{a:<{CELL_W}}{b:<{CELL_W}}{mark}".rstrip())
+    return lines
+
+
+def _symm(d: Decisions) -> str:
+    s = d.symm_mem
+    return f"{_size(s.max_bytes)} {s.algorithm}" if s.enabled else "off"
+
+
+def _car(d: Decisions) -> str:
+    c = d.custom_allreduce
+    return f"{_size(c.max_bytes)} {c.table or 'default'}" if c.enabled else "off"
+
+
+def _phases(prefill: str, decode: str) -> List[str]:
+    return [f"prefill {prefill}", f"decode  {decode}"]
+
+
+def _gemm_summary(d: Decisions) -> str:
+    rows = d.gemm_rows()
+    changed = [(name, c) for name, c in rows.items() if c.changed]
+    if not changed:
+        return f"{len(rows)} choices (MoE runners per quantization, FP8 / FP4 GEMM, DeepGEMM), all as stock SGLang"
+    listed = "; ".join(f"{name} {c.choice or 'refused'} (stock {c.upstream})" for name, c in changed)
+    verb = "differs" if len(changed) == 1 else "differ"
+    return f"{len(rows)} choices, {len(changed)} {verb} from stock SGLang: {listed}"
+
+
+def header(d: Decisions, note: Optional[str] = None) -> List[str]:
+    res = d.resolution
+    gpus = f"{d.world_size} GPU{'s' if d.world_size != 1 else ''}"
+    nodes = f"{d.nnodes} node{'s' if d.nnodes != 1 else ''}"
+    lines = [f"device    {res.requested} -> tier {res.resolved} {res.profile.name} [{res.match}]"]
+    lines += _wrap(res.reason, 10)
+    lines += _wrap(f"{gpus}, {nodes}, topology {d.topology.name} ({d.topology.description})", 0, "machine   ")
+    if note:
+        lines += _wrap(note, 10)
+    lines += _wrap(", ".join(f"{k} {_yn(v)}" for k, v in res.features.items()), 0, "features  ")
+    return lines
+
+
+def mission(d: Decisions, s: stock.StockDecisions) -> List[str]:
+    """The mission's decisions, each beside stock SGLang's, with its flag and both reasons."""
+    lines = [f"{'':<{LABEL_W}}{'with sglang-arch':<{CELL_W}}{'stock SGLang ' + stock.RELEASE:<{CELL_W}}".rstrip()]
+
+    def decision(label: str, ours: Sequence[str], theirs: Sequence[str], why: str, stock_why: str,
+                 flag: Optional[str] = None, dropped: Iterable[Tuple[str, str]] = ()) -> None:
+        lines.extend(_row(label, ours, theirs, list(ours) != list(theirs)))
+        if flag:
+            lines.extend(_wrap(flag, LABEL_W, "flag: "))
+        lines.extend(_wrap(why, LABEL_W, "why: "))
+        for choice, reason in dropped:
+            lines.extend(_wrap(f"{choice}: {reason}", LABEL_W, "dropped "))
+        lines.extend(_wrap(stock_why, LABEL_W, "stock: "))
+
+    symm_flag = (f"{SYMM_MEM_FLAG} (without it SGLang uses no symmetric memory, with or without the plugin)"
+                 if d.world_size > 1 else None)
+    decision("torch symm mem", [_symm(d)], [s.symm_mem.value], d.symm_mem.reason, s.symm_mem.reason, symm_flag)
+    decision("custom all-reduce", [_car(d)], [s.custom_allreduce.value], d.custom_allreduce.reason,
+             s.custom_allreduce.reason)
+    decision("all-reduce fusion", [d.fusion.backend if d.fusion.enabled else "off"], [s.fusion.value],
+             d.fusion.reason, f"{s.fusion.reason} (for the models SGLang turns fusion on for)",
+             dropped=d.fusion.dropped)
+    for label, ours, theirs in (("attention MHA", d.mha, s.mha), ("attention MLA", d.mla, s.mla)):
+        decision(label, _phases(ours.prefill, ours.decode), _phases(theirs.prefill, theirs.decode), ours.reason,
+                 theirs.reason, dropped=ours.dropped)
+    lines.extend(_wrap(_gemm_summary(d), 0, f"{'MoE / GEMM':<{LABEL_W}}"))
+    return lines
+
+
+def model_rows(d: Decisions) -> List[str]:
+    """``--all``: every model-specific row, its value on the row, reasons under it."""
+    lines = ["", "model-specific decisions (for the models that have them)"]
+    named = [row for row in d.named() if row[0] not in ("attention MHA", "attention MLA")]
+    for name, c in d.gemm_rows().items():
+        mark = "" if not c.changed else f" (stock: {c.upstream})"
+        named.append((name, (c.choice or "refused") + mark, c.reason, ()))
+    for label, value, reason, dropped in named:
+        lines.extend(_wrap(value, 0, f"{label:<{LABEL_W}}"))
+        for choice, why in dropped:
+            lines.extend(_wrap(f"{choice}: {why}", LABEL_W, "dropped "))
+        lines.extend(_wrap(reason, LABEL_W, "why: "))
+    return lines
+
+
+def render(d: Decisions, s: stock.StockDecisions, note: Optional[str] = None, everything: bool = False) -> str:
+    lines = header(d, note) + [""] + mission(d, s)
+    if everything:
+        lines += model_rows(d)
+    else:
+        lines += ["", "--all adds the model-specific rows (DeepSeek, MiniCPM, MiniMax, DSA, vision, GEMM paths)."]
+    return "\n".join(lines)
