@@ -42,7 +42,11 @@ def test_explain_human_table(capsys):
     code, out, _ = run(capsys, "explain", "sm_90a", "--tp", "8", "--topology", "nvswitch")
     assert code == 0
     assert "tier 9.0 Hopper [exact]" in out
-    assert "128 MiB multimem" in out and "fa3 / fa3" in out
+    assert "128 MiB multimem" in out
+    lines = out.splitlines()
+    mha = next(i for i, line in enumerate(lines) if line.startswith("attention MHA"))
+    assert lines[mha].split()[2:] == ["prefill", "fa3", "prefill", "fa3"]
+    assert lines[mha + 1].split() == ["decode", "fa3", "decode", "fa3"]
 
 
 @pytest.mark.parametrize("argv,message", [

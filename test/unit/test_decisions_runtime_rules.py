@@ -94,10 +94,11 @@ def test_explain_prints_the_fa4_page_size(capsys):
     from sglang_arch import cli
 
     assert explain("11.0").to_dict()["attention"]["fa4_page_size"]["page_size"] == 128
-    assert cli.main(["explain", "10.0"]) == 0
-    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("FA4 page size")]
-    assert line.split()[3] == "128" and "TMA" in line
-    assert cli.main(["explain", "12.0"]) == 0
+    assert cli.main(["explain", "10.0", "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (at,) = [i for i, x in enumerate(lines) if x.startswith("FA4 page size")]
+    assert lines[at].split()[3] == "128" and "TMA" in " ".join(lines[at + 1:at + 4])
+    assert cli.main(["explain", "12.0", "--all"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("FA4 page size")]
     assert line.split()[3] == "kept"
 
@@ -105,7 +106,7 @@ def test_explain_prints_the_fa4_page_size(capsys):
 def test_explain_text_prints_each_dropped_candidate_under_its_decision(capsys):
     from sglang_arch import cli
 
-    assert cli.main(["explain", "9.5", "--world-size", "8"]) == 0
+    assert cli.main(["explain", "9.5", "--world-size", "8", "--all"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("vision attention"))
     assert "triton_attn" in lines[at]
@@ -210,6 +211,6 @@ def test_explain_prints_deepseek_v4s_auto_attention_backend(capsys):
     assert explain("9.0").to_dict()["attention"]["dsv4_attention"]["auto"] == "flashmla"
     d = explain("10.5").to_dict()["attention"]["dsv4_attention"]
     assert d["auto"] == "flashmla" and "no build for 10.5" in d["reason"]
-    assert cli.main(["explain", "10.0"]) == 0
+    assert cli.main(["explain", "10.0", "--all"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("DeepSeek-V4.1 auto")]
     assert line.split()[2] == "flashmla_mega"

@@ -1,0 +1,137 @@
+"""``sglang-arch explain`` at a glance: the mission's decisions beside stock SGLang's, every
+line within 100 columns, and a simulated machine of several GPUs never on ``single``."""
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+import pytest
+
+from sglang_arch import explain_text, stock
+from sglang_arch.arch import TOPOLOGIES, resolve
+from sglang_arch.arch.decisions import decide, explain
+from sglang_arch.arch.table import ARCHITECTURES
+from sglang_arch.arch.topology import MULTI_GPU_STAND_IN, default_topology
+from sglang_arch.arch.validate import MAX_GPUS_PER_NODE
+from sglang_arch.cli import main
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@st.composite
+def machines(draw):
+    cap = f"{draw(st.integers(1, 20))}.{draw(st.integers(0, 9))}"
+    nnodes = draw(st.sampled_from([1, 1, 1, 2, 4]))
+    world = nnodes * draw(st.integers(1, MAX_GPUS_PER_NODE))
+    names = [n for n in TOPOLOGIES if world == 1 or n != "single"]
+    topology = draw(st.one_of(st.none(), st.sampled_from(names)))
+    cuda = draw(st.sampled_from(["11.8", "12.2", "12.3", "12.8", "12.9", "13.0"]))
+    argv = ["explain", cap, "--world-size", str(world), "--nnodes", str(nnodes), "--cuda", cuda]
+    argv += ["--topology", topology] if topology else []
+    argv += ["--all"] if draw(st.booleans()) else []
+    return argv
+
+
+@given(argv=machines())
+@settings(max_examples=150, **SETTINGS)
+def test_every_explain_line_fits_100_columns(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    widest = max(out.splitlines(), key=len)
+    assert len(widest) <= explain_text.WIDTH, (argv, widest)
+
+
+@pytest.mark.parametrize("cap", list(ARCHITECTURES) + ["13.0", "10.5", "6.1"])
+@pytest.mark.parametrize("world", range(1, MAX_GPUS_PER_NODE + 1))
+def test_a_machine_of_several_gpus_never_gets_single(cap, world):
+    res = resolve(cap)
+    topology = decide(res, None, world).topology
+    if world == 1:
+        assert topology.name == "single"
+    else:
+        assert topology.name != "single"
+        expected = MULTI_GPU_STAND_IN if res.profile.topology == "single" else res.profile.topology
+        assert topology.name == expected == default_topology(res.profile.topology, world).name
+
+
+def test_an_unknown_gpu_on_eight_gpus_is_shown_on_a_multi_gpu_topology(capsys):
+    code, out, _ = run(capsys, "explain", "13.0", "--world-size", "8")
+    machine = next(line for line in out.splitlines() if line.startswith("machine"))
+    assert code == 0 and "topology pcie (PCIe without peer-to-peer access)" in machine
+    assert "typically a single GPU" in out and "--topology" in out  # the stand-in is said
+    code, out, _ = run(capsys, "explain", "12.1", "--world-size", "2", "--nnodes", "2")
+    assert code == 0 and "topology pcie " in out
+
+
+def test_the_stand_in_is_not_said_where_the_topology_is_the_tiers_own(capsys):
+    assert "typically a single GPU" not in run(capsys, "explain", "12.0", "--world-size", "8")[1]
+    assert "typically a single GPU" not in run(capsys, "explain", "12.1", "--world-size", "8",
+                                               "--topology", "pcie-p2p")[1]
+
+
+@pytest.mark.parametrize("world", [2, 8, 72])
+def test_single_with_several_gpus_is_refused_in_one_line(capsys, world):
+    code, out, err = run(capsys, "explain", "12.0", "--topology", "single", "--world-size", str(world))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.strip() == (f"sglang-arch explain: error: topology single is one GPU, but {world} GPUs are given; "
+                           f"accepted: one of nvswitch, nvlink, pcie-p2p, pcie for more than one GPU, or single "
+                           f"with one GPU")
+    assert run(capsys, "explain", "12.0", "--topology", "single")[0] == 0
+
+
+def test_the_reference_pcie_box_shows_what_differs_from_stock_sglang(capsys):
+    code, out, _ = run(capsys, "explain", "12.0", "--world-size", "8", "--topology", "pcie-p2p")
+    lines = out.splitlines()
+    symm = next(line for line in lines if line.startswith("torch symm mem"))
+    assert symm.split()[3:] == ["128", "MiB", "two_shot", "off", "differs"]
+    at = lines.index(symm)
+    assert lines[at + 1].split()[:2] == ["flag:", "--enable-torch-symm-mem"]
+    assert "stock: no size for major 12" in out
+    mha = next(i for i, line in enumerate(lines) if line.startswith("attention MHA"))
+    assert lines[mha].split()[2:] == ["prefill", "flashinfer", "prefill", "flashinfer"]
+    assert lines[mha + 1].split() == ["decode", "flashinfer", "decode", "flashinfer"]
+    moe = next(line for line in lines if line.startswith("MoE / GEMM"))
+    assert "differs from stock SGLang: MoE runner mxfp8 refused" in moe
+    # only the mission by default; the model rows with --all
+    assert "DeepSeek-V4.1 auto" not in out and "--all" in lines[-1]
+    assert "DeepSeek-V4.1 auto" in run(capsys, "explain", "12.0", "--world-size", "8", "--all")[1]
+
+
+def test_an_h100_box_differs_from_stock_sglang_nowhere_in_the_mission(capsys):
+    out = run(capsys, "explain", "9.0", "--world-size", "8", "--topology", "nvswitch")[1]
+    head = out.splitlines().index(next(line for line in out.splitlines() if "with sglang-arch" in line))
+    mission = out.splitlines()[head:]
+    assert not [line for line in mission if line.endswith(explain_text.MARK)]
+
+
+def test_json_keeps_every_key_and_adds_stock_sglangs_answers(capsys):
+    code, out, _ = run(capsys, "explain", "12.0", "--world-size", "8", "--topology", "pcie-p2p", "--json")
+    d = json.loads(out)
+    today = explain("12.0", world_size=8, topology="pcie-p2p").to_dict()
+    assert code == 0 and {k: d[k] for k in today} == today
+    assert d["topology_note"] is None
+    s = d["stock_sglang"]
+    assert s["release"] == stock.RELEASE and s["symm_mem"]["value"] == "off"
+    assert s["fusion"]["value"] == "off" and (s["mha"]["prefill"], s["mla"]["decode"]) == ("flashinfer", "triton")
+    assert s["moe_gemm"] == {"deep_gemm": "on", "fp8_gemm": "cutlass", "fp4_gemm": "flashinfer_cutlass"}
+    d = json.loads(run(capsys, "explain", "13.0", "--world-size", "8", "--json")[1])
+    assert d["topology"] == "pcie" and "typically a single GPU" in d["topology_note"]
+
+
+@pytest.mark.parametrize("cap,topology,world,symm,fusion", [
+    ("9.0", "nvswitch", 8, "128 MiB multimem", "trtllm"),
+    ("9.0", "nvswitch", 2, "64 MiB two_shot", "trtllm"),
+    ("10.3", "nvswitch", 8, "128 MiB multimem", "mnnvl"),
+    ("10.0", "nvlink", 8, "off", "mnnvl"),
+    ("12.0", "pcie-p2p", 8, "off", "off"),
+    ("8.0", "nvlink", 8, "off", "off"),
+])
+def test_the_stock_model_on_reference_machines(cap, topology, world, symm, fusion):
+    s = stock.decide(resolve(cap).requested, TOPOLOGIES[topology], world)
+    assert (s.symm_mem.value, s.fusion.value) == (symm, fusion)
