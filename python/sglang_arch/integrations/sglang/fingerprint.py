@@ -1,0 +1,271 @@
+"""What a plugin target replaces, as a fingerprint of SGLang's own code.
+
+A hook is written against one body of SGLang's function (or one assignment of a module
+value).  The plugin replaces that code only where the installed SGLang still has the same
+body: a release that changed the function (fixed a decision, read another flag, returned
+another type) keeps its own code, said once at start-up and listed by ``sglang-arch show``.
+
+The fingerprint is the SHA-256 (first 16 hex digits) of the definition's AST as
+``ast.dump`` writes it without positions, after dropping docstrings.  So comments,
+docstrings, blank lines, line breaks, quoting style and the definition's position in its
+file are ignored; names, decorators, parameters, defaults, annotations and every statement
+count.  A module value's fingerprint is that of the module-level assignment that binds it.
+
+Two readers give the same fingerprint: :func:`of_object` from a live function (the
+plugin, at routing: ``inspect.getsource``, so only the function's lines are read), and
+:func:`of_module_source` from a module's text (``scripts/fingerprints``, which records the
+supported releases' fingerprints in ``known_bodies.py``, and ``sglang-arch show``, which
+reads the installed SGLang's files without importing it).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import importlib.util
+import inspect
+import os
+import textwrap
+from typing import Any, Dict, Iterable, List, Optional
+
+_DOC_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _drop_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, _DOC_OWNERS) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+                    first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return tree
+
+
+def of_node(node: ast.AST) -> str:
+    """The fingerprint of one definition or assignment (docstrings dropped, positions ignored)."""
+    dumped = ast.dump(_drop_docstrings(copy.deepcopy(node)), annotate_fields=True, include_attributes=False)
+    return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+
+
+def of_object(function: Any) -> Optional[str]:
+    """The fingerprint of a live function's definition, or None where its source cannot be read
+    (a builtin, a function made at run time, a missing file)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    if not tree.body or not isinstance(tree.body[0], _DEFS):
+        return None
+    return of_node(tree.body[0])
+
+
+def _statements(body: Iterable[ast.stmt]) -> List[ast.stmt]:
+    """A block's statements, those under ``if`` / ``try`` / ``with`` at the same level included
+    (SGLang defines some functions per platform under an ``if``), in source order."""
+    out: List[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, ast.If):
+            out += _statements(stmt.body) + _statements(stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            out += _statements(stmt.body)
+            for handler in stmt.handlers:
+                out += _statements(handler.body)
+            out += _statements(stmt.orelse) + _statements(stmt.finalbody)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            out += _statements(stmt.body)
+    return out
+
+
+def _binds(stmt: ast.stmt, name: str) -> bool:
+    if isinstance(stmt, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+    if isinstance(stmt, ast.AnnAssign):
+        return isinstance(stmt.target, ast.Name) and stmt.target.id == name and stmt.value is not None
+    return False
+
+
+def find_definition(tree: ast.Module, qualname: str) -> Optional[ast.stmt]:
+    """The statement that binds ``qualname`` (``f``, ``Class.method``) in a module: a ``def`` or
+    ``class``, or an assignment (``is_sm90_supported = lru_cache(...)(...)``, a module value),
+    the last one where several do (the one that holds when the module has run)."""
+    body: Iterable[ast.stmt] = tree.body
+    parts = qualname.split(".")
+    found: Optional[ast.stmt] = None
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        found = None
+        for stmt in _statements(body):
+            if isinstance(stmt, (_DEFS if last else (ast.ClassDef,))) and stmt.name == part:
+                found = stmt
+            elif last and _binds(stmt, part):
+                found = stmt
+        if found is None:
+            return None
+        body = getattr(found, "body", [])
+    return found
+
+
+def of_module_source(source: str, qualname: str) -> Optional[str]:
+    """The fingerprint of ``qualname`` as a module's text defines it; None where it does not."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    node = find_definition(tree, qualname)
+    return None if node is None else of_node(node)
+
+
+def module_file(root: str, module: str) -> Optional[str]:
+    """The file of ``module`` (dotted) in a tree whose top folder holds the ``sglang`` package."""
+    base = os.path.join(root, *module.split("."))
+    for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def installed_root() -> Optional[str]:
+    """The folder that holds the installed ``sglang`` package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.dirname(os.path.abspath(list(spec.submodule_search_locations)[0]))
+
+
+def of_tree(root: str, targets: Iterable[Any]) -> Dict[str, Optional[str]]:
+    """Each target's fingerprint in the SGLang tree at ``root`` (None: not defined there), each
+    module's file read and parsed once."""
+    trees: Dict[str, Optional[ast.Module]] = {}
+    out: Dict[str, Optional[str]] = {}
+    for target in targets:
+        module = target.module
+        if module not in trees:
+            path = module_file(root, module)
+            tree = None
+            if path is not None:
+                try:
+                    with open(path, encoding="utf-8") as fh:
+                        tree = ast.parse(fh.read())
+                except (OSError, SyntaxError, UnicodeDecodeError):
+                    tree = None
+            trees[module] = tree
+        tree = trees[module]
+        node = None if tree is None else find_definition(tree, target.attr)
+        out[target.path] = None if node is None else of_node(node)
+    return out
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _def_lines(lines: List[str], name: str, lo: int, hi: int, indent: Optional[int]) -> List[int]:
+    """Lines in [lo, hi) that open ``def name`` / ``class name`` (at ``indent`` where given)."""
+    heads = ("def " + name, "async def " + name, "class " + name)
+    out = []
+    for i in range(lo, hi):
+        text = lines[i].lstrip()
+        if not text.startswith(heads):
+            continue
+        rest = text.split(name, 1)[1][:1]
+        if rest in ("(", ":", " ") and (indent is None or _indent(lines[i]) == indent):
+            out.append(i)
+    return out
+
+
+def _block_end(lines: List[str], start: int) -> int:
+    """The first line after the block opened at ``start`` (its body: deeper lines, blanks, comments)."""
+    base = _indent(lines[start])
+    i = start + 1
+    while i < len(lines):
+        text = lines[i].strip()
+        if text and not text.startswith("#") and _indent(lines[i]) <= base and not text.startswith(")"):
+            if _indent(lines[i]) < base or not text.startswith(("]", "}")):
+                break
+        i += 1
+    return i
+
+
+def _decorated_start(lines: List[str], start: int) -> int:
+    """The first decorator line above the ``def`` at ``start`` (a decorator may span lines)."""
+    base, first, j = _indent(lines[start]), start, start - 1
+    while j >= 0:
+        text = lines[j].strip()
+        if not text:
+            break
+        if _indent(lines[j]) == base and text.startswith("@"):
+            first = j
+        elif not (_indent(lines[j]) > base or text.startswith(")")):
+            break
+        j -= 1
+    return first
+
+
+def of_lines(lines: List[str], qualname: str) -> Optional[str]:
+    """``of_module_source`` for a ``def`` / ``class`` without parsing the whole module: the lines of
+    the one definition of each part of ``qualname`` are located by their indentation, and only
+    those are parsed.  None where that is not one clear definition (an assignment, a name defined
+    twice): the caller then parses the module."""
+    lo, hi, indent = 0, len(lines), 0
+    start = -1
+    for part in qualname.split("."):
+        found = _def_lines(lines, part, lo, hi, indent)
+        if len(found) != 1:
+            return None
+        start = found[0]
+        lo, hi = start + 1, _block_end(lines, start)
+        body = [i for i in range(lo, hi) if lines[i].strip() and not lines[i].lstrip().startswith("#")]
+        if not body:
+            return None
+        indent = _indent(lines[body[0]])
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines[_decorated_start(lines, start):hi])))
+    except (SyntaxError, IndentationError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], _DEFS):
+        return None
+    return of_node(tree.body[0])
+
+
+def of_file(path: str, qualname: str, cache: Optional[Dict[str, Any]] = None) -> Optional[str]:
+    """The fingerprint of ``qualname`` in the module file ``path``: :func:`of_lines` where it finds
+    one clear definition, else the whole module parsed (an assignment, a conditional definition).
+    ``cache``: a dict kept by the caller, so that each file is read, and parsed, at most once."""
+    cache = {} if cache is None else cache
+    try:
+        lines = cache.get(("lines", path))
+        if lines is None:
+            with open(path, encoding="utf-8") as fh:
+                lines = cache[("lines", path)] = fh.readlines()
+        quick = of_lines(lines, qualname)
+        if quick is not None:
+            return quick
+        tree = cache.get(("tree", path))
+        if tree is None:
+            tree = cache[("tree", path)] = ast.parse("".join(lines))
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return None
+    node = find_definition(tree, qualname)
+    return None if node is None else of_node(node)
+
+
+def releases_with(path: str, value: Optional[str]) -> List[str]:
+    """The supported releases whose recorded definition of ``path`` has fingerprint ``value``."""
+    from . import known_bodies
+
+    return [release for release in known_bodies.SUPPORTED if known_bodies.BODIES.get(release, {}).get(path) == value
+            and value is not None]
+
+
+def supported() -> str:
+    """The supported releases, for messages: ``sglang 0.5.23``."""
+    from . import known_bodies
+
+    return "sglang " + ", ".join(known_bodies.SUPPORTED) if known_bodies.SUPPORTED else "no recorded release"
