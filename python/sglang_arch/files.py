@@ -21,6 +21,7 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from . import interrupts
 from .arch.validate import MIB, read_regular_file, shown_path
 
 # SGLang 0.5.23's largest .py file is under 0.5 MB; 8x that and more.
@@ -154,10 +155,28 @@ def _check_write(write: Write, probe: bool) -> None:
             raise ValueError(f"{write.label}: cannot write: {exc.strerror or exc}") from None
 
 
+# The longest file name a folder takes where ``pathconf`` cannot say (POSIX's NAME_MAX on
+# Linux, macOS and the BSDs).
+NAME_MAX_DEFAULT = 255
+
+
+def _name_max(folder: str) -> int:
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return NAME_MAX_DEFAULT
+
+
 def _temp_name(path: str, kind: str) -> str:
-    """A name beside ``path`` for its staged text (``tmp``) or the file it replaces (``bak``)."""
+    """A name beside ``path`` for its staged text (``tmp``) or the file it replaces (``bak``):
+    ``.NAME.PID.RANDOM.KIND``, with NAME cut (in bytes, as the file system counts) so that
+    the whole stays within the folder's name limit: a target whose own name is near the
+    limit is still written."""
     folder = os.path.dirname(path) or "."
-    return os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.{kind}")
+    tail = os.fsencode(f".{os.getpid()}.{secrets.token_hex(4)}.{kind}")
+    room = max(0, _name_max(folder) - len(tail) - 1)
+    name = b"." + os.fsencode(os.path.basename(path))[:room] + tail
+    return os.path.join(folder, os.fsdecode(name))
 
 
 def _new_file(path: str, kind: str, data: bytes, mode: Optional[int] = None) -> str:
@@ -241,10 +260,13 @@ class Transaction:
             self._present = {w.path for w in self.writes if os.path.lexists(w.path)}
             for write in self.writes:
                 if write.text is not None:
-                    self._staged[id(write)] = self._stage(write)
+                    with interrupts.deferred():  # a staged file is recorded as soon as it exists
+                        self._staged[id(write)] = self._stage(write)
+            interrupts.checkpoint("staged")
         except BaseException:
-            self._discard(folders=True)
-            self._stack.close()
+            with interrupts.deferred():
+                self._discard(folders=True)
+                self._stack.close()
             raise
         return self
 
@@ -277,10 +299,12 @@ class Transaction:
         for write in self.writes if writes is None else writes:
             if id(write) not in self._done:
                 try:
-                    self._put(write)
+                    with interrupts.deferred():  # a rename and the record that undoes it, together
+                        self._put(write)
+                        self._done.add(id(write))
                 except OSError as exc:
                     raise ValueError(f"{write.label}: cannot write: {exc.strerror or exc}") from None
-                self._done.add(id(write))
+                interrupts.checkpoint(f"put:{len(self._done)}")
 
     def _put(self, write: Write) -> None:
         path = write.path
@@ -327,18 +351,34 @@ class Transaction:
                 except BaseException as failure:
                     self._rollback(failure)
                     raise AssertionError("unreachable")  # pragma: no cover - _rollback raises
-                for kept in self._kept:
-                    with contextlib.suppress(OSError):
-                        os.unlink(kept)
+                # The point of no return: a signal that came in the last moment still undoes
+                # the run (then goes on to its handler); past it, the run is whole.
+                with interrupts.deferred():
+                    interrupts.checkpoint("commit")
+                    if interrupts.pending():
+                        self._rollback(None)
+                    else:
+                        for kept in self._kept:
+                            with contextlib.suppress(OSError):
+                                os.unlink(kept)
+                        self._kept.clear()
+                        self._undo.clear()
                 return
             self._rollback(exc)
         finally:
-            self._discard(folders=False)
-            self._stack.close()
+            with interrupts.deferred():
+                self._discard(folders=False)
+                self._stack.close()
 
-    def _rollback(self, failure: BaseException) -> None:
+    def _rollback(self, failure: Optional[BaseException]) -> None:
+        """Undo everything, whole: signals are held until it has finished (then delivered).
+        ``failure`` None: a held signal is the cause; nothing is raised here."""
+        with interrupts.deferred():
+            self._undo_all(failure)
+
+    def _undo_all(self, failure: Optional[BaseException]) -> None:
         notes, problems = [], []
-        for what, action in reversed(self._undo):
+        for i, (what, action) in enumerate(reversed(self._undo), 1):
             try:
                 note = action()
             except Exception as exc:  # noqa: BLE001 - every undo is tried, each failure named
@@ -346,9 +386,14 @@ class Transaction:
             else:
                 if isinstance(note, str):
                     notes.append(note)
+            interrupts.checkpoint(f"rollback:{i}")
         undone = bool(self._undo)
         self._undo.clear()
         self._discard(folders=True)
+        if failure is None and not problems:
+            return
+        if failure is None:
+            failure = ValueError("interrupted")
         if problems:
             raise ValueError(f"{failure}; rolling back failed for {', '.join(problems)}: these are left as the "
                              f"run made them") from None

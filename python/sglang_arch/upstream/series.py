@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .. import __version__
+from .. import __version__, interrupts
 from ..arch.validate import shown_path
 from ..files import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, Transaction, Write, folder_lock, read_source
 from . import glue, replace, texts
@@ -56,6 +56,21 @@ REGISTRY_THIRD_PARTY = frozenset({"torch", "pynvml"})
 GIT_IDENTITY = ("-c", "user.name=sglang-arch", "-c", "user.email=sglang-arch@localhost")
 # Seconds a roll back keeps trying to put HEAD back while another git holds the branch's lock.
 ROLLBACK_WAIT = 10.0
+# Seconds an interrupted git child has to stop after SIGTERM (git removes its lock files
+# then) before it is killed (and the locks it took are removed here).
+GIT_STOP_S = 3.0
+# What git leaves in its directory while an operation waits for the user: (file or folder,
+# what is in progress, how to end it).  ``upstream --into-git`` refuses to start over it: its
+# first commit would conclude the operation (a merge commit without the merged files).
+IN_PROGRESS = (
+    ("MERGE_HEAD", "a merge", "git merge --continue, or git merge --abort"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue, or git cherry-pick --abort"),
+    ("REVERT_HEAD", "a revert", "git revert --continue, or git revert --abort"),
+    ("rebase-merge", "a rebase", "git rebase --continue, or git rebase --abort"),
+    ("rebase-apply", "a rebase (or git am)", "git rebase --continue / git am --continue, or --abort"),
+    ("sequencer", "a cherry-pick or revert sequence", "git cherry-pick --continue, or --quit"),
+    ("BISECT_LOG", "a bisect", "git bisect reset"),
+)
 
 
 @dataclass(frozen=True)
@@ -585,9 +600,83 @@ def _target(tree: Tree, change: FileChange) -> Path:
 
 def _git(root: Path, *args: str, stdin: Optional[str] = None,
          env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """git ``args`` in ``root``.  Interrupted (a signal while it runs), git is asked to stop
+    (SIGTERM to its process group: git removes its lock files), killed after GIT_STOP_S, and
+    the lock files it took are then removed here; the interrupt goes on."""
     # --literal-pathspecs: a path with *, ? or [ names that file, not a pattern over others.
-    return subprocess.run(["git", "--literal-pathspecs", "-C", str(root), *args], capture_output=True, text=True,
-                          input=stdin, env=env)
+    cmd = ["git", "--literal-pathspecs", "-C", str(root), *args]
+    locks = _lock_files(root)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(stdin)
+    except BaseException:
+        with interrupts.deferred():
+            _stop(proc, root, locks)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _stop(proc: subprocess.Popen, root: Path, locks_before: set) -> None:
+    import signal
+
+    for signum, wait in ((signal.SIGTERM, GIT_STOP_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, signum)
+        except OSError:
+            pass
+        try:
+            proc.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    else:  # pragma: no cover - the loop breaks once SIGKILL is waited for
+        pass
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+    if proc.returncode == -signal.SIGKILL:  # git could not clean up: its locks go here
+        for lock in _lock_files(root) - locks_before:
+            try:
+                lock.unlink()
+            except OSError:
+                pass
+
+
+def _git_dir(root: Path) -> Optional[Path]:
+    """The repository's git directory (a work tree's own, for ``git worktree``), without git."""
+    dot = root / ".git"
+    if dot.is_dir():
+        return dot
+    try:
+        text = dot.read_text(encoding="utf-8", errors="replace") if dot.is_file() else ""
+    except OSError:
+        return None
+    if text.startswith("gitdir:"):
+        target = Path(text[len("gitdir:"):].strip())
+        return target if target.is_absolute() else root / target
+    return None
+
+
+def _lock_files(root: Path) -> set:
+    """The lock files a commit, a reset or a ref update take that exist now."""
+    folder = _git_dir(root)
+    if folder is None:
+        return set()
+    found = {folder / name for name in ("index.lock", "HEAD.lock", "packed-refs.lock", "config.lock")}
+    found = {p for p in found if p.exists()}
+    common = folder
+    try:
+        text = (folder / "commondir").read_text(encoding="utf-8").strip()
+        common = Path(text) if Path(text).is_absolute() else folder / text
+    except OSError:
+        pass
+    found.update((common / "refs").rglob("*.lock"))
+    return found
 
 
 def _git_root(tree: Tree) -> Path:
@@ -607,11 +696,31 @@ class _Git:
 
     def __init__(self, tree: Tree) -> None:
         self.root = _git_root(tree)
+        self.refuse_in_progress()
         self.identity = _identity(self.root)
         self.head: Optional[str] = None
         self.ref: Optional[str] = None
         self.env: Dict[str, str] = {}
         self.folder: Optional[str] = None
+        self.transaction: Optional[Transaction] = None
+
+    def refuse_in_progress(self) -> None:
+        """A merge, cherry-pick, revert, rebase, ``git am`` or bisect in progress is refused:
+        the series' first commit would conclude it (or land in the middle of it)."""
+        names = [name for name, _, _ in IN_PROGRESS]
+        out = _git(self.root, "rev-parse", *[arg for name in names for arg in ("--git-path", name)])
+        if out.returncode != 0:
+            raise ValueError(f"--into-git: git rev-parse failed: {' '.join(out.stderr.split())[:500]}")
+        paths = out.stdout.splitlines()
+        for (name, what, how), path in zip(IN_PROGRESS, paths):
+            found = Path(path) if Path(path).is_absolute() else self.root / path
+            if not found.exists():
+                continue
+            if name == "rebase-apply" and (found / "applying").exists():
+                what = "git am"
+                how = "git am --continue, or git am --abort"
+            raise ValueError(f"--into-git: {what} is in progress in {shown_path(self.root)} ({name}); accepted: "
+                             f"a repository with no operation in progress: end it first ({how})")
 
     def refuse_uncommitted(self, paths: Sequence[Path]) -> None:
         """Every file the series writes (or would have written, had an earlier run not done
@@ -645,29 +754,56 @@ class _Git:
         return out.stdout.strip()
 
     def begin(self, transaction: Transaction) -> None:
+        self.refuse_in_progress()  # again: one may have started while the series was planned
         head = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
         self.head = head.stdout.strip() if head.returncode == 0 else None  # None: no commit yet
         ref = _git(self.root, "symbolic-ref", "-q", "HEAD")
         self.ref = ref.stdout.strip() if ref.returncode == 0 else None  # None: a detached HEAD
-        self.folder = tempfile.mkdtemp(prefix="sglang-arch-index-")
-        self.env = {**os.environ, "GIT_INDEX_FILE": os.path.join(self.folder, "index")}
+        self.transaction = transaction
+        # The undo is in place before what it undoes exists (a signal may come in between).
         transaction.on_rollback("the private index", self._drop_index)
         transaction.on_rollback("HEAD", self._restore_head)
+        with interrupts.deferred():
+            self.folder = tempfile.mkdtemp(prefix="sglang-arch-index-")
+        self.env = {**os.environ, "GIT_INDEX_FILE": os.path.join(self.folder, "index")}
         self._run("git read-tree", "read-tree", *([self.head] if self.head else ["--empty"]))
+        interrupts.checkpoint("git:begin")
 
     def commit(self, result: StepResult, paths: Sequence[str]) -> str:
-        self._run(f"git add of step {result.step.number}", "add", "-A", "--", *paths)
-        self._run(f"git commit of step {result.step.number}", *self.identity, "commit", "--quiet",
+        number = result.step.number
+        self._run(f"git add of step {number}", "add", "-A", "--", *paths)
+        interrupts.checkpoint(f"git:add:{number}")
+        self._run(f"git commit of step {number}", *self.identity, "commit", "--quiet",
                   "-F", "-", stdin=commit_message(result))
+        interrupts.checkpoint(f"git:commit:{number}")
         return self._run("git rev-parse", "rev-parse", "--short", "HEAD")
 
     def finish(self, paths: Sequence[str]) -> None:
         """The user's index takes the committed files (and only those).  No files: nothing
-        to update (``git reset --`` with no path would reset the user's whole index)."""
+        to update (``git reset --`` with no path would reset the user's whole index).  A roll
+        back after it puts those index entries back as they were (HEAD's before the run: the
+        files were clean)."""
         if paths:
+            if self.transaction is not None:
+                self.transaction.on_rollback("the index", lambda: self._restore_index(paths))
             self._run("updating the index (git reset -- <the files written>)", "reset", "-q", "--", *paths,
                       private=False)
+            interrupts.checkpoint("git:reset")
         self._drop_index()
+
+    def _restore_index(self, paths: Sequence[str]) -> None:
+        """Nothing where the reset did not happen (another git held the index)."""
+        if self.head is None:
+            if not _git(self.root, "ls-files", "--", *paths).stdout.strip():
+                return
+        elif _git(self.root, "diff", "--cached", "--quiet", self.head, "--", *paths).returncode == 0:
+            return
+        if self.head is None:  # no commit before the run: the files were in no index entry
+            self._run("git rm --cached", "rm", "--cached", "-q", "-r", "--ignore-unmatch", "--", *paths,
+                      private=False, wait_for_locks=ROLLBACK_WAIT)
+        else:
+            self._run("git reset", "reset", "-q", self.head, "--", *paths, private=False,
+                      wait_for_locks=ROLLBACK_WAIT)
 
     def _drop_index(self) -> None:
         if self.folder is not None:
