@@ -6,7 +6,11 @@ compared with ours over generated values."""
 
 import ctypes
 import ctypes.util
+import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -79,6 +83,150 @@ def test_nccl_reads_its_configuration_files_after_the_environment(tmp_path):
     assert multicast_off_settings({}, nccl_files=files) == ["NCCL_NVLS_ENABLE=0"]
     # NCCL_CONF_FILE replaces ~/.nccl.conf (param.cc initEnvFunc)
     assert nccl_env("NCCL_NVLS_ENABLE", {"NCCL_CONF_FILE": str(user)}) == "0"
+
+
+# --- NCCL's configuration files, against NCCL itself ---------------------------------------
+
+# A process that loads the libnccl torch ships and, for each request, forks a child that lets
+# NCCL read its configuration (``ncclGetUniqueId`` runs ``initEnv`` once, with no GPU) and
+# reports what ``getenv`` then answers for the names asked.
+NCCL_CHILD = r"""
+import ctypes, json, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+libc = ctypes.CDLL(None)
+libc.getenv.restype = ctypes.c_char_p
+class Id(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+for request in sys.stdin:
+    ask = json.loads(request)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        for key in ("NCCL_CONF_FILE", "HOME"):
+            os.environ.pop(key, None)
+        os.environ.update(ask["env"])
+        lib.ncclGetUniqueId(ctypes.byref(Id()))
+        said = [libc.getenv(n.encode("latin-1")) for n in ask["names"]]
+        os.write(w, json.dumps([None if v is None else v.decode("latin-1") for v in said]).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    print(data.decode(), flush=True)
+"""
+
+
+def _libnccl():
+    try:
+        import nvidia.nccl
+    except ImportError:
+        return None
+    for folder in nvidia.nccl.__path__:
+        path = os.path.join(folder, "lib", "libnccl.so.2")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def real_nccl():
+    """Ask NCCL itself: ``ask(env, names)`` -> the values NCCL's getenv returns after reading
+    its configuration files (latin-1 text, so every byte survives)."""
+    lib = _libnccl()
+    if lib is None:
+        pytest.skip("no libnccl (the nvidia-nccl wheel torch installs) to compare with")
+    if os.path.exists(d.NCCL_CONF_ETC):
+        pytest.skip(f"{d.NCCL_CONF_ETC} exists here and NCCL would read it too")
+    proc = subprocess.Popen([sys.executable, "-c", NCCL_CHILD, lib], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+
+    def ask(env, names):
+        proc.stdin.write(json.dumps({"env": env, "names": names}) + "\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    yield ask
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def _ours(name, conf):
+    value = nccl_env(name, {"NCCL_CONF_FILE": conf})
+    return None if value is None else value.encode("utf-8", "surrogateescape").decode("latin-1")
+
+
+NAMES = ["NCCL_X", "NCCL_Y", "N" * 1023]
+line_names = st.sampled_from(["NCCL_X", "NCCL_Y", "#NCCL_X", " NCCL_X", "NCCL_X ", "NCCL_X\0", "NCCL_\0X",
+                              "\0NCCL_X", "", "nccl_x", "N" * 1023, "N" * 1024, "N" * 1500])
+line_values = st.one_of(st.sampled_from(["0", "1", "", "\0", "0\0junk", "\0" + "0", "a=b", " 0", "0\r",
+                                         "V" * 1500, "\xff\xfe"]),
+                        st.text(alphabet="01 =#\0\r\tab\xe9", max_size=8))
+config_lines = st.one_of(st.tuples(line_names, st.sampled_from(["=", "", "\0="]), line_values).map("".join),
+                         st.text(alphabet="NCL_X=#\0\r 01", max_size=12))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(config_lines, max_size=6), end=st.sampled_from(["", "\n"]), crlf=st.booleans())
+def test_nccl_conf_is_read_as_nccl_reads_it(real_nccl, tmp_path, lines, end, crlf):
+    """Generated configuration files (NUL bytes, '#', long names and values, CR, no final
+    newline, bytes that are not UTF-8): what ``nccl_env`` answers for each name is what NCCL's
+    own ``getenv`` answers after NCCL has read the file."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_bytes(("\r\n" if crlf else "\n").join(lines).encode("latin-1") + end.encode())
+    theirs = real_nccl({"NCCL_CONF_FILE": str(conf)}, NAMES)
+    assert [_ours(n, str(conf)) for n in NAMES] == theirs
+
+
+def test_a_large_nccl_conf_is_read_as_nccl_reads_it(real_nccl, tmp_path):
+    """Before: a file over 1 MiB was skipped; NCCL reads any size."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_bytes(b"#" + b"x" * (3 << 20) + b"\n" + b"NCCL_Y=" + b"y" * (2 << 20) + b"\nNCCL_X=0\n")
+    assert real_nccl({"NCCL_CONF_FILE": str(conf)}, ["NCCL_X"]) == ["0"]
+    assert _ours("NCCL_X", str(conf)) == "0"
+    assert multicast_off_settings({"NCCL_CONF_FILE": str(conf), "NCCL_NVLS_ENABLE": "1"}) == []
+    assert nccl_env("NCCL_NVLS_ENABLE", {"NCCL_CONF_FILE": str(conf)}) is None
+
+
+def test_an_embedded_nul_ends_the_value_as_in_nccl(real_nccl, tmp_path):
+    """Before: ``NCCL_NVLS_ENABLE=\\0`` was read as a value of one NUL, so multicast counted as
+    off; NCCL reads an empty value and keeps its default (on)."""
+    conf = tmp_path / "nccl.conf"
+    conf.write_bytes(b"NCCL_NVLS_ENABLE=\x00junk\n")
+    assert real_nccl({"NCCL_CONF_FILE": str(conf)}, ["NCCL_NVLS_ENABLE"]) == [""]
+    assert multicast_off_settings({"NCCL_CONF_FILE": str(conf)}) == []
+
+
+def test_the_users_file_is_found_as_nccl_finds_it(real_nccl, tmp_path, monkeypatch):
+    """The libnccl torch installs reads ``$HOME/.nccl.conf`` (measured here: it follows HOME)
+    and, with HOME unset, no user file at all.  Before: HOME unset fell back to the password
+    database (Python's ``expanduser``), reading a file NCCL never reads."""
+    import pwd
+
+    fake_home = tmp_path / "home"
+    fake_home.mkdir()
+    (fake_home / ".nccl.conf").write_text("NCCL_NVLS_ENABLE=0\n")
+    real_home = pwd.getpwuid(os.getuid()).pw_dir
+    if os.path.exists(os.path.join(real_home, ".nccl.conf")):
+        pytest.skip("this user has a ~/.nccl.conf of their own")
+    assert real_nccl({"HOME": str(fake_home)}, ["NCCL_NVLS_ENABLE"]) == ["0"]
+    assert multicast_off_settings({"HOME": str(fake_home)}) == ["NCCL_NVLS_ENABLE=0"]
+    assert real_nccl({}, ["NCCL_NVLS_ENABLE"]) == [None]
+    entry = pwd.getpwuid(os.getuid())
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: type(entry)(entry[:5] + (str(fake_home),) + entry[6:]))
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("NCCL_CONF_FILE", raising=False)
+    assert d.nccl_user_conf(os.environ) is None
+    assert multicast_off_settings({}) == []
+    # an empty NCCL_CONF_FILE counts as unset (``strlen(userFile) > 0``); an empty HOME is "/"
+    assert d.nccl_user_conf({"NCCL_CONF_FILE": "", "HOME": str(fake_home)}) == f"{fake_home}/.nccl.conf"
+    assert d.nccl_user_conf({"HOME": ""}) == "/.nccl.conf"
 
 
 # --- CUDA_VISIBLE_DEVICES -----------------------------------------------------------------

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .capability import Capability, parse_capability
 from .registry import MATCH_KINDS, Resolution, resolve
 from .topology import TOPOLOGIES, Topology, default_topology, parse_topology
-from .validate import MAX_GPUS_PER_NODE, parse_int, read_regular_file, shown
+from .validate import MAX_GPUS_PER_NODE, parse_int, shown
 
 logger = logging.getLogger("sglang_arch")
 
@@ -185,28 +186,78 @@ def c_strtoll(text: str) -> Optional[int]:
 
 
 NCCL_CONF_ETC = "/etc/nccl.conf"
+# NCCL copies a configuration file's path into ``char confFilePath[1024]`` with snprintf, and a
+# line's name and value into 1024-byte buffers (so at most 1023 bytes of each are kept).
+NCCL_PATH_BYTES = 1023
+NCCL_FIELD_BYTES = 1023
+
+
+def nccl_user_conf(environ: Mapping[str, str]) -> Optional[str]:
+    """The user's configuration file as NCCL's ``initEnvFunc`` names it: NCCL_CONF_FILE where
+    it is set and not empty, else ``$HOME/.nccl.conf`` (``snprintf("%s/.nccl.conf", home)``);
+    HOME unset, no user file.  The libnccl torch installs (2.30.7) takes the home directory
+    from ``getenv("HOME")`` and links no ``getpwuid``: there is no password-database fallback
+    as Python's ``expanduser`` has, and an empty HOME names ``/.nccl.conf``."""
+    user = environ.get("NCCL_CONF_FILE")
+    if not user:
+        home = environ.get("HOME")
+        if home is None:
+            return None
+        user = f"{home}/.nccl.conf"
+    return os.fsdecode(os.fsencode(user)[:NCCL_PATH_BYTES])
 
 
 def nccl_env(name: str, environ: Mapping[str, str], files: Optional[Sequence[str]] = None) -> Optional[str]:
     """A variable as NCCL's ``ncclGetEnv`` sees it: the environment, else the first definition
-    in NCCL_CONF_FILE (or ~/.nccl.conf), then /etc/nccl.conf (param.cc ``initEnvFunc``:
-    ``NAME=value`` lines, '#' lines skipped, an earlier value never overwritten)."""
+    in the user's configuration file (``nccl_user_conf``), then in /etc/nccl.conf.
+
+    Each file is read as param.cc ``setEnvFile`` reads it, whatever its size: lines split at
+    newline bytes, a line starting with '#' skipped, one trailing newline and then one
+    carriage return dropped; the name
+    runs to the first '=' or NUL byte (a NUL first skips the line) and keeps at most 1023
+    bytes; the value runs from after the '=' to the first NUL byte, at most 1023 bytes;
+    ``setenv(..., 0)`` keeps an earlier definition.  A path that is not a regular file (a
+    FIFO, a device) is left unread: opening it could block where NCCL would.
+    """
     if name in environ:
         return environ[name]
     if files is None:
-        user = environ.get("NCCL_CONF_FILE") or os.path.join(os.path.expanduser("~"), ".nccl.conf")
-        files = (user, NCCL_CONF_ETC)
+        user = nccl_user_conf(environ)
+        files = (user, NCCL_CONF_ETC) if user else (NCCL_CONF_ETC,)
+    wanted = name.encode()
     for path in files:
-        try:
-            text = read_regular_file(path).decode("utf-8", "replace")
-        except (OSError, ValueError):
-            continue
-        for line in text.split("\n"):
-            if line.startswith("#") or "=" not in line:
-                continue
-            key, value = line.split("=", 1)
-            if key[:1023] == name:
-                return value[:1023]
+        value = _nccl_file_value(path, wanted)
+        if value is not None:
+            return value.decode("utf-8", "surrogateescape")
+    return None
+
+
+def _nccl_file_value(path: str, wanted: bytes) -> Optional[bytes]:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            for line in f:
+                line = line.split(b"\0", 1)[0]  # C reads the line up to its first NUL byte
+                if line[:1] == b"#":
+                    continue
+                if line[-1:] == b"\n":
+                    line = line[:-1]
+                if line[-1:] == b"\r":  # NCCL 2.30 also drops one carriage return (measured, 2.30.7)
+                    line = line[:-1]
+                stop = line.find(b"=")
+                if stop == -1:
+                    continue
+                if line[:min(NCCL_FIELD_BYTES, stop)] == wanted:
+                    return line[stop + 1:][:NCCL_FIELD_BYTES]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     return None
 
 
