@@ -16,14 +16,13 @@ that were not, e.g. where the ``.pth`` file is missing).
 
 Cost outside SGLang: one dictionary look-up per first import of a module.  Cost in an
 SGLang process: importing the plugin's glue once, and one wrap per target.  Opting out is
-honoured here as in the entry point: ``SGLANG_ARCH_DISABLE=1``, or ``SGLANG_PLUGINS``
-set without ``sglang_arch`` (read exactly as SGLang's loader reads it: ``allowed_by_sglang``).  Nothing here may raise: a failure leaves SGLang as it is
-(the entry point then logs why).
-
-This module imports only ``os`` and ``sys`` at module level: it runs at every start.  It
-is a top-level module, not part of the ``sglang_arch`` package, so that the start-up hook
-imports nothing of sglang-arch: a program that puts another copy of the package on
-``sys.path`` later (a checkout, a mutation-testing tree) gets that copy.
+read when it is used, not when the interpreter starts: at SGLang's first import, again as
+each module that holds targets loads, and by the entry point.  So ``SGLANG_ARCH_DISABLE``
+(``1``: all off; ``fusion,symm_mem``: those decisions) and ``SGLANG_PLUGINS`` without
+``sglang_arch`` (read exactly as SGLang's loader reads it: ``allowed_by_sglang``) hold
+however they are set, the environment or ``os.environ`` in-process, as long as it is
+before SGLang loads the code they concern.  Nothing here may raise: a failure leaves
+SGLang as it is (the entry point then logs why).
 """
 
 from __future__ import annotations
@@ -33,18 +32,29 @@ import sys
 
 PLUGIN_NAME = "sglang_arch"  # the entry point's name in ``sglang.srt.plugins``
 KILL_SWITCH = "SGLANG_ARCH_DISABLE"
-# As ``arch.validate.env_bool``: anything but a false word keeps the plugin out (an
-# unreadable value is read as "disabled", the safe side; the entry point says so).
+# As ``arch.validate.env_bool``: these words leave every decision routed.
 FALSE_WORDS = ("", "0", "false", "no", "off")
 
-_state = {"installed": False, "error": None}
+_state = {"installed": False, "error": None, "opted_out": False}
 
 
-def opted_out(environ=os.environ) -> bool:
-    """Whether the user keeps the plugin out of this process (as SGLang's loader does)."""
-    if environ.get(KILL_SWITCH, "").strip().lower() not in FALSE_WORDS:
+def opted_out(environ=None) -> bool:
+    """Whether the user keeps the whole plugin out of this process (as SGLang's loader does):
+    ``SGLANG_PLUGINS`` without it, or ``SGLANG_ARCH_DISABLE`` turning every decision off (``1``,
+    or a value that cannot be read: the safe side; the entry point says so).  Read when SGLang
+    is first imported, so the plugin's switch parser can be imported then."""
+    environ = os.environ if environ is None else environ
+    if not allowed_by_sglang(environ):
         return True
-    return not allowed_by_sglang(environ)
+    value = environ.get(KILL_SWITCH, "")
+    if value.strip().lower() in FALSE_WORDS:
+        return False
+    try:
+        from sglang_arch.integrations.sglang import switches
+
+        return switches.off(environ) >= switches.ALL
+    except Exception:  # the parser cannot be read: the whole plugin out, as the value asks
+        return True
 
 
 def allowed_by_sglang(environ=os.environ) -> bool:
@@ -99,7 +109,7 @@ class _Router:
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in self.watched or fullname in self._finding:
             return None
-        if self._on_loaded is None and not self._learn_targets():
+        if self._on_loaded is None and (self._stays_out() or not self._learn_targets()):
             return None
         self._finding.add(fullname)
         try:
@@ -121,6 +131,18 @@ class _Router:
             if spec is not None:
                 return spec
         return None
+
+    def _stays_out(self) -> bool:
+        """On the first import of SGLang: the user keeps the plugin out (read now, not at start)."""
+        try:
+            out = opted_out()
+        except Exception as exc:  # never break an import
+            _state["error"] = f"{type(exc).__name__}: {exc}"
+            out = True
+        if out:
+            _state["opted_out"] = True
+            self.watched.clear()
+        return out
 
     def _learn_targets(self) -> bool:
         """On the first import of SGLang: which modules hold the plugin's targets."""
@@ -146,9 +168,10 @@ class _Router:
 
 
 def install() -> None:
-    """Put the router in front of ``sys.meta_path`` unless the user opted out."""
+    """Put the router in front of ``sys.meta_path`` (whether to route is read when SGLang is
+    first imported)."""
     try:
-        if _state["installed"] or opted_out():
+        if _state["installed"]:
             return
         if "sglang" in sys.modules:  # too late to be early; the entry point routes
             return
@@ -159,7 +182,8 @@ def install() -> None:
 
 
 def installed() -> bool:
-    return bool(_state["installed"])
+    """Whether the router is in place and routes (not kept out when SGLang was imported)."""
+    return bool(_state["installed"]) and not _state["opted_out"]
 
 
 def error():

@@ -8,8 +8,10 @@ not routed yet to SGLang's ``HookRegistry`` (its AROUND hooks, which also replac
 names other modules imported), as without the early finder.
 
 Both apply the same hook with the same guard: a target is routed only when it still has
-the shape it was written against (``targets.check_target``); otherwise SGLang's own
-function stays and the entry point logs one line naming it.
+the shape and the body it was written against (``targets.check_target``); otherwise
+SGLang's own function stays, and the entry point counts it in its one warning.  Both read
+``SGLANG_ARCH_DISABLE`` and ``SGLANG_PLUGINS`` when they run: a decision turned off is
+never routed, whenever it was turned off before its module loaded.
 """
 
 from __future__ import annotations
@@ -20,15 +22,15 @@ import logging
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from .targets import Target, all_targets, check_target
+from . import switches
+from .targets import ROUTED_MARK, Target, all_targets, check_target, file_problem, forget_files
 
 logger = logging.getLogger("sglang_arch")
-
-ROUTED_MARK = "__sglang_arch_target__"
 
 _problems: Dict[str, str] = {}  # target path -> why it was left to SGLang (early)
 _early_routed: Set[str] = set()
 _values: Dict[str, Tuple[Any, Any]] = {}  # value target path -> (SGLang's value, the value bound)
+_announced: Dict[str, Any] = {"paths": None}  # targets the entry point's warning counted (None: before it)
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,14 +55,21 @@ def module_loaded(module: Any, imported_meanwhile: Iterable[str] = ()) -> None:
     imports); a name they bound to a target's original is replaced as well.
     """
     name = getattr(module, "__name__", None)
+    off = off_now()
+    if off >= switches.ALL:
+        return
     replaced: Dict[int, Any] = {}  # id(original) -> routed, for one pass over the modules
     for target in _targets():
-        if target.module != name:
+        if target.module != name or switches.decision_of(target.concern) in off:
             continue
         problem = check_target(target, early=True)
         if problem:
             _problems[target.path] = problem
-            logger.warning("sglang-arch: left to SGLang: %s", problem)
+            counted = _announced["paths"]
+            # Before the entry point ran, its one warning counts it; after, one not counted there
+            # (its file read differently from its module) is said on its own.
+            logger.log(logging.WARNING if counted is not None and target.path not in counted else logging.DEBUG,
+                       "sglang-arch: left to SGLang: %s", problem)
             continue
         original = current_function(target)
         if route(target):
@@ -69,6 +78,26 @@ def module_loaded(module: Any, imported_meanwhile: Iterable[str] = ()) -> None:
                 replaced[id(original)] = current_function(target)
     if replaced:
         _rebind(replaced, imported_meanwhile)
+
+
+def off_now() -> frozenset:
+    """The decisions left to SGLang now: every one where the plugin is out (``SGLANG_PLUGINS``
+    without it, ``SGLANG_ARCH_DISABLE=1`` or a value that cannot be read), else those named."""
+    import _sglang_arch_early as _early
+
+    return switches.ALL if not _early.allowed_by_sglang() else switches.off()
+
+
+def predicted_problem(target: Target) -> Optional[str]:
+    """For a target whose module is not imported yet: why it will keep SGLang's code when it is,
+    read from its file (the early finder checks it again on import)."""
+    return file_problem(target)
+
+
+def announce(paths: Iterable[str]) -> None:
+    """The targets the entry point's warning counted; the module files it read are dropped."""
+    _announced["paths"] = set(paths)
+    forget_files()
 
 
 def _rebind(replaced: Dict[int, Any], module_names: Iterable[str]) -> None:

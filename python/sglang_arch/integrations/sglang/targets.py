@@ -1,8 +1,10 @@
 """The upstream targets the plugin hooks, what shape each must have, and the guard.
 
-A target is patched only when it exists and still looks like the SGLang release it was
-written against (its parameters, and the module attributes its glue function reads).
-Anything else leaves upstream's behaviour in place with one warning naming the target.
+A target is patched only when it exists and still is the SGLang code it was written
+against: its parameters, the module attributes its glue function reads, and its body (the
+fingerprint of its definition, ``fingerprint.py``, recorded per supported release in
+``known_bodies.py``).  Anything else leaves upstream's behaviour in place; the entry point
+counts those in one warning and ``sglang-arch show`` lists them.
 
 Each target's hook is one glue function in one guard form (``hooks.py``): the same
 function and form the upstream patch series calls at the same site (``upstream/sites.py``;
@@ -16,14 +18,15 @@ import logging
 import pkgutil
 import sys
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from . import fingerprint, known_bodies
 from .glue import attention, collectives, fusion, moe
 from .hooks import answer, check, decides, done, fact, scoped, scoped_capability, scoped_fact, scoped_self
 
 logger = logging.getLogger("sglang_arch")
 
-TESTED_SGLANG_VERSIONS = ("0.5.23",)
+TESTED_SGLANG_VERSIONS = known_bodies.SUPPORTED  # the releases whose code the targets were written against
 
 _COMMON = "sglang.srt.utils.common"
 _SYMM = "sglang.srt.distributed.device_communicators.torch_symm_mem"
@@ -593,7 +596,7 @@ def check_target(target: Target, early: bool = False) -> Optional[str]:
         if original is None or type(original).__name__ != target.value:  # (a constexpr is callable)
             found = "missing" if original is None else f"a {type(original).__name__}"
             return f"{target.path} changed: {found}, expected a module value of type {target.value}"
-        return _missing_uses(target, owner)
+        return _missing_uses(target, owner) or body_problem(target)
     if original is None or not callable(original):
         return f"{target.path} is missing"
     raw = inspect.getattr_static(owner, attr, None)
@@ -605,7 +608,7 @@ def check_target(target: Target, early: bool = False) -> Optional[str]:
         return f"{target.path} has no inspectable signature"
     if params != target.params:
         return f"{target.path} changed: parameters {params}, expected {target.params}"
-    problem = _missing_uses(target, owner)
+    problem = _missing_uses(target, owner) or body_problem(target, original)
     if problem:
         return problem
     if early and "sglang.srt.runtime_context" not in sys.modules:
@@ -628,3 +631,71 @@ def _probe_mapping_ok(target: Target) -> bool:
     mapped = set(getattr(runtime_context, "_PLATFORM_PROBES", {}).values())
     mapped |= set(getattr(runtime_context, "_PLATFORM_VALUES", {}).values())
     return helper in mapped or helper == "is_blackwell"
+
+
+ROUTED_MARK = "__sglang_arch_target__"  # set on a routed function (``routing.route``)
+_LIVE: Dict[Tuple[str, Any], Optional[str]] = {}  # (target, SGLang's function) -> its fingerprint
+_FILES: Dict[Any, Any] = {}  # module files read for fingerprints (``fingerprint.of_file``'s cache)
+
+
+def _module_path(module: str) -> Optional[str]:
+    """A module's file: its own ``__file__`` once imported, else found without importing it
+    (beside the installed ``sglang`` package)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return getattr(loaded, "__file__", None)
+    root = fingerprint.installed_root()
+    return None if root is None else fingerprint.module_file(root, module)
+
+
+def live_fingerprint(target: Target, function: Any = None) -> Optional[str]:
+    """The fingerprint of the installed SGLang's definition of ``target``: from the function's own
+    lines where it has them (``function``, SGLang's or the routed one over it), else from its
+    module's file (a module value, a probe bound by assignment, a module not imported yet)."""
+    if function is not None and target.value is None:
+        function = getattr(function, "__wrapped__", function) if getattr(function, ROUTED_MARK, None) else function
+        key = (target.path, function)
+        try:
+            if key in _LIVE:
+                return _LIVE[key]
+        except TypeError:  # not hashable: not cached
+            key = None
+        found = fingerprint.of_object(function)
+        if found is None:
+            path = _module_path(target.module)
+            found = None if path is None else fingerprint.of_file(path, target.attr, _FILES)
+        if key is not None:
+            _LIVE[key] = found
+        return found
+    path = _module_path(target.module)
+    return None if path is None else fingerprint.of_file(path, target.attr, _FILES)
+
+
+def body_problem(target: Target, function: Any = None) -> Optional[str]:
+    """None where SGLang's definition of ``target`` is one its hook was written for (its
+    fingerprint recorded for a supported release), else why not (one line)."""
+    if not any(target.path in known_bodies.BODIES.get(r, {}) for r in known_bodies.SUPPORTED):
+        return f"{target.path}: no fingerprint of it is recorded ({fingerprint.supported()})"
+    found = live_fingerprint(target, function)
+    if found is None:
+        return f"{target.path}: its code cannot be read to compare it with {fingerprint.supported()}'s"
+    if not fingerprint.releases_with(target.path, found):
+        return f"{target.path}: SGLang's code differs from {fingerprint.supported()}'s, which its hook was written for"
+    return None
+
+
+def file_problem(target: Target) -> Optional[str]:
+    """:func:`check_target`'s answer for a module not imported yet, from its file alone: whether
+    it defines the target, with the body the hook was written for (shape and attributes are
+    checked when the module is imported)."""
+    path = _module_path(target.module)
+    if path is None:
+        return f"{target.module} cannot be found"
+    if live_fingerprint(target) is None:
+        return f"{target.path} is missing"
+    return body_problem(target)
+
+
+def forget_files() -> None:
+    """Drop the module files read for fingerprints (start-up is over)."""
+    _FILES.clear()
