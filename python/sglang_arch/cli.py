@@ -101,22 +101,22 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plugin_disabled() -> bool:
-    """SGLANG_ARCH_DISABLE as the plugin reads it; a value that is not a boolean is an error
-    here (inside SGLang it keeps the plugin out, with one warning)."""
-    from .arch.validate import env_bool
-    from .integrations.sglang.hooks import KILL_SWITCH
+def _plugin_status() -> Dict[str, Any]:
+    """The plugin's state (decisions off, hooks that keep SGLang's code); a value of
+    SGLANG_ARCH_DISABLE that names no decision is an error here (inside SGLang it keeps the
+    plugin out, with one warning)."""
+    from .integrations.sglang import status
 
     try:
-        return env_bool(KILL_SWITCH)
-    except ValueError as exc:
+        return status.read()
+    except status.SwitchError as exc:
         raise CliError(f"sglang-arch: error: {exc} (inside SGLang this value keeps the plugin out)") from None
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     if args.capability is None and (args.gpus is not None or args.topology_name is not None):
         raise CliError("sglang-arch show: error: --gpus and --topology simulate a machine and need --capability CAP")
-    disabled = _plugin_disabled()
+    plugin = _plugin_status()
     # The plugin's own MachineContext, built by the same code: show prints what it decides.
     ctx = runtime.machine(capability=args.capability, topology=args.topology_name, gpu_count=args.gpus,
                           cuda=args.cuda)
@@ -140,7 +140,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             "gpus": [{"index": g.index, "name": g.name, "capability": str(g.capability),
                       "resolved": str(r.resolved), "match": r.match} for g, r in per_gpu],
             "node": d.to_dict(),
-            "plugin_disabled": disabled,
+            "plugin_disabled": plugin["disabled"],
+            "plugin": plugin,
         }, indent=2))
         return 0
     cuda = f"; torch CUDA {format_version(ctx.cuda)}" if ctx.cuda else ""
@@ -148,9 +149,10 @@ def cmd_show(args: argparse.Namespace) -> int:
           + cuda)
     for g, r in per_gpu:
         print(f"  GPU {g.index}: {g.name}  sm_{g.capability.sm}  -> tier {r.resolved} [{r.match}]")
-    if disabled:
-        print("  The plugin is off (SGLANG_ARCH_DISABLE): SGLang keeps its own decisions; below, what the "
-              "registry would decide.")
+    from .integrations.sglang.status import lines as plugin_lines
+
+    for line in plugin_lines(plugin):
+        print(line)
     print()
     print(render_decisions(d))
     return 0
