@@ -13,7 +13,7 @@ every step has been planned, and nothing at all with ``check``.
 
 from __future__ import annotations
 
-import ast
+import difflib
 import os
 import re
 import shutil
@@ -27,32 +27,17 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import __version__, interrupts
 from ..arch.validate import shown_path
-from ..files import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, Transaction, Write, folder_lock, read_source
-from . import glue, replace, texts
-from .imports import imports, module_name
-from .rewriter import (
-    ALREADY,
-    UNTOUCHED,
-    UPDATED,
-    ModuleResult,
-    SiteOutcome,
-    count_changes,
-    rewrite_source,
-)
-from .sites import SGLANG_TESTED, STEPS, Step, glue_files
+from ..files import Transaction, Write, folder_lock, read_source
+from . import texts
+from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
 
 ARCH_DIR = "srt/arch"
 # SGLang's registered-test layout (git clone only): the series' own tests, relative to SRC.
 TESTS_DIR = "test/registered/unit/arch"
-# The step that writes each test file (templates/tests/<name>); the call-site test
-# exercises every concern step, so it is written with the last one.
-TEST_FILES = {1: "test_arch_registry.py", 4: "test_arch_call_sites.py"}
 NO_TEST_TREE = "no tests written: an installed package has no test tree (SGLang's tests live in a git clone)"
 WRITTEN = "written"
-UP_TO_DATE = "up to date"
-# Absolute imports the registry may make besides the standard library: optional
-# detection back-ends it imports inside functions, both already SGLang dependencies.
-REGISTRY_THIRD_PARTY = frozenset({"torch", "pynvml"})
+# The SGLang releases whose code the call-site edits replace (the series is tested on each).
+SGLANG_TESTED = ("0.5.21", "0.5.22", "0.5.23")
 GIT_IDENTITY = ("-c", "user.name=sglang-arch", "-c", "user.email=sglang-arch@localhost")
 # Seconds a roll back keeps trying to put HEAD back while another git holds the branch's lock.
 ROLLBACK_WAIT = 10.0
@@ -102,6 +87,11 @@ class FileChange:
     def counts(self) -> Tuple[int, int]:
         return count_changes(self.old or "", self.new or "")
 
+    @property
+    def is_python_source(self) -> bool:
+        """Counted in a PR's budget: a Python file of SGLang's package, not a test."""
+        return not self.is_test and self.path.endswith(".py")
+
 
 @dataclass
 class StepResult:
@@ -112,7 +102,6 @@ class StepResult:
     commit: Optional[str] = None
     tests_note: Optional[str] = None  # why this step's test file is not written
     owned: List[Tuple[str, str]] = field(default_factory=list)  # (path, base) of every file it writes, changed or not
-    kept: List[str] = field(default_factory=list)  # files under srt/arch/ sglang-arch did not write: left alone
 
     @property
     def test_counts(self) -> Tuple[int, int]:
@@ -142,10 +131,6 @@ class StepResult:
                 added, removed = added + a, removed + r
         return added, removed
 
-    @property
-    def is_update(self) -> bool:
-        """Only refreshes what an earlier run wrote (no new site, no new registry)."""
-        return all(o.status in (ALREADY, UPDATED, UP_TO_DATE) for o in self.outcomes)
 
 
 @dataclass
@@ -161,7 +146,7 @@ class SeriesResult:
 
     @property
     def untouched(self) -> bool:
-        return any(s.skipped for s in self.steps)
+        return any(s.skipped or any(o.status == LEFT_OUT for o in s.outcomes) for s in self.steps)
 
 
 def locate(src: str) -> Tree:
@@ -208,364 +193,98 @@ def confine(tree: Tree, rel: str, base: str = "package") -> Path:
     return path
 
 
-def _confine_arch_dir(tree: Tree) -> None:
-    """``srt/arch`` and everything below it: no symlink anywhere (checked before anything is read or written)."""
-    arch_dir = confine(tree, ARCH_DIR)
-    if not arch_dir.exists():
-        return
-    if not arch_dir.is_dir():
-        raise ValueError(f"{arch_dir}: not a folder; refused")
-    for dirpath, dirnames, filenames in os.walk(arch_dir, followlinks=False):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            if full.is_symlink():
-                raise ValueError(f"{full}: is a symlink; upstream writes only real files and folders inside "
-                                 f"{tree.src} (replace the link, or remove it)")
+def count_changes(old: str, new: str) -> Tuple[int, int]:
+    """(lines added, lines removed) between two texts, as a line diff counts them."""
+    added = removed = 0
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            removed += i2 - i1
+            added += j2 - j1
+    return added, removed
 
 
-# --- the registry (step 1) ------------------------------------------------------------
+# --- planning -------------------------------------------------------------------------
 
-def registry_source_dir() -> Path:
-    from .. import arch
-
-    return Path(arch.__file__).resolve().parent
-
-
-def registry_files(source: Optional[Path] = None) -> Dict[str, str]:
-    """``srt/arch/...`` -> content: the registry byte for byte, its README (which lists every
-    file sglang-arch writes in ``srt/arch/``), the shared glue.
-
-    Refuses (ValueError) a registry that imports anything but itself, the standard
-    library and the optional detection back-ends: inside SGLang it must work unchanged.
-    The glue's ``__init__`` (what every step's glue module imports) is copied from the
-    plugin's ``glue`` package with its registry imports translated (``glue.py``).
-    """
-    source = source or registry_source_dir()
-    files: Dict[str, str] = {}
-    problems: List[str] = []
-    for path in sorted(source.rglob("*.py")):
-        rel = path.relative_to(source)
-        if "__pycache__" in rel.parts:
-            continue
-        if rel.parts[0] == "glue":
-            problems.append(f"{rel.as_posix()}: glue/ is reserved for the generated glue modules")
-        text = path.read_text(encoding="utf-8")
-        problems += [f"{rel.as_posix()}: {p}" for p in portability_problems(text, len(rel.parts) - 1)]
-        files[f"{ARCH_DIR}/{rel.as_posix()}"] = text
-    if problems:
-        raise ValueError("the registry cannot move into SGLang unchanged: " + "; ".join(problems))
-    files[f"{ARCH_DIR}/glue/__init__.py"] = glue.tree_module("__init__")
-    names = [rel[len(ARCH_DIR) + 1:] for rel in files] + ["README.md", *glue_files()]
-    files[f"{ARCH_DIR}/README.md"] = texts.registry_readme(names)
-    return files
-
-
-def portability_problems(text: str, depth: int) -> List[str]:
-    """Imports that would break once the file lives in ``sglang/srt/arch`` (``depth``: sub-package level)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as exc:
-        return [f"does not parse ({exc.msg}, line {exc.lineno})"]
-    allowed = set(sys.stdlib_module_names) | REGISTRY_THIRD_PARTY
-    problems = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            names = [node.module or ""]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level > depth + 1:
-                problems.append(f"line {node.lineno}: relative import leaves the package ({'.' * node.level}"
-                                f"{node.module or ''})")
-            continue
-        else:
-            continue
-        for name in names:
-            if name.split(".")[0] not in allowed:
-                problems.append(f"line {node.lineno}: imports {name} (only relative imports, the standard "
-                                f"library and {', '.join(sorted(REGISTRY_THIRD_PARTY))} are allowed)")
-    return problems
-
-
-def _plan_registry(step: Step, tree: Tree, files: Dict[str, str], overlay: "_Overlay") -> StepResult:
-    result = StepResult(step)
-    arch_dir = tree.package / ARCH_DIR
-    label = f"sglang.srt.arch ({len(files)} files)"
-    readme = overlay.read(f"{ARCH_DIR}/README.md")
-    present = arch_dir.is_dir() and any(p.is_file() and "__pycache__" not in p.parts for p in arch_dir.rglob("*"))
-    if present and (readme is None or not readme.startswith(texts.README_FIRST_LINE)):
-        why = f"{ARCH_DIR}/ exists and was not written by sglang-arch (no README.md of ours); left as it is"
-        result.outcomes.append(SiteOutcome(f"{ARCH_DIR}/", label, UNTOUCHED, why))
-        result.skipped = why
-        return result
-    known = set(files) | {f"{ARCH_DIR}/{rel}" for rel in glue_files()}
-    ours = {f"{ARCH_DIR}/{name}" for name in texts.manifest(readme or "")}  # what an earlier run wrote
-    for rel, text in files.items():
-        old = overlay.read(rel)
-        if old != text:
-            result.changes.append(FileChange(rel, old, text))
-    if arch_dir.is_dir():
-        for path in sorted(p for p in arch_dir.rglob("*") if p.is_file()):
-            rel = path.relative_to(tree.package).as_posix()
-            if "__pycache__" in rel.split("/") or rel in known:
-                continue
-            if rel in ours:  # written by an earlier sglang-arch, gone from the registry since
-                result.changes.append(FileChange(rel, overlay.read(rel), None))
-            else:
-                result.kept.append(rel)
-    result.owned = [(rel, "package") for rel in files] + [(c.path, c.base) for c in result.changes if c.new is None]
-    status = WRITTEN if not present else (UPDATED if result.changes else UP_TO_DATE)
-    result.outcomes.append(SiteOutcome(f"{ARCH_DIR}/", label, status))
-    return result
-
-
-# --- the call sites (steps 2-5) -------------------------------------------------------
-
-def _plan_sites(step: Step, overlay: "_Overlay", registry_ok: bool) -> StepResult:
-    result = StepResult(step)
-    local: Dict[str, str] = {}
-    overlay.watch(_removable_words([step]))  # already watched when plan_series named them first
-    for plan in step.modules:
-        source = local[plan.path] if plan.path in local else overlay.read(plan.path)
-        if source is None and all(isinstance(s, replace.Delete) for s in plan.sites):
-            result.outcomes += [SiteOutcome(plan.path, s.label, ALREADY, "the module is removed")
-                                for s in plan.sites]
-            continue
-        if source is None:
-            result.outcomes += [SiteOutcome(plan.path, s.label, UNTOUCHED, f"{plan.path} is missing")
-                                for s in plan.sites]
-            continue
-        module = rewrite_source(source, plan, where=shown_path(overlay.package / plan.path))
-        if module.new == "" and module.changed:
-            user = _importer_of(overlay, plan.path, local)
-            if user:
-                module = ModuleResult(plan.path, source, source, [
-                    SiteOutcome(plan.path, s.label, UNTOUCHED, f"{user} still imports the module this removes")
-                    for s in plan.sites])
-        result.outcomes += module.outcomes
-        local[plan.path] = module.new
-    bad = [o for o in result.outcomes if o.status == UNTOUCHED]
-    if not registry_ok:
-        result.skipped = "needs the registry (step 1), which is not written"
-    elif bad:
-        result.skipped = f"{bad[0].path}: {bad[0].site} {bad[0].reason}"
-    if result.skipped:
-        result.outcomes = [o if o.status == UNTOUCHED else
-                           SiteOutcome(o.path, o.site, UNTOUCHED, f"step skipped: {result.skipped}")
-                           for o in result.outcomes]
-        return result
-    for path, text in local.items():
-        old = overlay.read(path)
-        if old != text and text is not None:
-            result.changes.append(FileChange(path, old, text or None))  # "": nothing left, removed
-    assert step.glue is not None  # only the registry step has no glue
-    glue_path = f"{ARCH_DIR}/glue/{step.glue}.py"
-    module = glue.tree_module(step.glue)
-    old = overlay.read(glue_path)
-    if old != module:
-        result.changes.append(FileChange(glue_path, old, module))
-    result.outcomes.append(SiteOutcome(glue_path, "glue module", WRITTEN if old is None else
-                                       (UPDATED if old != module else UP_TO_DATE)))
-    result.owned = [(plan.path, "package") for plan in step.modules] + [(glue_path, "package")]
-    return result
-
-
-def _importer_of(overlay: "_Overlay", rel: str, local: Dict[str, Optional[str]]) -> Optional[str]:
-    """A module of the package (as planned so far) that still imports the module ``rel``
-    (``imports.py``: import statements and attribute uses, not words), with how; else None.
-    Only files that name the module's last part at all are parsed: for the files on disk
-    that is the overlay's index (``_Overlay.files_naming``), made in one pass over the
-    package for every module the series may remove, not one walk per removed module."""
-    import re
-
-    target = module_name(rel, overlay.package.name)
-    last = target.rpartition(".")[2]
-    word = re.compile(r"(?<![\w])%s(?![\w])" % re.escape(last))
-    naming = overlay.files_naming(last)
-    changed = {key for key in list(overlay.planned) + list(local) if ":" not in key and key.endswith(".py")}
-    for other in sorted((naming | changed) - {rel}):
-        text = local[other] if other in local else overlay.read(other)
-        if text and word.search(text):
-            how = imports(text, other, target, overlay.package.name)
-            if how:
-                return f"{other} ({how})"
-    return None
-
-
-def _removable_words(steps: Iterable[Step]) -> List[str]:
-    """The last part of every module a step may remove (a plan that deletes names)."""
-    return [module_name(plan.path).rpartition(".")[2] for step in steps for plan in step.modules
-            if any(isinstance(s, replace.Delete) for s in plan.sites)]
-
-
-# Up to this many words a file's bytes are searched for each (a fast scan: 6 words over
-# SGLang 0.5.23's 68 MB of Python take about 0.5 s); beyond it the file is split into its
-# ASCII words once and those looked up, in time that does not grow with the words asked.
-SCAN_WORDS_EACH = 8
-_ASCII_WORD = re.compile(rb"[A-Za-z0-9_]+")
-
-
-def names_in(data: bytes, words: Sequence[str]) -> List[str]:
-    """The ``words`` that ``data`` may name as a whole word: every word that a search
-    bounded by non-word characters (``(?<!\\w)word(?!\\w)`` on the decoded text) finds
-    is among them (a superset: the caller searches the text itself after)."""
-    if len(words) <= SCAN_WORDS_EACH:
-        return [w for w in words if w.encode() in data]
-    found = [w for w in words if not _ASCII_WORD.fullmatch(w.encode()) and w.encode() in data]
-    tokens = set(_ASCII_WORD.findall(data))
-    return found + [w for w in words if _ASCII_WORD.fullmatch(w.encode()) and w.encode() in tokens]
-
-
-def _raw_source(path: Path) -> Optional[bytes]:
-    """A cheap first look (one read of the bytes, no decoding): the bytes of a regular file
-    of at most MAX_SOURCE_BYTES; None for anything else (a link, a folder, a large or odd
-    file), which goes to the checked read, which names what is wrong."""
-    import stat
-
-    try:  # never follows a link, never waits on a FIFO swapped in after the walk
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+def _read(tree: Tree, rel: str, base: str) -> Optional[str]:
+    """The text of a file of SRC (None: not there); a folder or an unreadable file is refused."""
+    path = confine(tree, rel, base)
+    if not path.exists():
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read(MAX_SOURCE_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return read_source(path)
 
 
-class _Overlay:
-    """The tree's files as the steps planned so far leave them."""
+def plan_series(tree: Tree) -> List[StepResult]:
+    """Every step's outcome and file changes, computed without writing anything: each step
+    sees the tree as the steps before it leave it."""
+    planned: Dict[Tuple[str, str], Optional[str]] = {}
 
-    def __init__(self, package: Path, tree: Optional[Tree] = None) -> None:
-        self.package = package
-        self.tree = tree
-        self.planned: Dict[str, Optional[str]] = {}
-        self._disk: Optional[List[str]] = None  # the package's .py files on disk (one walk)
-        self._naming: Dict[str, set] = {}  # word -> files on disk whose bytes contain it
-        self._odd: set = set()  # files the cheap read could not judge: always looked at
-        self._pending: set = set()  # words to index at the first ask (watch)
+    def read(rel: str, base: str = "package") -> Optional[str]:
+        if (rel, base) not in planned:
+            planned[(rel, base)] = _read(tree, rel, base)
+        return planned[(rel, base)]
 
-    def disk_files(self) -> List[str]:
-        """The package's ``.py`` files on disk, relative, walked once (at most MAX_SOURCE_FILES)."""
-        if self._disk is None:
-            paths: List[str] = []
-            for dirpath, dirnames, filenames in os.walk(self.package, followlinks=False):
-                dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-                paths += [Path(dirpath, f).relative_to(self.package).as_posix() for f in filenames
-                          if f.endswith(".py")]
-                if len(paths) > MAX_SOURCE_FILES:
-                    raise ValueError(f"{shown_path(self.package)}: more than {MAX_SOURCE_FILES} Python files; "
-                                     f"accepted: at most {MAX_SOURCE_FILES}")
-            self._disk = sorted(paths)
-        return self._disk
-
-    def watch(self, words: Iterable[str]) -> None:
-        """Words ``files_naming`` may be asked for: the first ask indexes them all in one read
-        of each file (the series names every module it may remove before it starts)."""
-        self._pending.update(words)
-
-    def _index(self) -> None:
-        new = sorted(self._pending - set(self._naming))
-        if not new:
-            return
-        for w in new:
-            self._naming[w] = set()
-        for rel in self.disk_files():
-            data = _raw_source(self.package / rel)
-            if data is None:
-                self._odd.add(rel)
-                continue
-            for w in names_in(data, new):
-                self._naming[w].add(rel)
-
-    def files_naming(self, word: str) -> set:
-        """Files on disk that may name ``word``: those whose bytes hold it, and every file the
-        cheap read could not judge."""
-        self._pending.add(word)
-        if word not in self._naming:
-            self._index()
-        return self._naming[word] | self._odd
-
-    def read(self, rel: str, base: str = "package") -> Optional[str]:
-        key = rel if base == "package" else f"{base}:{rel}"
-        if key in self.planned:
-            return self.planned[key]
-        if base != "package" and self.tree is None:
-            raise ValueError("a path relative to SRC needs the tree")
-        path = confine(self.tree, rel, base) if self.tree is not None else self.package / rel
-        if not path.exists():
-            return None
-        if not path.is_file():
-            raise ValueError(f"{shown_path(path)}: exists and is not a regular file; accepted: a regular file "
-                             f"(or nothing) where the series reads or writes")
-        return read_source(path)
-
-    def apply(self, changes: Sequence[FileChange]) -> None:
-        for change in changes:
-            self.planned[change.path if change.base == "package" else f"{change.base}:{change.path}"] = change.new
-
-
-def _plan_tests(step: Step, tree: Tree, overlay: _Overlay, results: Sequence[StepResult]) -> None:
-    """Add the step's test file (``templates/tests/``) to ``results[-1]`` (a git clone only)."""
-    result = results[-1]
-    name = TEST_FILES.get(step.number)
-    if name is None or result.skipped:
-        return
-    if tree.layout != "git clone":
-        return  # the report says so once (NO_TEST_TREE)
-    left_out = [r.step.number for r in results if r.skipped]
-    if left_out:
-        result.tests_note = (f"{TESTS_DIR}/{name} not written: it tests every step, and step(s) "
-                             f"{', '.join(map(str, left_out))} were left out")
-        return
-    rel = f"{TESTS_DIR}/{name}"
-    text = texts.template(f"tests/{name}")
-    result.owned.append((rel, "src"))
-    old = overlay.read(rel, "src")
-    if old != text:
-        result.changes.append(FileChange(rel, old, text, base="src"))
-
-
-def plan_series(tree: Tree, registry_source: Optional[Path] = None) -> List[StepResult]:
-    """Every step's outcome and file changes, computed without writing anything."""
-    _confine_arch_dir(tree)
-    files = registry_files(registry_source)
-    overlay = _Overlay(tree.package, tree)
-    overlay.watch(_removable_words(STEPS))  # at most one pass over the package, for every step
     results: List[StepResult] = []
-    registry_ok = True
     for step in STEPS:
-        if step.glue is None:
-            result = _plan_registry(step, tree, files, overlay)
-            registry_ok = result.skipped is None
+        result = StepResult(step)
+        for rel in step.adds:
+            _plan_new_file(result, rel, "package", series_file(f"python/sglang/{rel}"), read(rel))
+        if read(REGISTRY) is None and not any(rel == REGISTRY for rel, _ in result.owned):
+            result.skipped = f"{ARCH_DIR}/registry.py is not in this tree (step 1 left out)"
         else:
-            result = _plan_sites(step, overlay, registry_ok)
+            plan = plan_sites(step, read)
+            result.outcomes.extend(plan.outcomes)
+            for rel, new in plan.files.items():
+                result.changes.append(FileChange(rel, read(rel), new))
+        _plan_tests(result, tree, read)
+        for change in result.changes:
+            planned[(change.path, change.base)] = change.new
         results.append(result)
-        _plan_tests(step, tree, overlay, results)
-        if not result.skipped:
-            overlay.apply(result.changes)
     return results
+
+
+REGISTRY = f"{ARCH_DIR}/registry.py"
+
+
+def _plan_new_file(result: StepResult, rel: str, base: str, text: str, old: Optional[str]) -> None:
+    """A file the series adds: written where absent, left as it is where it differs (it is
+    SGLang's to edit once merged; a run never overwrites it)."""
+    result.owned.append((rel, base))
+    if old is None:
+        result.changes.append(FileChange(rel, None, text, base))
+        result.outcomes.append(SiteOutcome(rel, WRITTEN))
+    elif old == text:
+        result.outcomes.append(SiteOutcome(rel, ALREADY))
+    else:
+        result.outcomes.append(SiteOutcome(rel, LEFT_OUT, "the file exists with other content: left as it is"))
+
+
+def _plan_tests(result: StepResult, tree: Tree, read) -> None:
+    """The step's SGLang-style CPU tests, in a git clone, where every site of the step is routed."""
+    if tree.layout != "git clone" or result.skipped:
+        return
+    left_out = [o.site for o in result.outcomes if o.status == LEFT_OUT]
+    for name in result.step.tests:
+        rel = f"{TESTS_DIR}/{name}"
+        if left_out:
+            result.tests_note = f"{rel} not written: it tests every site of this step, and {len(left_out)} were left out"
+            continue
+        _plan_new_file(result, rel, "src", series_file(f"test/registered/unit/arch/{name}"), read(rel, "src"))
 
 
 # --- applying -------------------------------------------------------------------------
 
-def run_series(src: str, into_git: bool = False, check: bool = False,
-               registry_source: Optional[Path] = None) -> SeriesResult:
+def run_series(src: str, into_git: bool = False, check: bool = False) -> SeriesResult:
     """Plan the series on SRC, then (unless ``check``) write it, one commit per step with
     ``into_git``: all of it, or (on any failure) nothing.  SRC is locked while it runs."""
     if into_git and check:
         raise ValueError("--into-git and --check exclude each other")
     tree = locate(src)
     if check:
-        return SeriesResult(tree, plan_series(tree, registry_source), True, False)
+        return SeriesResult(tree, plan_series(tree), True, False)
     with folder_lock(tree.src):  # a second run waits for nothing: it is refused
         git = _Git(tree) if into_git else None
-        steps = plan_series(tree, registry_source)
+        steps = plan_series(tree)
         apply_series(tree, steps, git)
     return SeriesResult(tree, steps, False, into_git)
 
@@ -831,19 +550,14 @@ def _identity(root: Path) -> Tuple[str, ...]:
 
 
 def commit_message(result: StepResult) -> str:
-    """The step's PR text; a refresh of an earlier run says so first."""
-    subject, body = texts.pr_text(result.step)
-    if result.is_update:
-        step = result.step
-        subject = f"[arch] Refresh step {step.number} ({step.key}) from sglang-arch {__version__}"
-        body = (f"Regenerated by `sglang-arch upstream`: brings what an earlier run wrote for this step up to "
-                f"date with sglang-arch {__version__}. The step, as first committed:\n\n{body}")
-    return f"{subject}\n\n{body}\n\nGenerated-by: sglang-arch {__version__} (sglang-arch upstream)\n"
+    """The step's PR text, its numbers and what it leaves out filled from this tree's plan."""
+    subject, body = texts.pr_text(result.step, result)
+    return f"{subject}\n\n{body}\n"
 
 
 # --- the report -----------------------------------------------------------------------
 
-_WOULD = {"rewritten": "would be rewritten", WRITTEN: "would be written", UPDATED: "would be updated"}
+_WOULD = {REWRITTEN: "would be rewritten", WRITTEN: "would be written"}
 # Each file of a step in the report: (done, with --check).
 _VERBS = {"add": ("added", "would add"), "change": ("changed", "would change"), "remove": ("removed", "would remove")}
 
@@ -867,29 +581,25 @@ def render(series: SeriesResult) -> str:
             if result.commit:
                 state += f", commit {result.commit}"
         lines.append(f"[{result.step.number}/{total}] {result.step.title}: {state}")
-        path = None
+        if result.skipped:
+            lines.append(f"    {result.skipped}")
         for outcome in result.outcomes:
-            if outcome.path != path:
-                path = outcome.path
-                lines.append(f"    {path}")
             status = _WOULD.get(outcome.status, outcome.status) if series.check else outcome.status
-            text = f"{status}: {outcome.reason}" if outcome.reason else status
-            lines.append(f"        {outcome.site:<45} {text}")
+            lines.append(f"    {outcome.site}: {status}")
+            if outcome.detail:
+                lines.append(f"        {outcome.detail}")
         for change in result.changes:
             verb = "add" if change.old is None else "remove" if change.new is None else "change"
             shown = _src_relative(series.tree, change) + (" (SRC, SGLang's CPU CI)" if change.is_test else "")
             lines.append(f"    {_VERBS[verb][series.check]:<14}{shown}, +%d -%d" % change.counts)
-        for rel in result.kept:
-            lines.append(f"    left as it is: {_src_relative(series.tree, FileChange(rel, None, None))} "
-                         f"(not written by sglang-arch)")
         if result.tests_note and not result.skipped:
             lines.append(f"    {result.tests_note}")
     commits = sum(1 for s in series.steps if s.commit)
     if series.tree.layout != "git clone":
         lines.append(NO_TEST_TREE)
     if series.untouched:
-        tail = ("some call sites do not have the shape this sglang-arch was written for; their steps were "
-                "left out (see docs/upstreaming.md, 'When a site is left untouched')")
+        tail = ("some sites were left out (their code differs from the releases the series was written for, "
+                "or is not in this tree); the rest landed (docs/upstreaming.md, 'Sites left out')")
     elif series.changed:
         tail = "the tree is not routed yet" if series.check else (
             f"{commits} commit(s) made" if series.into_git else "files written (no commits: --into-git not given)")
@@ -908,7 +618,7 @@ def _src_relative(tree: Tree, change: FileChange) -> str:
 def _split(result: StepResult) -> str:
     """`` (call sites +a -r, tests +t -u)``: the parts of a step's size, where it has them."""
     parts = []
-    if result.step.glue is not None:
+    if result.step.sites:
         parts.append("call sites +%d -%d" % result.call_site_counts)
     if any(c.is_test for c in result.changes):
         parts.append("tests +%d -%d" % result.test_counts)
