@@ -195,3 +195,20 @@ def test_the_probe_finds_what_permissions_do_not_show(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="--out .*o.toml: cannot write: Read-only file system"):
         check_writes([Write(str(tmp_path / "o.toml"), "", "--out")], probe=True)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["n" * 255, "é" * 127 + "x", "a" * 250 + ".toml"])
+def test_a_name_at_the_file_systems_limit_is_written_replaced_and_removed(tmp_path, name):
+    """The staged copy and the kept original live beside the target under names of their
+    own, which stay within the folder's limit however long the target's name is."""
+    if len(os.fsencode(name)) > os.pathconf(tmp_path, "PC_NAME_MAX"):
+        pytest.skip("this file system takes shorter names")
+    target = str(tmp_path / name)
+    files.write_files([("--out", target, "first\n")])
+    files.write_files([("--out", target, "second\n")])
+    assert snapshot(tmp_path) == {name: b"second\n"}
+    with Transaction([Write(target, None)]):
+        pass
+    assert snapshot(tmp_path) == {}
+    files.check_outputs([("--out", target)])  # the probe's name fits too
+    assert snapshot(tmp_path) == {}
