@@ -176,3 +176,35 @@ def test_quantized_moe_fixture_shows_runnable_moe_and_gemm_choices_beside_upstre
     assert routed["fp8_gemm"]["runs"] is True and routed["fp4_gemm"]["runs"] is True
     text = render(result)
     assert "MoE runner (mxfp4)" in text and "flashinfer_mxfp4" in text and "no build" not in text
+
+
+def test_a_refused_backend_is_a_difference_on_its_row():
+    out = plan("--capability", "12.0", "--tp", "2", "--model-path", str(FIXTURES / "llama-tiny"),
+               "--", "--attention-backend", "fa3")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("attention prefill"))
+    assert lines[row].split() == ["attention", "prefill", "refused", "fa3", "<-", "differs"]
+    assert "--attention-backend fa3: fa3 cannot run MHA prefill on 12.0" in " ".join(
+        " ".join(lines[row + 1:row + 3]).split())
+
+
+def test_an_fp8_kv_cache_shows_the_dsa_kv_path_it_changes():
+    """DeepSeek's DSA hook asks torch for the device: the simulated GPU answers it (this
+    plan once failed with 'Found no NVIDIA driver' in both modes)."""
+    out = plan("--capability", "12.0", "--tp", "2", "--model-path", str(FIXTURES / "deepseek-dsa-tiny"),
+               "--", "--kv-cache-dtype", "fp8_e4m3")
+    assert out.returncode == 0, out.stderr
+    rows = {line[:26].strip(): line[26:].split() for line in out.stdout.splitlines()[3:] if line[:1].strip()}
+    assert rows["KV cache dtype"] == ["fp8_e4m3", "fp8_e4m3"]
+    assert rows["DSA KV prefill"][:2] == rows["DSA KV decode"][:2] == ["tilelang", "trtllm"]
+
+
+def test_speculative_decoding_shows_the_draft_attention_row_and_144_gpus_on_2_nodes_start():
+    out = plan("--capability", "10.0", "--tp", "144", "--nnodes", "2", "--model-path", str(FIXTURES / "llama-tiny"),
+               "--json", "--", "--speculative-algorithm", "EAGLE", "--speculative-draft-model-path",
+               str(FIXTURES / "llama-tiny"))
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["machine"]["gpus"] == 144 and d["machine"]["nnodes"] == 2
+    assert d["routed"]["speculative"]["algorithm"] == "EAGLE" and d["routed"]["speculative"]["draft_attention"]

@@ -203,3 +203,146 @@ def test_a_server_argument_naming_the_machine_is_refused_before_any_worker(tmp_p
 def test_other_server_arguments_pass_the_machine_check():
     plan_cli.check_extra(["--trust-remote-code", "--mem-fraction-static", "0.5", "--model-loader-extra-config=x",
                           "--tokenizer-path", "/t", "--n", "-m", "2"])
+
+
+ARCH_ERROR = ("ArchDecisionError: --attention-backend fa3: fa3 cannot run MHA prefill on 12.0 (tier 12.0, exact): "
+              "fa3_sm90 has no build for 12.0 (builds: sm_90a). Valid here: flashinfer, triton")
+
+
+def test_a_refused_choice_is_a_difference_on_its_row_with_the_reason_under_it():
+    lines = plan_cli.render(result(routed_error=ARCH_ERROR)).splitlines()
+    prefill = next(i for i, line in enumerate(lines) if line.startswith("attention prefill"))
+    assert lines[prefill].split() == ["attention", "prefill", "refused", "fa3", "<-", "differs"]
+    assert lines[prefill + 1].split()[:4] == ["with", "sglang-arch:", "ArchDecisionError:", "--attention-backend"]
+    assert "Valid here: flashinfer, triton" in " ".join(" ".join(lines).split())
+    decode = next(line for line in lines if line.startswith("attention decode"))
+    assert decode.split() == ["attention", "decode", "refused", "fa3", "<-", "differs"]
+    assert " ".join(lines).count("fa3 cannot run") == 1  # the reason once, under the first row
+    assert "with sglang-arch: server would not start (refused above)" in lines
+    assert max(len(line) for line in lines if not line.startswith("routed through")) <= 100
+
+
+def test_an_error_that_names_no_row_stays_in_the_footer():
+    lines = plan_cli.render(result(routed_error="ValueError: something else")).splitlines()
+    assert "refused" not in " ".join(line for line in lines if not line.startswith("with sglang-arch:"))
+    assert "with sglang-arch: server would not start: ValueError: something else" in lines
+
+
+@pytest.mark.parametrize("error,label", [
+    ("ArchDecisionError: --moe-runner-backend deep_gemm: cannot run", "MoE runner"),
+    ("ArchDecisionError: --fp8-gemm-backend deep_gemm: cannot run", "FP8 block GEMM"),
+    ("ArchDecisionError: --speculative-draft-attention-backend fa3: cannot run", "draft attention"),
+])
+def test_each_refusable_flag_marks_its_own_row(error, label):
+    r = result(routed_error=error)
+    for mode in ("routed", "upstream"):
+        r[mode]["speculative"] = {"algorithm": "EAGLE", "draft_attention": "fa3"}
+        r[mode]["moe_gemm"] = {"quantization": "fp8_block", **{k: {"backend": "deep_gemm", "runs": True} for k in (
+            "moe_runner", "fp8_gemm", "fp4_gemm", "deep_gemm")}}
+    rows = {name: (a, b) for name, a, b in plan_cli.rows_of(r)}
+    refused = [name for name, (a, _) in rows.items() if a == plan_cli.REFUSED]
+    assert len(refused) == 1 and refused[0].startswith(label), refused
+    assert all(b != plan_cli.REFUSED for _, b in rows.values())
+
+
+def test_speculative_decoding_and_an_fp8_kv_cache_show_the_rows_they_change():
+    plain = [name for name, _, _ in plan_cli.rows_of(result())]
+    assert not {"draft attention", "KV cache dtype", "DSA KV prefill"} & set(plain)
+    r = result()
+    r["routed"].update(speculative={"algorithm": "EAGLE", "draft_attention": "flashinfer"},
+                       kv_cache={"dtype": "fp8_e4m3", "dsa_prefill": "tilelang", "dsa_decode": "tilelang"})
+    r["upstream"].update(speculative={"algorithm": "EAGLE", "draft_attention": "fa3"},
+                         kv_cache={"dtype": "fp8_e4m3", "dsa_prefill": "trtllm", "dsa_decode": "trtllm"})
+    rows = {name: (a, b) for name, a, b in plan_cli.rows_of(r)}
+    assert rows["draft attention"] == ("flashinfer", "fa3")
+    assert rows["KV cache dtype"] == ("fp8_e4m3", "fp8_e4m3")
+    assert rows["DSA KV prefill"] == rows["DSA KV decode"] == ("tilelang", "trtllm")
+    lines = plan_cli.render(r).splitlines()
+    assert next(line for line in lines if line.startswith("DSA KV prefill")).split() == [
+        "DSA", "KV", "prefill", "tilelang", "trtllm", "<-", "differs"]
+    assert next(line for line in lines if line.startswith("draft attention")).endswith("<- differs")
+
+
+def hf_cache(root, model_id, revisions, main=None):
+    repo = root / ("models--" + model_id.replace("/", "--"))
+    for i, rev in enumerate(revisions):
+        snap = repo / "snapshots" / rev
+        snap.mkdir(parents=True)
+        (snap / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+        os.utime(snap, (1000 + i, 1000 + i))
+    if main:
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(main)
+    return repo
+
+
+def test_a_model_id_resolves_from_the_local_hugging_face_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = hf_cache(tmp_path / "hub", "org/model-1.5B", ["aaa", "bbb"], main="aaa")
+    assert plan_cli.resolve_model_path("org/model-1.5B") == str(repo / "snapshots" / "aaa")
+    (repo / "refs" / "main").write_text("gone")  # the newest snapshot, where refs/main names none
+    assert plan_cli.resolve_model_path("org/model-1.5B") == str(repo / "snapshots" / "bbb")
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    other = hf_cache(tmp_path / "home" / "hub", "org/other", ["ccc"])
+    assert plan_cli.resolve_model_path("org/other") == str(other / "snapshots" / "ccc")
+    assert plan_cli.resolve_model_path("org/absent") == "org/absent"
+    assert plan_cli.resolve_model_path("../../etc") == "../../etc"  # not a model id
+
+
+def test_a_model_id_not_in_the_cache_is_one_line_naming_the_cache(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    err = plan_2(capsys, "org/absent")
+    assert err.strip() == (f"sglang-arch: error: --model-path 'org/absent' has no config.json (nor is it a model "
+                           f"id in the local Hugging Face cache, {tmp_path / 'hub'}); give a model directory")
+
+
+def test_the_cached_snapshot_is_what_the_workers_get(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = hf_cache(tmp_path / "hub", "org/m", ["abc"], main="abc")
+    seen = {}
+
+    def fake_run_plan(cap, tp, topology, nnodes, cuda, model_path, extra, timeout):
+        seen["model_path"] = model_path
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(plan, "run_plan", fake_run_plan)
+    assert main(["plan", "--capability", "9.0", "--model-path", "org/m"]) == 2
+    assert seen["model_path"] == str(repo / "snapshots" / "abc")
+
+
+@pytest.mark.parametrize("tp,nnodes,per_node", [(144, 2, 72), (16, 2, 8), (8, 1, 8), (4, 4, 1)])
+def test_the_simulated_node_holds_the_gpus_of_one_node(tmp_path, monkeypatch, tp, nnodes, per_node):
+    """--tp 144 --nnodes 2 is 72 GPUs a node; it was passed whole as the node's GPU count."""
+    envs = []
+
+    class Done:
+        returncode, stdout, stderr = 1, "", "stop"
+
+    def fake_run(cmd, capture_output, text, env, timeout):
+        envs.append(env)
+        return Done()
+
+    monkeypatch.setattr(plan.subprocess, "run", fake_run)
+    with pytest.raises(RuntimeError):
+        plan.run_plan(plan.parse_capability("10.0"), tp, None, nnodes, (13, 0), str(tmp_path), [])
+    assert {e["SGLANG_ARCH_GPU_COUNT"] for e in envs} == {str(per_node)}
+    assert {e["SGLANG_ARCH_TOPOLOGY"] for e in envs} == {"nvswitch"}
+
+
+def test_a_single_gpu_tier_on_several_gpus_is_simulated_on_pcie(tmp_path, monkeypatch):
+    envs = []
+
+    class Done:
+        returncode, stdout, stderr = 1, "", "stop"
+
+    monkeypatch.setattr(plan.subprocess, "run", lambda cmd, env, **kw: envs.append(env) or Done())
+    with pytest.raises(RuntimeError):
+        plan.run_plan(plan.parse_capability("12.1"), 4, None, 1, (13, 0), str(tmp_path), [])
+    assert {e["SGLANG_ARCH_TOPOLOGY"] for e in envs} == {"pcie"}
+
+
+def test_plan_refuses_single_with_several_gpus(tmp_path, capsys):
+    err = plan_2(capsys, model_dir(tmp_path, b"{}"), "--tp", "4", "--topology", "single")
+    assert "topology single is one GPU, but --tp 4 GPUs are given" in err

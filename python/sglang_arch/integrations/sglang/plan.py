@@ -326,7 +326,9 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
     if "--device" not in extra:
         argv += ["--device", "cuda"]
     error = error_about = None
-    with override_platform(**facts):
+    # SGLang's model hooks ask torch for the device (DeepSeek's DSA adjustments read
+    # torch.cuda.get_device_capability()): the simulated GPU answers, as in every other step.
+    with override_platform(**facts), simulated_torch_device(cap):
         server_args = prepare_server_args(argv + list(extra))
         try:
             server_args.resolve_once()
@@ -344,6 +346,14 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
         moe_gemm = moe_gemm_outcome(mode, cap, view)
         prefill = view.prefill_attention_backend or view.attention_backend
         decode = view.decode_attention_backend or view.attention_backend
+        speculative = None
+        if getattr(view, "speculative_algorithm", None):
+            # SGLang's draft worker builds the target's backend unless a draft backend is set
+            speculative = {"algorithm": view.speculative_algorithm,
+                           "draft_attention": getattr(view, "speculative_draft_attention_backend", None) or decode}
+        kv_cache = {"dtype": getattr(view, "kv_cache_dtype", None),
+                    "dsa_prefill": getattr(view, "dsa_prefill_backend", None),
+                    "dsa_decode": getattr(view, "dsa_decode_backend", None)}
         return {
             "mode": mode,
             "tier": tier,
@@ -355,6 +365,8 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
             "torch_symm_mem": dict(symm_out, flag=bool(view.enable_torch_symm_mem)),
             "custom_allreduce": {"disabled_by_flag": bool(view.disable_custom_all_reduce), "v2_table": car_table},
             "moe_gemm": moe_gemm,
+            "speculative": speculative,
+            "kv_cache": kv_cache,
         }
 
 

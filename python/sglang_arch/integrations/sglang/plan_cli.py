@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ... import args as cli_args
 from ...arch.validate import MAX_SHOWN_PATH, read_regular_file, shown
@@ -27,7 +27,9 @@ def add_command(sub) -> None:
     p.add_argument("--topology", type=cli_args.topology, metavar="T", help="default: the tier's typical topology")
     p.add_argument("--nnodes", type=cli_args.nnodes, default=1, metavar="N", help="nodes (default 1; at most --tp)")
     p.add_argument("--cuda", type=cli_args.cuda, default=(13, 0), metavar="X.Y", help="torch's CUDA version (default 13.0)")
-    p.add_argument("--model-path", required=True, metavar="DIR", help="a model directory with config.json (no weights needed)")
+    p.add_argument("--model-path", required=True, metavar="DIR",
+                   help="a model directory with config.json (no weights needed), or a model id (org/name) already "
+                        "in the local Hugging Face cache (read offline)")
     p.add_argument("--timeout", type=cli_args.bounded(1, MAX_WORKER_TIMEOUT_S, "seconds", flag="--timeout"),
                    default=WORKER_TIMEOUT_S, metavar="S",
                    help=f"seconds each SGLang worker may take (default {WORKER_TIMEOUT_S}, at most "
@@ -59,6 +61,60 @@ def check_extra(extra: Sequence[str]) -> None:
                                  f"from it)")
 
 
+MODEL_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
+
+
+def hf_cache_dirs() -> List[str]:
+    """Where the Hugging Face hub keeps downloaded repositories, in its own order:
+    HF_HUB_CACHE, HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub."""
+    env = os.environ
+    dirs = []
+    if env.get("HF_HUB_CACHE"):
+        dirs.append(env["HF_HUB_CACHE"])
+    if env.get("HF_HOME"):
+        dirs.append(os.path.join(env["HF_HOME"], "hub"))
+    if env.get("XDG_CACHE_HOME"):
+        dirs.append(os.path.join(env["XDG_CACHE_HOME"], "huggingface", "hub"))
+    dirs.append(os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub"))
+    return list(dict.fromkeys(dirs))
+
+
+def cached_model(model_id: str) -> Optional[str]:
+    """The snapshot directory of ``model_id`` (``org/name``) in the local Hugging Face cache
+    (the one ``refs/main`` names, else the newest holding a config.json), without any
+    network access; None where there is none."""
+    import re
+
+    if not re.fullmatch(MODEL_ID, model_id) or ".." in model_id:
+        return None
+    folder = "models--" + model_id.replace("/", "--")
+    for root in hf_cache_dirs():
+        repo = os.path.join(root, folder)
+        snapshots = os.path.join(repo, "snapshots")
+        try:
+            names = os.listdir(snapshots)
+        except OSError:
+            continue
+        try:
+            with open(os.path.join(repo, "refs", "main"), encoding="ascii") as f:
+                main = f.read(100).strip()
+        except (OSError, UnicodeDecodeError):
+            main = ""
+        order = ([main] if main in names else []) + sorted(
+            names, key=lambda n: os.path.getmtime(os.path.join(snapshots, n)), reverse=True)
+        for name in order:
+            if os.path.isfile(os.path.join(snapshots, name, "config.json")):
+                return os.path.join(snapshots, name)
+    return None
+
+
+def resolve_model_path(model_path: str) -> str:
+    """A model directory as given, or a model id's snapshot in the local Hugging Face cache."""
+    if os.path.isdir(model_path):
+        return model_path
+    return cached_model(model_path) or model_path
+
+
 def check_model_dir(model_path: str) -> None:
     """``DIR/config.json`` is a regular file of at most MAX_MODEL_CONFIG_BYTES holding a JSON
     object, checked before any SGLang process starts (read without blocking: a FIFO, a
@@ -70,7 +126,12 @@ def check_model_dir(model_path: str) -> None:
     try:
         data = read_regular_file(config, MAX_MODEL_CONFIG_BYTES)
     except (FileNotFoundError, NotADirectoryError):
-        raise ValueError(f"{where} has no config.json; give a model directory") from None
+        import re
+
+        cache = ""
+        if re.fullmatch(MODEL_ID, model_path) and not os.path.exists(model_path):
+            cache = f" (nor is it a model id in the local Hugging Face cache, {hf_cache_dirs()[0]})"
+        raise ValueError(f"{where} has no config.json{cache}; give a model directory") from None
     except OSError as exc:
         raise ValueError(f"{where}: cannot read config.json: {exc.strerror or exc}; {accepted}") from None
     except ValueError as exc:  # not a regular file, too large, a NUL in the path
@@ -118,7 +179,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     import importlib.util
 
     cli_args.machine(args, world="tp")
-    check_model_dir(args.model_path)
+    if args.topology is not None and args.topology.name == "single" and args.tp > 1:
+        raise ValueError(f"plan: topology single is one GPU, but --tp {args.tp} GPUs are given; accepted: "
+                         f"another topology for more than one GPU")
+    model_path = resolve_model_path(args.model_path)
+    check_model_dir(model_path)
     if importlib.util.find_spec("sglang") is None:
         raise ValueError("plan needs SGLang: pip install 'sglang-arch[serve]'")
     extra = list(args.server_args)
@@ -129,9 +194,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     try:
         result = run_plan(args.capability, args.tp, args.topology.name if args.topology else None, args.nnodes,
-                          args.cuda, args.model_path, extra, timeout=args.timeout)
+                          args.cuda, model_path, extra, timeout=args.timeout)
     except RuntimeError as exc:  # a worker failed (e.g. a server argument SGLang refuses) or timed out
         raise ValueError(f"plan: {exc}") from None
+    if model_path != args.model_path:
+        result["machine"]["model"] = {"id": args.model_path, "path": model_path}
     check_resolved(result, args.model_path, extra)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -158,11 +225,58 @@ def _kernel(d: Dict[str, Any]) -> str:
     return f"{d['backend']}" + (" (no build here)" if d["runs"] is False else "")
 
 
-def render(result: Dict[str, Any]) -> str:
-    m, r, u = result["machine"], result["routed"], result["upstream"]
+# SGLang's server flags behind each row of the table: a mode that refuses one of them
+# (its error starts with the flag, as the registry's checks and SGLang's own say it) shows
+# ``refused`` on that row, with the reason under it.
+ROW_FLAGS = {
+    "attention prefill": ("--attention-backend", "--prefill-attention-backend"),
+    "attention decode": ("--attention-backend", "--decode-attention-backend"),
+    "all-reduce fusion": ("--flashinfer-allreduce-fusion-backend",),
+    "draft attention": ("--speculative-draft-attention-backend", "--speculative-attention-mode"),
+    "KV cache dtype": ("--kv-cache-dtype",),
+    "DSA KV prefill": ("--dsa-prefill-backend",),
+    "DSA KV decode": ("--dsa-decode-backend",),
+    "FP8 block GEMM": ("--fp8-gemm-backend",),
+    "FP4 GEMM": ("--fp4-gemm-backend",),
+}
+REFUSED = "refused"
+
+
+def refused_flag(error: Any) -> str:
+    """The server flag a mode's error names first (``ArchDecisionError: --attention-backend
+    fa3: ...``), or ''."""
+    import re
+
+    found = re.match(r"^\w+: (--[a-z0-9][a-z0-9-]*)", str(error or ""))
+    return found.group(1) if found else ""
+
+
+def _refused_by(label: str, flag: str) -> bool:
+    if not flag:
+        return False
+    if label.startswith("MoE runner"):
+        return flag == "--moe-runner-backend"
+    return flag in ROW_FLAGS.get(label, ())
+
+
+def rows_of(result: Dict[str, Any]) -> List[Tuple[str, str, str]]:
+    """(label, with sglang-arch, SGLang alone) for every decision the plan compares; a row
+    for speculative decoding and the KV cache only where the server arguments set them."""
+    r, u = result["routed"], result["upstream"]
     rows = [
         ("attention prefill", r["attention"]["prefill"], u["attention"]["prefill"]),
         ("attention decode", r["attention"]["decode"], u["attention"]["decode"]),
+    ]
+    if r.get("speculative") or u.get("speculative"):
+        rows.append(("draft attention", (r.get("speculative") or {}).get("draft_attention") or "-",
+                     (u.get("speculative") or {}).get("draft_attention") or "-"))
+    kv_r, kv_u = r.get("kv_cache") or {}, u.get("kv_cache") or {}
+    if kv_r.get("dtype") not in (None, "auto") or kv_u.get("dtype") not in (None, "auto"):
+        rows.append(("KV cache dtype", str(kv_r.get("dtype")), str(kv_u.get("dtype"))))
+    if any(kv.get(key) for kv in (kv_r, kv_u) for key in ("dsa_prefill", "dsa_decode")):
+        rows.append(("DSA KV prefill", str(kv_r.get("dsa_prefill") or "-"), str(kv_u.get("dsa_prefill") or "-")))
+        rows.append(("DSA KV decode", str(kv_r.get("dsa_decode") or "-"), str(kv_u.get("dsa_decode") or "-")))
+    rows += [
         ("all-reduce fusion", r["allreduce_fusion"]["backend"] or "off", u["allreduce_fusion"]["backend"] or "off"),
         ("torch symm mem", _symm(r["torch_symm_mem"]), _symm(u["torch_symm_mem"])),
         ("custom AR v2 table", _table(r["custom_allreduce"]["v2_table"]), _table(u["custom_allreduce"]["v2_table"])),
@@ -172,19 +286,39 @@ def render(result: Dict[str, Any]) -> str:
         for label, key in ((f"MoE runner ({kind})", "moe_runner"), ("FP8 block GEMM", "fp8_gemm"),
                            ("FP4 GEMM", "fp4_gemm"), ("DeepGEMM", "deep_gemm")):
             rows.append((label, _kernel(r["moe_gemm"][key]), _kernel(u["moe_gemm"][key])))
+    flags = refused_flag(r["error"]), refused_flag(u["error"])
+    return [(label, REFUSED if _refused_by(label, flags[0]) else str(a),
+             REFUSED if _refused_by(label, flags[1]) else str(b)) for label, a, b in rows]
+
+
+def render(result: Dict[str, Any]) -> str:
+    import textwrap
+
+    m, r, u = result["machine"], result["routed"], result["upstream"]
+    rows = rows_of(result)
     head = (f"{m['gpus']}x sm_{m['capability'].replace('.', '')} on {m['topology']}, {m['nnodes']} node(s), "
             f"CUDA {m['cuda']}; registry tier {r['tier']['resolved']} [{r['tier']['match']}]")
     routed_head, upstream_head = "with sglang-arch", "SGLang alone"
     width = max(len(a) for a, _, _ in rows) + 2
     col = max([len(routed_head)] + [len(str(b)) for _, b, _ in rows]) + 2
-    lines = [head, "", f"{'':<{width}}{routed_head:<{col}}{upstream_head}"]
+    lines = [head]
+    if m.get("model"):
+        lines.append(f"model {m['model']['id']} from the local Hugging Face cache ({m['model']['path']})")
+    lines += ["", f"{'':<{width}}{routed_head:<{col}}{upstream_head}"]
+    shown_errors = set()
     for name, routed, upstream in rows:
         mark = "" if routed == upstream else "   <- differs"
-        lines.append(f"{name:<{width}}{str(routed):<{col}}{upstream}{mark}")
+        lines.append(f"{name:<{width}}{routed:<{col}}{upstream}{mark}")
+        for mode, value, res in ((routed_head, routed, r), (upstream_head, upstream, u)):
+            if value == REFUSED and mode not in shown_errors:  # the reason once, under its first row
+                shown_errors.add(mode)
+                lines += textwrap.wrap(" ".join(str(res["error"]).split()), width=100, initial_indent=" " * width
+                                       + f"{mode}: ", subsequent_indent=" " * (width + 2), break_on_hyphens=False)
     if not r["torch_symm_mem"]["flag"]:
         lines.append("\n(torch symm mem is shown as it would be with --enable-torch-symm-mem)")
     for mode, res in ((routed_head, r), (upstream_head, u)):
         if res["error"]:
-            lines.append(f"{mode}: server would not start: {res['error']}")
+            where = " (refused above)" if mode in shown_errors else f": {res['error']}"
+            lines.append(f"{mode}: server would not start{where}")
     lines.append(f"routed through the registry: {', '.join(r['routed'])}")
     return "\n".join(lines)
