@@ -308,9 +308,29 @@ def test_auto_enable_lets_sglang_decide_where_its_gate_admits_the_tier(route, mo
     assert seen == []
 
 
-def test_auto_enable_runs_sglangs_pass_under_the_trtllm_gate_on_12x(route, monkeypatch):
+def _measured_win(real, world_sizes=(2,), **facts):
+    """The machine ``real`` with a tuned override listing ``world_sizes`` as fusion wins."""
+    from dataclasses import replace
+
+    res = replace(real.resolution, profile=replace(real.resolution.profile,
+                                                   allreduce_fusion_auto_world_sizes=tuple(world_sizes)))
+    return runtime.MachineContext(real.node, res, real.cuda, dict(real.facts, **facts))
+
+
+def test_auto_enable_leaves_fusion_off_on_12x_without_a_measured_win(route, monkeypatch, caplog):
+    """D3: nothing turns fusion on unasked on SM12x over PCIe; the log says why."""
     route("12.0", "pcie-p2p", 2)
-    view = View(nnodes=1, flashinfer_allreduce_fusion_backend=None)
+    seen = _upstream_pass(monkeypatch, {"enable_flashinfer_allreduce_fusion": True})
+    with caplog.at_level("INFO"):
+        assert gf.auto_enable(View(nnodes=1, tp_size=2, flashinfer_allreduce_fusion_backend=None)) == {}
+    assert seen == [] and "sgl-project/sglang#32330" in caplog.text and "+0.1 tok/s at TP8" in caplog.text
+    assert gf.resolve_backend("auto") == "trtllm"  # asked for: it runs
+
+
+def test_auto_enable_runs_sglangs_pass_under_the_trtllm_gate_on_12x(route, monkeypatch):
+    real = route("12.0", "pcie-p2p", 2)
+    monkeypatch.setattr(glue, "current", lambda: _measured_win(real))
+    view = View(nnodes=1, tp_size=2, flashinfer_allreduce_fusion_backend=None)
     seen = _upstream_pass(monkeypatch, {"enable_flashinfer_allreduce_fusion": True})
     assert gf.auto_enable(view) == {"enable_flashinfer_allreduce_fusion": True}
     assert seen == [("gate", {"is_sm90": True, "is_sm100": False}), ("pass", view, True)]
@@ -323,9 +343,9 @@ def test_auto_enable_answers_the_tiers_blackwell_where_the_device_differs(route,
     turned off): SGLang's pass runs under the trtllm gate with is_blackwell answered by the tier
     (V4.1's custom push plane)."""
     real = route("12.0", "pcie-p2p", 2)
-    ctx = runtime.MachineContext(real.node, real.resolution, real.cuda, dict(real.facts, is_blackwell=False))
+    ctx = _measured_win(real, is_blackwell=False)
     monkeypatch.setattr(glue, "current", lambda: ctx)
-    view = View(nnodes=1, flashinfer_allreduce_fusion_backend=None)
+    view = View(nnodes=1, tp_size=2, flashinfer_allreduce_fusion_backend=None)
     seen = _upstream_pass(monkeypatch, {})
     assert gf.auto_enable(view) == {}
     assert seen == [("gate", {"is_sm90": True, "is_sm100": False, "is_blackwell": True}), ("pass", view, True)]

@@ -140,8 +140,9 @@ ROWS = [
     ("10.3", "nvswitch", 4, ("multimem", 64), "mnnvl", True, "trtllm_mha", "flashinfer"),
     ("10.7", "nvswitch", 8, ("multimem", 128), "mnnvl", True, "trtllm_mha", "flashinfer"),
     ("11.0", "single", 1, (None, 0), None, False, "flashinfer", "triton"),
-    ("12.0", "pcie-p2p", 8, ("two_shot", 128), "trtllm", False, "flashinfer", "triton"),
-    ("12.0", "pcie-p2p", 2, ("two_shot", 64), "trtllm", True, "flashinfer", "triton"),
+    # D3: fusion runs on 12.0 with P2P when asked, and is off by default (no measured gain)
+    ("12.0", "pcie-p2p", 8, ("two_shot", 128), None, False, "flashinfer", "triton"),
+    ("12.0", "pcie-p2p", 2, ("two_shot", 64), None, True, "flashinfer", "triton"),
     ("12.0", "pcie", 8, (None, 0), None, False, "flashinfer", "triton"),
     ("12.1", "single", 1, (None, 0), None, False, "flashinfer", "triton"),
 ]
@@ -182,7 +183,8 @@ def test_fallback_examples_from_the_issue():
     assert d["collectives"]["torch_symm_mem"] == {
         "enabled": True, "max_bytes": 134217728, "algorithm": "two_shot",
         "reason": d["collectives"]["torch_symm_mem"]["reason"]}
-    assert d["collectives"]["allreduce_fusion"]["backend"] == "trtllm"
+    assert d["collectives"]["allreduce_fusion"]["backend"] is None  # D3: off by default, trtllm when asked
+    assert collectives.allreduce_fusion(resolve("12.0"), TOPOLOGIES["pcie-p2p"], 8, explicit=True).backend == "trtllm"
     # 9.5 is in the Hopper family but not sm_90a: fa3 (wgmma) must not be chosen.
     assert explain("9.5", 8, "nvswitch").mha.prefill == "flashinfer"
     # 13.0 keeps 12.1's tuned symm-mem sizes but not its FlashInfer comm kernels.

@@ -171,8 +171,13 @@ def test_fusion_backend_from_sglang_and_d3_d4(tier):
             for nnodes, expected in ((1, one), (2, several)):
                 if ws == 1 or (expected == "trtllm" and not p2p) or (expected == "mnnvl" and not full_nvlink):
                     expected = None  # D4: trtllm needs P2P; D9: mnnvl needs NVLink
-                d = collectives.allreduce_fusion(res, TOPOLOGIES[topo], ws, nnodes)
+                d = collectives.allreduce_fusion(res, TOPOLOGIES[topo], ws, nnodes, explicit=True)
                 assert (d.enabled, d.backend) == (expected is not None, expected), (tier, topo, ws, nnodes, d.reason)
+                # unasked (SGLang's auto-enable pass): also where the tier lists the world size as
+                # measured to win (D3: SM12x lists none)
+                auto = res.profile.allreduce_fusion_auto_world_sizes
+                default = collectives.allreduce_fusion(res, TOPOLOGIES[topo], ws, nnodes)
+                assert default.enabled is (d.enabled and (auto is None or ws in auto)), (tier, topo, ws, default.reason)
 
 
 @pytest.mark.parametrize("tier", sorted(FUSION_MIN_CUDA))
@@ -180,7 +185,7 @@ def test_fusion_needs_the_cuda_of_its_kernels(tier):
     need = FUSION_MIN_CUDA[tier]
     res = resolve(tier)
     for cuda in CUDAS:
-        d = collectives.allreduce_fusion(res, TOPOLOGIES["nvswitch"], 8, 1, "auto", cuda)
+        d = collectives.allreduce_fusion(res, TOPOLOGIES["nvswitch"], 8, 1, "auto", cuda, explicit=True)
         assert d.enabled is (cuda >= need), (tier, cuda, d.reason)
         if cuda < need:
             assert f"needs torch CUDA >= {need[0]}.{need[1]} (found {cuda[0]}.{cuda[1]})" in d.reason

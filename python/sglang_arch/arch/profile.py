@@ -55,6 +55,11 @@ class ArchProfile:
     allreduce_fusion: Tuple[str, ...] = ()  # usable backends; the first is what "auto" picks
     allreduce_fusion_multi_node: Tuple[str, ...] = ()  # those that may span nodes
     allreduce_fusion_min_cuda: Optional[Tuple[int, int]] = None
+    # Where fusion is turned on without being asked (SGLang's auto-enable pass), by world
+    # size: None: wherever it runs (SGLang's own rule on the tiers it names); a list: only
+    # these world sizes, each measured on the node (``sglang-arch tune fusion``).  An
+    # explicit --enable-flashinfer-allreduce-fusion does not need it.
+    allreduce_fusion_auto_world_sizes: Optional[Tuple[int, ...]] = None
     attention_mha: Tuple[str, ...] = ()
     attention_mla: Tuple[str, ...] = ()
     lead: Tuple[str, ...] = ()
@@ -66,7 +71,7 @@ _KNOWN_FIELDS = {
     "topology", "min_cuda", "min_cuda_arch_specific", "min_cuda_family", "max_cuda",
     "torch_symm_mem", "symm_mem_multimem_world_sizes", "custom_ar_v2_table",
     "custom_ar_v2_world_sizes", "allreduce_fusion", "allreduce_fusion_multi_node", "allreduce_fusion_min_cuda",
-    "attention_mha", "attention_mla", "lead", "sources",
+    "allreduce_fusion_auto_world_sizes", "attention_mha", "attention_mla", "lead", "sources",
 }
 
 
@@ -214,6 +219,9 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
         allreduce_fusion=fusion,
         allreduce_fusion_multi_node=fusion_multi,
         allreduce_fusion_min_cuda=_version(f("allreduce_fusion_min_cuda"), f"{ctx}: field 'allreduce_fusion_min_cuda'"),
+        allreduce_fusion_auto_world_sizes=None if fields.get("allreduce_fusion_auto_world_sizes") is None else _ints(
+            fields["allreduce_fusion_auto_world_sizes"], f"{ctx}: field 'allreduce_fusion_auto_world_sizes'", 2,
+            MAX_GPUS_PER_NODE),
         attention_mha=_strs(f("attention_mha", []), f"{ctx}: field 'attention_mha'"),
         attention_mla=_strs(f("attention_mla", []), f"{ctx}: field 'attention_mla'"),
         lead=_strs(f("lead", []), f"{ctx}: field 'lead'"),

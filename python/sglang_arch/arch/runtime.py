@@ -66,8 +66,13 @@ class MachineContext:
                 row[ws] = d.max_bytes
         return {major: dict(row) for major in {c.major for c in self.node.capabilities}}
 
-    def fusion(self, nnodes: int, requested: str = "auto") -> collectives.FusionDecision:
-        return collectives.allreduce_fusion(self._res(), self.topology, self.world, nnodes, requested, self.cuda)
+    def fusion(self, nnodes: int, requested: str = "auto", explicit: bool = False,
+               world_size: Optional[int] = None) -> collectives.FusionDecision:
+        """``explicit``: fusion was asked for (SGLang's gate and backend resolution); else
+        whether SGLang's auto-enable pass turns it on, at ``world_size`` (its TP size;
+        default: the node's GPUs)."""
+        return collectives.allreduce_fusion(self._res(), self.topology, world_size or self.world, nnodes, requested,
+                                            self.cuda, explicit=explicit)
 
     def dsv41_custom_plane(self) -> collectives.PlanePreference:
         return collectives.dsv41_custom_plane(self._res(), self.cuda)

@@ -21,7 +21,10 @@ Field reference (the same schema is accepted in override files, see ``overrides.
   (``None``: its conservative default), ``custom_ar_v2_world_sizes`` the sizes it lists.
 - ``allreduce_fusion``: the FlashInfer all-reduce fusion backends that run here, the
   one ``auto`` picks first; ``allreduce_fusion_multi_node``: those that span nodes;
-  ``allreduce_fusion_min_cuda``: the torch CUDA version its kernels need.
+  ``allreduce_fusion_min_cuda``: the torch CUDA version its kernels need;
+  ``allreduce_fusion_auto_world_sizes``: the world sizes where fusion is turned on
+  without being asked (absent: wherever it runs, SGLang's rule on SM90 / SM100; a list:
+  those measured to win, from ``sglang-arch tune fusion`` on the node).
 - ``attention_mha`` / ``attention_mla``: preferred attention backends, best first;
   the policy appends the portable tail and skips what fails its validity check.
 - ``lead``: fields whose value has only one source so far.
@@ -205,11 +208,19 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "allreduce_fusion": ["trtllm"],
         "allreduce_fusion_multi_node": [],
         "allreduce_fusion_min_cuda": "12.8",
+        # Explicit opt-in only: no world size is measured to gain (the seed's +0.1 tok/s at
+        # TP8 is noise; sgl-project/sglang#32330 regressed at TP4 over PCIe).  A node's own
+        # `sglang-arch tune fusion` override lists where it won.
+        "allreduce_fusion_auto_world_sizes": [],
         "attention_mha": [],
         "attention_mla": [],
         "sources": [_CUDA_GUIDE, "CUTLASS sm120_smem_capacity_bytes = 101376",
                     "FlashInfer PR #3903: trtllm comm module built for majors 9, 10, 12",
-                    "field report: 8x RTX PRO 6000, symm mem key 12 = key 10 values, fusion 92.7 tok/s"],
+                    "field report: 8x RTX PRO 6000, symm mem key 12 = key 10 values",
+                    "seed, 8x RTX PRO 6000 TP8: 89.5 -> 92.6 tok/s from the FlashInfer attention backend, 92.7 "
+                    "with FlashInfer all-reduce fusion added (+0.1 tok/s)",
+                    "sgl-project/sglang#32330 (closed): trtllm all-reduce auto-selected on single-node SM120/SM121 "
+                    "regressed at TP4 over PCIe; explicit opt-in or a TP-gated rule validated at TP2/4/8"],
     },
     "12.1": {
         "inherits": "12.0",

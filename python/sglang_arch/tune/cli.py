@@ -61,6 +61,91 @@ def add_command(sub) -> None:
                    help="analyse measurements saved by --results instead of measuring (no GPU needed)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     c.set_defaults(func=cmd_tune_collectives)
+    f = tsub.add_parser(
+        "fusion", help="whether FlashInfer all-reduce fusion wins at one world size (your benchmark's trials)",
+        description="Record whether --enable-flashinfer-allreduce-fusion won on this node at one world size: run the "
+                    "same benchmark (same model, batch and lengths) several times without and with the flag and give "
+                    "the throughputs. Fusion wins where its median is higher and its slowest trial beats the "
+                    "baseline's fastest. With --out the override lists the world sizes it won at, and the registry "
+                    "turns fusion on there by default (tiers that list them: SM12x over PCIe). Use it with "
+                    "SGLANG_ARCH_CONFIG=FILE.")
+    f.add_argument("--world-size", type=cli_args.bounded(2, MAX_GPUS_PER_NODE, "world size", "--world-size"),
+                   required=True, metavar="N", help="the tensor-parallel size the trials ran at")
+    f.add_argument("--without", required=True, metavar="T,T,T",
+                   help="tokens per second of each trial without fusion (at least 3)")
+    f.add_argument("--with", dest="with_fusion", required=True, metavar="T,T,T",
+                   help="tokens per second of each trial with --enable-flashinfer-allreduce-fusion (at least 3)")
+    f.add_argument("--topology", type=cli_args.topology, default=None, metavar="T",
+                   help="override the detected topology")
+    f.add_argument("--out", metavar="FILE", help="write the override file (.toml or .json); an override file "
+                                                 "already there keeps its other entries and fields")
+    f.add_argument("--json", action="store_true", help="print the report as JSON")
+    f.set_defaults(func=cmd_tune_fusion)
+
+
+def _refuse_resolve_as(what: str) -> None:
+    """An override is written for the measured device's own tier; ``SGLANG_ARCH_RESOLVE_AS``
+    would make the registry (and so the override's key and base values) another tier's."""
+    from ..arch.registry import ENV_RESOLVE_AS
+
+    value = os.environ.get(ENV_RESOLVE_AS)
+    if value:
+        raise ValueError(f"tune {what}: --out: {ENV_RESOLVE_AS}={printable(value, 40)} makes every device resolve as "
+                         f"that tier, but the measurements are of this node's own GPUs; accepted: unset "
+                         f"{ENV_RESOLVE_AS} (the override is written for the measured device's own tier)")
+
+
+def cmd_tune_fusion(args: argparse.Namespace) -> int:
+    from ..arch import detect, node_resolution, parse_topology
+    from . import collectives as tc
+    from . import fusion as tf
+
+    if args.out is not None:
+        if not args.out.strip():
+            raise ValueError("--out: an empty path; accepted: a file path (the folder must exist)")
+        _refuse_resolve_as("fusion")
+        check_outputs([("--out", args.out)])
+    without = tf.parse_trials(args.without, "--without")
+    with_fusion = tf.parse_trials(args.with_fusion, "--with")
+    node = detect()
+    if not node.gpus:
+        raise ValueError("tune fusion: no NVIDIA GPU on this node; accepted: a run on the node the trials were "
+                         "measured on (or SGLANG_ARCH_CAPABILITY / SGLANG_ARCH_GPU_COUNT describing it)")
+    tf.check_world_size(args.world_size, len(node.gpus))
+    res = node_resolution(node.capabilities)
+    topology = parse_topology(args.topology) if args.topology else node.topology
+    v = tf.verdict(without, with_fusion)
+    tier = str(res.resolved)
+    current = res.profile.allreduce_fusion_auto_world_sizes
+    report: Dict[str, Any] = {"tier": tier, "match": res.match, "device": printable(node.gpus[0].name, 200),
+                              "topology": topology.name, "world_size": args.world_size, "verdict": v}
+    if current is None:
+        report["sizes"] = "every world size (the tier's rule)"
+        if args.out:
+            raise ValueError(f"tune fusion: --out: tier {tier} turns fusion on by default at every world size where it "
+                             f"runs (SGLang's own rule); a measurement adds nothing to write; accepted: --out on a "
+                             f"tier that lists its measured world sizes (SM12x)")
+    else:
+        if args.out:
+            _check_capability("tune fusion", res)
+            existing = tf.existing_override(args.out)
+            base = existing and next((e for k, e in existing.items() if tf._same_capability(k, tier)), None)
+            if base is not None and tf.FIELD in base:
+                current = tuple(base[tf.FIELD])
+        sizes = tf.updated_sizes(current, args.world_size, v["result"])
+        report["sizes"] = sizes
+        if args.out:
+            source = tf.source_line(tier, args.world_size, report["device"], v, f"topology {topology.name}")
+            doc = tf.override_document(existing, tier, sizes, source)
+            where = f"--out {printable(args.out, 200)}"
+            text = tc.override_text(args.out, doc, command="tune fusion")
+            written = tc.read_back(args.out, text, where).profile(tier).allreduce_fusion_auto_world_sizes
+            if tuple(written or ()) != tuple(sizes):
+                raise ValueError(f"{where}: the override would be read as {written}, not {sizes}; nothing was written")
+            write_files([("--out", args.out, text)])
+            report["override_file"] = args.out
+    print(tf.render_json(report) if args.json else tf.report_text(report))
+    return 0
 
 
 def cmd_tune_collectives(args: argparse.Namespace) -> int:
@@ -77,6 +162,8 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} {target} is the --from-results input; accepted: another file "
                              f"(the measurements would be overwritten)")
     check_outputs(outputs)
+    if args.out:
+        _refuse_resolve_as("collectives")
     gloo_out = ("--out: a gloo run checks the harness on CPUs and tunes nothing, so it writes no override; "
                 "accepted: --out with an nccl run (GPUs)")
     if args.from_results:
@@ -311,11 +398,19 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
                       within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
             _check_writable(args, run, res, tune_mode, tuned)
-            source = (f"sglang-arch tune collectives, {printable(run['started'])}, {max(world_sizes)}x "
-                      f"{printable(run['device'])}, "
-                      f"topology {topology.name}, multicast off, {tune_mode} timing")
-            entry = tc.override_entry(str(res.resolved), dict(res.profile.torch_symm_mem), tuned, source)
-            outputs.append(("--out", args.out, tc.override_text(args.out, entry)))
+            # One printable line within the schema's limit on a string: the registry reads it back.
+            source = printable(f"sglang-arch tune collectives, {printable(run['started'])}, {max(world_sizes)}x "
+                               f"{printable(run['device'])}, topology {topology.name}, multicast off, "
+                               f"{tune_mode} timing", MAX_TEXT)
+            tier = str(res.resolved)
+            entry = tc.override_entry(tier, dict(res.profile.torch_symm_mem), tuned, source)
+            text = tc.override_text(args.out, entry)
+            where = f"--out {printable(args.out, 200)}"
+            read = dict(tc.read_back(args.out, text, where).profile(tier).torch_symm_mem)
+            meant = {ws: b for ws, b in {**res.profile.torch_symm_mem, **tuned}.items() if b is not None}
+            if read != meant:
+                raise ValueError(f"{where}: the override would be read as {read}, not {meant}; nothing was written")
+            outputs.append(("--out", args.out, text))
             report["override_file"] = args.out
     if args.results:
         outputs.append(("--results", args.results, json.dumps(report, indent=2) + "\n"))

@@ -496,19 +496,46 @@ def toml_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def override_text(path: str, entry: Dict[str, Any]) -> str:
+def _toml_value(value: Any) -> str:
+    """One value of the table's schema (text, integer, list, table of those) as TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{toml_string(str(k))} = {_toml_value(v)}" for k, v in value.items()) + " }" \
+            if value else "{}"
+    raise ValueError(f"cannot write {shown(value)} in an override file; accepted: text, integers, lists and tables")
+
+
+def override_text(path: str, entry: Dict[str, Any], command: str = "tune collectives") -> str:
     """The override file for ``entry``: TOML where ``path`` ends in ``.toml`` (any case),
     JSON otherwise."""
     if path.lower().endswith(".toml"):
-        lines = ["# Written by `sglang-arch tune collectives`; read through SGLANG_ARCH_CONFIG."]
+        lines = [f"# Written by `sglang-arch {command}`; read through SGLANG_ARCH_CONFIG."]
         for cap, fields in entry.items():
             lines.append(f"[architectures.{toml_string(cap)}]")
-            sizes = ", ".join(f"{toml_string(str(k))} = {v if isinstance(v, int) else toml_string(v)}"
-                              for k, v in fields["torch_symm_mem"].items())
-            lines.append(f"torch_symm_mem = {{ {sizes} }}")
-            lines.append("sources = [" + ", ".join(toml_string(s) for s in fields["sources"]) + "]")
+            lines.extend(f"{name} = {_toml_value(value)}" for name, value in fields.items())
         return "\n".join(lines) + "\n"
     return json.dumps(entry, indent=2) + "\n"
+
+
+def read_back(path: str, text: str, where: str):
+    """The registry built from ``text`` as it would read the file at ``path`` (in memory):
+    an override the registry would refuse is never written (ValueError naming why)."""
+    from ..arch import registry
+
+    try:
+        parsed = (registry._parse_toml if path.lower().endswith(".toml") else registry._parse_json)(where, text)
+        entries = parsed["architectures"] if "architectures" in parsed else parsed
+        return registry.build_registry({str(k): v for k, v in entries.items()}, override_source=where)
+    except ValueError as exc:
+        raise ValueError(f"{where}: the override made from these measurements would be refused ({exc}); "
+                         f"nothing was written") from None
 
 
 def write_override(path: str, entry: Dict[str, Any]) -> None:

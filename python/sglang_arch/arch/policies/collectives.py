@@ -27,6 +27,11 @@ CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES = 16 * MIB
 # override file may ask for more than this (checked where profiles are built).
 SYMM_MEM_MAX_BYTES_LIMIT = SYMM_MEM_MAX_MIB * MIB
 FUSION_REQUESTS = ("auto", "trtllm", "mnnvl", "cutedsl")
+# Why a tier that lists the world sizes fusion is turned on at (``allreduce_fusion_auto_world_sizes``)
+# leaves it off elsewhere unless asked: the evidence for SM12x over PCIe, where the list is empty.
+FUSION_AUTO_EVIDENCE = ("the seed measured 89.5 -> 92.6 tok/s from the FlashInfer attention backend and 92.7 with "
+                        "fusion added (+0.1 tok/s at TP8, 8x RTX PRO 6000), and sgl-project/sglang#32330 (trtllm "
+                        "auto-selected on SM120/SM121) was closed after a TP4 PCIe regression")
 
 
 @dataclass(frozen=True)
@@ -111,8 +116,15 @@ def custom_allreduce(res: Resolution, topology: Topology, world_size: int) -> Cu
 
 
 def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnodes: int = 1,
-                     requested: str = "auto", cuda: Optional[Tuple[int, int]] = None) -> FusionDecision:
+                     requested: str = "auto", cuda: Optional[Tuple[int, int]] = None,
+                     explicit: bool = False) -> FusionDecision:
     """FlashInfer all-reduce + residual + RMSNorm fusion.
+
+    Two questions: whether it runs when asked (``explicit``: --enable-flashinfer-allreduce-fusion,
+    or a backend named in ``requested``; SGLang's gate and ``_resolve_backend``), and whether it
+    is turned on unasked (SGLang's auto-enable pass: the default).  The second also needs the
+    world size among the tier's ``allreduce_fusion_auto_world_sizes`` where the tier lists
+    them: the ones measured to win (``sglang-arch tune fusion``).
 
     ``auto`` takes the tier's first backend; an explicit one must be listed for the
     tier; across nodes only the tier's multi-node backends; trtllm's IPC workspace needs
@@ -161,7 +173,20 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
     if choice == "mnnvl" and not topology.full_nvlink:
         return FusionDecision(False, None, f"mnnvl fusion needs NVLink between the GPUs; {topology.name} has none",
                               dropped + (("mnnvl", f"needs NVLink between the GPUs; {topology.name} has none"),))
-    return FusionDecision(True, choice, f"tier {tier}, {world_size} GPUs on {topology.name}, {where}: {choice}", dropped)
+    here = f"tier {tier}, {world_size} GPUs on {topology.name}, {where}"
+    measured = res.profile.allreduce_fusion_auto_world_sizes
+    if explicit or requested != "auto" or measured is None:
+        return FusionDecision(True, choice, f"{here}: {choice}", dropped)
+    if world_size in measured:
+        return FusionDecision(True, choice, f"{here}: {choice}, on by default: fusion won at world size "
+                                            f"{world_size} on this node ({res.match} of tier {tier}: {res.reason})",
+                              dropped)
+    listed = ", ".join(str(w) for w in measured) or "none"
+    return FusionDecision(False, None, f"{here}: off by default ({choice} runs when asked: "
+                                       f"--enable-flashinfer-allreduce-fusion); no measurement shows a gain here: "
+                                       f"{FUSION_AUTO_EVIDENCE}; it is turned on where `sglang-arch tune fusion` on "
+                                       f"the node found it faster at this world size (measured wins: {listed})",
+                          dropped)
 
 
 def _span(sizes: Tuple[int, ...]) -> str:

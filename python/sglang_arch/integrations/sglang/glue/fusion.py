@@ -52,7 +52,7 @@ def resolve_backend(backend: str, is_multi_node: bool = False) -> Optional[str]:
     ctx = routed_context()
     if ctx is None:
         return None
-    decision = ctx.fusion(nnodes=2 if is_multi_node else 1, requested=backend)
+    decision = ctx.fusion(nnodes=2 if is_multi_node else 1, requested=backend, explicit=True)
     if decision.enabled:
         return decision.backend
     raise ArchDecisionError(
@@ -68,7 +68,7 @@ def auto_enable(view: Any) -> Optional[dict]:
     ctx = routed_context()
     if ctx is None:
         return None
-    decision = ctx.fusion(nnodes=view.nnodes)
+    decision = ctx.fusion(nnodes=view.nnodes, world_size=getattr(view, "tp_size", None))
     if not decision.enabled:
         if view.flashinfer_allreduce_fusion_backend is None:
             logger.info(
@@ -135,7 +135,7 @@ def _fusion_enabled(ctx: Any, backend: str, nnodes: int) -> bool:
     backend and node count (the layers ask it every forward)."""
     requested = backend if backend in FUSION_REQUESTS else "auto"
     return per_machine(_platform_ok, ctx, (backend, nnodes),
-                       lambda: ctx.fusion(nnodes=nnodes, requested=requested).enabled)
+                       lambda: ctx.fusion(nnodes=nnodes, requested=requested, explicit=True).enabled)
 
 
 def _fusion_runs_here(ctx: Any, backend: str) -> bool:
@@ -157,7 +157,7 @@ def resolve_backend_here(backend: str, is_multi_node: bool = False) -> str:
         raise ArchDecisionError(
             f"FlashInfer allreduce fusion ({backend}): no NVIDIA GPU resolved"
         )
-    decision = ctx.fusion(nnodes=2 if is_multi_node else 1, requested=backend)
+    decision = ctx.fusion(nnodes=2 if is_multi_node else 1, requested=backend, explicit=True)
     if decision.enabled:
         return str(decision.backend)
     raise ArchDecisionError(
@@ -165,12 +165,12 @@ def resolve_backend_here(backend: str, is_multi_node: bool = False) -> str:
     )
 
 
-def fusion_enabled_here(nnodes: int) -> bool:
-    """Whether the registry runs FlashInfer all-reduce fusion on this machine across
-    ``nnodes`` nodes (the auto-enable pass's platform condition)."""
+def fusion_enabled_here(nnodes: int, tp_size: Optional[int] = None) -> bool:
+    """Whether the registry turns FlashInfer all-reduce fusion on unasked on this machine
+    across ``nnodes`` nodes at ``tp_size`` (the auto-enable pass's platform condition)."""
     try:
         ctx = routed_context()
-        return ctx is not None and bool(ctx.fusion(nnodes=nnodes).enabled)
+        return ctx is not None and bool(ctx.fusion(nnodes=nnodes, world_size=tp_size).enabled)
     except Exception as exc:  # off, not a failed start-up
         logger.warning("FlashInfer all-reduce fusion: registry failed (%s); off", exc)
         return False
