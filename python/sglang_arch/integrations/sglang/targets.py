@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import logging
 import pkgutil
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -596,7 +597,7 @@ def check_target(target: Target, early: bool = False) -> Optional[str]:
         if original is None or type(original).__name__ != target.value:  # (a constexpr is callable)
             found = "missing" if original is None else f"a {type(original).__name__}"
             return f"{target.path} changed: {found}, expected a module value of type {target.value}"
-        return _missing_uses(target, owner) or body_problem(target)
+        return body_problem(target) or _missing_uses(target, owner)
     if original is None or not callable(original):
         return f"{target.path} is missing"
     raw = inspect.getattr_static(owner, attr, None)
@@ -608,7 +609,7 @@ def check_target(target: Target, early: bool = False) -> Optional[str]:
         return f"{target.path} has no inspectable signature"
     if params != target.params:
         return f"{target.path} changed: parameters {params}, expected {target.params}"
-    problem = _missing_uses(target, owner) or body_problem(target, original)
+    problem = body_problem(target, original) or _missing_uses(target, owner)
     if problem:
         return problem
     if early and "sglang.srt.runtime_context" not in sys.modules:
@@ -693,7 +694,14 @@ def file_problem(target: Target) -> Optional[str]:
         return f"{target.module} cannot be found"
     if live_fingerprint(target) is None:
         return f"{target.path} is missing"
-    return body_problem(target)
+    problem = body_problem(target)
+    if problem:
+        return problem
+    text = "".join(_FILES.get(("lines", path)) or [])
+    missing = [name for name in target.uses if not re.search(rf"\b{re.escape(name)}\b", text)]
+    if missing:  # (a name the file never mentions; one it mentions is checked on import)
+        return f"{target.path}: its module no longer has {', '.join(missing)}"
+    return None
 
 
 def forget_files() -> None:
