@@ -14,8 +14,7 @@ import pytest
 from sglang_arch.cli import main
 from sglang_arch.upstream import series
 
-from .test_upstream_faults import commit_all, git, state
-from .test_upstream_signals import plan, small_repo
+from .test_upstream_signals import commit_all, git, plan, small_repo, state
 
 
 @pytest.fixture(autouse=True)

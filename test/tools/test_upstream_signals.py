@@ -27,7 +27,32 @@ from sglang_arch import files, interrupts
 from sglang_arch.cli import main
 from sglang_arch.upstream import series
 
-from .test_upstream_faults import commit_all, git, state
+
+
+def git(root, *args, check=True):
+    out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)}: {out.stderr}")
+    return out.stdout
+
+
+def commit_all(root, message="base"):
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+
+
+def state(root):
+    """What an interrupted run must leave as it was: every file (bytes), the index and HEAD."""
+    tree = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            tree[path.relative_to(root).as_posix()] = None if path.is_dir() else path.read_bytes()
+    return {"tree": tree, "status": git(root, "status", "--porcelain", "--untracked-files=all"),
+            "cached": git(root, "diff", "--cached"),
+            "head": git(root, "rev-parse", "--verify", "-q", "HEAD", check=False)}
+
 
 SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 STATUS = {"SIGINT": 130, "SIGTERM": 128 + signal.SIGTERM, "SIGHUP": 128 + signal.SIGHUP}
