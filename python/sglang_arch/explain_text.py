@@ -142,3 +142,44 @@ def render(d: Decisions, s: stock.StockDecisions, note: Optional[str] = None, ev
     else:
         lines += ["", "--all adds the model-specific rows (DeepSeek, MiniCPM, MiniMax, DSA, vision, GEMM paths)."]
     return "\n".join(lines)
+
+
+# The machines the README's launch table describes: (label, capability, GPUs, topology or
+# None for the default a simulated node of that tier gets).
+REFERENCE_MACHINES = (
+    ("8x RTX PRO 6000 (SM120), PCIe with P2P", "12.0", 8, "pcie-p2p"),
+    ("1x DGX Spark (SM121)", "12.1", 1, None),
+    ("8x B300 (SM103), NVSwitch", "10.3", 8, "nvswitch"),
+    ("8x H100 (SM90), NVSwitch", "9.0", 8, "nvswitch"),
+    ("8x unknown 13.0 (default topology: PCIe, no P2P)", "13.0", 8, None),
+)
+
+
+def launch_table() -> str:
+    """The README's "what changes at launch" table: per reference machine, each mission
+    decision with stock SGLang's answer beside it.  ``test_readme.py`` compares the README
+    with this, so the table follows the registry and the stock model."""
+    from .arch import TOPOLOGIES, resolve
+    from .arch.decisions import decide
+
+    def cell(ours: str, theirs: str) -> str:
+        return f"**{ours}** (stock: {theirs})" if ours != theirs else f"{ours} (same)"
+
+    head = ["machine", "torch symm mem", "custom all-reduce", "all-reduce fusion", "attention MHA",
+            "attention MLA"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, cap, gpus, topology in REFERENCE_MACHINES:
+        res = resolve(cap)
+        d = decide(res, TOPOLOGIES[topology] if topology else None, gpus)
+        s = stock.decide(res.requested, d.topology, gpus)
+
+        def attn(ours, theirs) -> str:
+            a = ours.prefill if ours.prefill == ours.decode else f"{ours.prefill} / {ours.decode}"
+            b = theirs.prefill if theirs.prefill == theirs.decode else f"{theirs.prefill} / {theirs.decode}"
+            return cell(a, b)
+
+        lines.append("| " + " | ".join([
+            label, cell(_symm(d), s.symm_mem.value), cell(_car(d), s.custom_allreduce.value),
+            cell(d.fusion.backend if d.fusion.enabled else "off", s.fusion.value),
+            attn(d.mha, s.mha), attn(d.mla, s.mla)]) + " |")
+    return "\n".join(lines) + "\n"

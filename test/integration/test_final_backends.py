@@ -64,10 +64,10 @@ def test_allreduce_is_the_registrys(results, cap):
 
 
 def _readme_numbers(words, what):
-    """The numbers README.md states where ``words`` (a regex, any white space between words)
-    matches; ``what`` names them when it does not."""
-    match = re.search(words.replace(" ", r"\s+"), (ROOT / "README.md").read_text(), re.S)
-    assert match, f"README: {what} are missing"
+    """The numbers docs/development.md states where ``words`` (a regex, any white space
+    between words) matches; ``what`` names them when it does not."""
+    match = re.search(words.replace(" ", r"\s+"), (ROOT / "docs" / "development.md").read_text(), re.S)
+    assert match, f"docs/development.md: {what} are missing"
     return [int(x.replace(",", "")) for x in match.groups()]
 
 
