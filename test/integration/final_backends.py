@@ -16,7 +16,7 @@ builds:
   (machine-wide: the same for every model and mode);
 - fusion: the resolved ``--flashinfer-allreduce-fusion-backend`` and the gate every layer
   asks before the fused all-reduce + RMSNorm, at a decode batch of 64 tokens;
-- MoE / GEMM (issue 20): the MoE runner a model with experts finally uses (the resolved
+- MoE / GEMM: the MoE runner a model with experts finally uses (the resolved
   ``--moe-runner-backend``, and for ``auto`` the quantization method's ``create_moe_runner``),
   and for FP8 block / NVFP4 weights DeepGEMM and the FP8 / FP4 GEMM backend (``moe_gemm``).
 
@@ -86,7 +86,7 @@ MODELS: Tuple[Model, ...] = (
     Model("qwen3-vl-tiny", "mha", "model_overrides/qwen3_vl.py (decode on large Hopper) + layers/attention/vision.py "
                                   "_determine_attention_backend: fa3 on major 9, fa4 on 10, else triton_attn",
           vision=True),
-    # Quantized MoE fixtures (issue 20): the MoE runner and GEMM columns; the default mode only.
+    # Quantized MoE fixtures: the MoE runner and GEMM columns; the default mode only.
     Model("qwen3-moe-fp8-block", "mha", "fp8.py Fp8MoEMethod.create_moe_runner (auto: DeepGEMM with an all-to-all "
                                         "backend, else triton); fp8_utils FP8 block GEMM; DeepGEMM's configurer",
           modes=("default",)),
@@ -275,7 +275,7 @@ def registry_decisions(gpus: int) -> Dict[str, Any]:
                       for d in [ctx.attention_default(ModelTraits(kind=kind, cuda=ctx.cuda))]},
         "dsa": {}, "custom_ar_v2": ctx.custom_ar_table(),
     }
-    # Decisions a later registry takes (issue 19 item 3), recorded where this one has them.
+    # Decisions a later registry takes, recorded where this one has them.
     if hasattr(ctx, "deterministic_backend"):
         from sglang.srt.server_args import DETERMINISTIC_ATTENTION_BACKEND_CHOICES
 
@@ -571,7 +571,7 @@ COLUMNS = (("prefill", "prefill"), ("decode", "decode"), ("draft", "draft"), ("v
            ("fp8_gemm", "FP8 GEMM"), ("fp4_gemm", "FP4 GEMM"))
 
 
-# The MoE / GEMM columns (issue 20) and the kernel catalog's decision that judges each.
+# The MoE / GEMM columns and the kernel catalog's decision that judges each.
 MOE_GEMM = {"moe": "moe_runner", "deep_gemm": "deep_gemm", "fp8_gemm": "fp8_gemm", "fp4_gemm": "fp4_gemm"}
 
 
@@ -886,7 +886,7 @@ def counts(matrix: Dict[str, Any], judged: Dict[Tuple[str, str, str], List[Colum
     quantized = {m.name for m in MODELS if quant_of(m).kind not in (None, "unquantized")}
     for (model, cap, mode), columns in judged.items():
         moe_gemm = [c for c in columns if c.name in MOE_GEMM]
-        if moe_gemm:  # the MoE runner and GEMM columns alone (issue 20)
+        if moe_gemm:  # the MoE runner and GEMM columns alone
             out["moe_gemm_cells"] += 1
             out["moe_gemm_equal"] += all(c.plugin == c.upstream for c in moe_gemm)
             out["moe_gemm_upstream_unrunnable"] += any(c.upstream_runs is False and not _is_error(c.upstream)

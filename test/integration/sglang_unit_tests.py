@@ -44,7 +44,7 @@ from helpers import clean_env  # noqa: E402
 REPOSITORY = "https://github.com/sgl-project/sglang"
 REF = "v0.5.23"
 UNIT = "test/registered/unit"
-# Found by name as well as by the scan below (they are the ones issue 19 names).
+# Found by name as well as by the scan below (the ones routed by name).
 FILES = (
     f"{UNIT}/layers/test_flashinfer_comm_fusion.py",
     f"{UNIT}/test_model_overrides.py",

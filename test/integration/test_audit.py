@@ -53,7 +53,7 @@ def test_the_plugin_targets_are_routed_sites(installed):
     assert all(os.path.exists(os.path.join(SGLANG, s.file)) for s in installed.sites)
 
 
-# Issue 19: the linear-attention kernel defaults, routed by the plugin's targets and by
+# The linear-attention kernel defaults, routed by the plugin's targets and by
 # series step 4 (policies/linear_attention.py).
 LINEAR_ATTENTION_DEFAULTS = [
     ("srt/arg_groups/attention_hook.py", "handle_linear_attn_backend"),
@@ -71,7 +71,7 @@ def test_the_linear_attention_defaults_are_routed_in_both_columns(installed, fil
         [(s.line, s.plugin, s.patched) for s in decisions]
 
 
-# Issue 19's routing of the remaining decisions: every decision site of these functions
+# The routing of the remaining decisions: every decision site of these functions
 # (or the module-level table) is routed, for the plugin and for the patched tree.
 ROUTED_HERE = [
     ("srt/models/gemma4_vision.py", "Gemma4VisionAttention._select_backend"),
@@ -211,7 +211,7 @@ def test_the_fp8_gemm_covers_rest_on_conditions_the_registry_decides(installed):
     assert any(t.path.endswith("fp8_utils.dispatch_w8a8_block_fp8_linear") for t in targets.all_targets())
 
 
-# Issue 19's misfilings: sites that pick an attention backend or all-reduce sizes, filed
+# The misfilings: sites that pick an attention backend or all-reduce sizes, filed
 # before by their folder under model, other, speculative, quantization or gemm, or counted
 # as kernel gates.  Each (file, function) holds a decision of the three concerns.
 MISFILED = [
@@ -239,7 +239,7 @@ def test_decisions_are_filed_by_what_they_decide(installed, file, scope, concern
     assert any(kind == "decision" and c.startswith(concern) for _, kind, c in found), found
 
 
-# Issue 19's DSA / DeepSeek-V4 / Kimi-K3 / MiniMax internals that decide no attention
+# The DSA / DeepSeek-V4 / Kimi-K3 / MiniMax internals that decide no attention
 # backend, an all-reduce size or a fusion: (file, line, function) -> (kind, concern) by what
 # the line decides, read in SGLang 0.5.23 (each reason is the rule or gate entry that files it).
 INTERNALS = [

@@ -1,6 +1,6 @@
 """Hypothesis: input by input, the routed decision equals upstream's own function.
 
-Two sides that share no process, cache or environment (issue #14):
+Two sides that share no process, cache or environment:
 
 - upstream: SGLang 0.5.23 alone, in a process of its own with ``SGLANG_ARCH_DISABLE=1``
   (``upstream_oracle.py``): its own probes see the simulated device through torch's

@@ -1,4 +1,4 @@
-"""The final-backend matrix (issue 19's acceptance): what SGLang builds is runnable and the registry's.
+"""The final-backend matrix: what SGLang builds is runnable and the registry's.
 
 The matrix (``final_backends.py``) resolves every model fixture x capability x mode in
 SGLang's own code, in the scheduler's import order, with the plugin and without it.
@@ -115,7 +115,7 @@ QUANTIZED = ("qwen3-moe-fp8-block", "deepseek-v3-fp8", "gpt-oss-mxfp4", "qwen3-m
 
 
 def test_quantized_moe_fixtures_have_runner_and_gemm_columns(judged):
-    """issue 20: each quantized MoE fixture is a row on every capability, with the MoE runner
+    """Each quantized MoE fixture is a row on every capability, with the MoE runner
     column and the GEMM columns its weights use, judged by the catalog."""
     assert {m.name for m in fb.MODELS if fb.quant_of(m).kind not in (None, "unquantized")} == set(QUANTIZED)
     for name in QUANTIZED:

@@ -148,7 +148,7 @@ def test_a_worker_past_the_timeout_is_killed():
 
 
 def test_deterministic_inference_on_an_unknown_gpu_starts_with_a_runnable_backend():
-    """Issue 19: SGLang's deterministic pass names fa3 on 13.0 (neither is_sm100 nor is_sm120);
+    """SGLang's deterministic pass names fa3 on 13.0 (neither is_sm100 nor is_sm120);
     the plan used to refuse it as if the user had passed --attention-backend fa3."""
     out = plan("--capability", "13.0", "--tp", "8", "--topology", "pcie-p2p",
                "--model-path", str(FIXTURES / "llama-tiny"), "--json", "--", "--enable-deterministic-inference")
@@ -160,7 +160,7 @@ def test_deterministic_inference_on_an_unknown_gpu_starts_with_a_runnable_backen
 
 
 def test_quantized_moe_fixture_shows_runnable_moe_and_gemm_choices_beside_upstreams():
-    """issue 20: plan on an SM120 PCIe box with GPT-OSS's MXFP4 experts (SGLang registers its mxfp4
+    """Plan on an SM120 PCIe box with GPT-OSS's MXFP4 experts (SGLang registers its mxfp4
     method only on a CUDA host: the simulated GPU's process has it) shows both sides' MoE runner
     and GEMMs, each with the catalog's verdict."""
     from sglang_arch.integrations.sglang.plan_cli import render

@@ -1,4 +1,4 @@
-"""``SGLANG_PLUGINS`` read exactly as SGLang 0.5.23's loader reads it (issue 21, item 7).
+"""``SGLANG_PLUGINS`` read exactly as SGLang 0.5.23's loader reads it.
 
 One SGLang process answers, for each generated value, whether SGLang's own
 ``load_plugins_by_group`` would load the plugin (its ``entry_points`` replaced by the

@@ -1,4 +1,4 @@
-"""Runtime truth (issue 9's acceptance): what SGLang runs equals what the registry decides.
+"""Runtime truth: what SGLang runs equals what the registry decides.
 
 Each machine runs ``runtime_truth.py`` in its own interpreter, which imports SGLang in
 the scheduler's own order (``sglang.srt.managers.scheduler`` first, ``load_plugins()``
@@ -85,7 +85,7 @@ def test_fused_allreduce_gate_is_the_registrys_decision(truth, machine):
 
 
 def test_sm120_fused_allreduce_runs_where_sglangs_own_gate_refused(truth):
-    """Issue 9: on 8x RTX PRO 6000 the fused kernel never ran though every report said trtllm."""
+    """On 8x RTX PRO 6000 the fused kernel never ran though every report said trtllm."""
     fusion = truth[("12.0", 8, "pcie-p2p")][0]["fusion"]
     assert fusion["registry"] == {"enabled": True, "backend": "trtllm"}  # D3
     assert fusion["gate_at_64"] is True and fusion["upstream_gate_at_64"] is False
@@ -118,7 +118,7 @@ def test_symm_mem_values_from_their_sources(truth):
 
 
 # Model-specific attention overrides SGLang applies after the default, not yet routed
-# through the registry (listed in docs/capability-sites.md; issue 9 remains open for them).
+# through the registry (listed in docs/capability-sites.md).
 # (model kind, device major) -> what SGLang then runs, and where it is decided.
 # A model override's backend, kept by the registry where the kernel catalog runs it
 # (glue/attention.py attention_backend_default replaces it only where it cannot run).
@@ -194,7 +194,7 @@ def _upstream_deterministic(cap, deepseek):
 
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")
 def test_deterministic_inference_starts_with_a_runnable_registry_backend(truth, machine):
-    """--enable-deterministic-inference with no backend (issue 19: 13.0 used to refuse over fa3)."""
+    """--enable-deterministic-inference with no backend (13.0 once refused over fa3)."""
     cap = machine[0]
     for kind in ("mha", "mla"):
         det = truth[machine][0]["deterministic"][kind]

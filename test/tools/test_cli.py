@@ -107,7 +107,7 @@ def test_show_simulated_machine(capsys):
 
 @pytest.mark.parametrize("value, disabled", [("1", True), ("yes", True), ("0", False), ("", False)])
 def test_show_says_when_the_kill_switch_keeps_the_plugin_out(capsys, monkeypatch, value, disabled):
-    """The adversarial pass of the fifth session: show 'prints what the plugin decides', yet
+    """Show 'prints what the plugin decides', yet
     with SGLANG_ARCH_DISABLE=1 it printed the decisions without a word."""
     monkeypatch.setenv("SGLANG_ARCH_DISABLE", value)
     code, out, _ = run(capsys, "show", "--capability", "12.0")
@@ -160,7 +160,7 @@ def test_module_entry_point_and_help():
     assert "--world-size" in out.stdout and "pcie-p2p" in out.stdout
 
 
-# --- issue 21: the CUDA version grammar and the node split -------------------------------
+# --- the CUDA version grammar and the node split -------------------------------
 
 @pytest.mark.parametrize("cuda", ["12.08", "012.8", "12.8.01", "12.00", "00.0", "12.", "1.2.3.4", ""])
 @pytest.mark.parametrize("command", [["explain", "12.0"], ["gencode", "--capability", "9.0"]])
@@ -194,7 +194,7 @@ def test_a_world_size_not_divisible_by_the_node_count_is_refused(capsys, nnodes,
 
 
 def test_the_markdown_matrix_keeps_one_cell_per_column_whatever_a_name_holds(tmp_path, capsys, monkeypatch):
-    """The adversarial pass of the fifth session: an override named 'Evil | x | y' added
+    """An override named 'Evil | x | y' added
     columns to its row of `matrix --format markdown`."""
     path = tmp_path / "o.json"
     path.write_text(json.dumps({"12.0": {"name": "Evil | x | y", "examples": ["a | c"]}}))

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every input (issue 10): override documents (JSON and TOML),
+"""Property-based fuzzing of every input: override documents (JSON and TOML),
 CLI argument vectors, environment values, and the parsers under them.
 
 Every generated input must end in exit 0 or 2 (2: exactly one line on stderr), never a

@@ -1,4 +1,4 @@
-"""gencode's look at nvcc: a bounded wait, and an answer that says what happened (issue 21, item 10).
+"""Gencode's look at nvcc: a bounded wait, and an answer that says what happened.
 
 Each case puts a fake ``nvcc`` (a shell script) first on PATH; torch is made to report no
 CUDA so that the error names nvcc's fate rather than falling back.
@@ -85,7 +85,7 @@ def test_any_nvcc_answer_is_named_precisely(tmp_path_factory, no_cuda_torch, cod
     ('echo "Cuda compilation tools, release 12.8, V12.8.93"; setsid sleep 30 & exit 0', None),
 ])
 def test_endless_output_or_a_detached_child_never_holds_gencode(tmp_path, no_cuda_torch, body, said):
-    """This session's adversarial pass: both held gencode past its bound (rc 124 at 30 s)."""
+    """Neither may hold gencode past its bound (both once did: rc 124 at 30 s)."""
     nvcc = _fake_nvcc(tmp_path / "bin", body)
     no_cuda_torch.setenv("PATH", f"{nvcc.parent}{os.pathsep}{os.environ['PATH']}")
     no_cuda_torch.setattr(commands, "NVCC_TIMEOUT_S", 0.5)
@@ -114,7 +114,7 @@ def cuda_torch(monkeypatch):
     ("exit 3", "--version exited with status 3"),
 ])
 def test_a_fallback_to_torch_after_nvcc_failed_is_said_in_one_line(tmp_path, cuda_torch, capsys, body, said):
-    # Issue 21 item 11: a timed-out nvcc fell back to torch's CUDA without a word.
+    # A timed-out nvcc fell back to torch's CUDA without a word.
     nvcc = _fake_nvcc(tmp_path / "bin", body)
     cuda_torch.setenv("PATH", f"{nvcc.parent}{os.pathsep}{os.environ['PATH']}")
     cuda_torch.setattr(commands, "NVCC_TIMEOUT_S", 0.5)

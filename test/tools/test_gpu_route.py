@@ -1,4 +1,4 @@
-"""The GPU route a new user takes (issue 21, item 11): with the wheels of a plain
+"""The GPU route a new user takes: with the wheels of a plain
 ``scripts/gpu-wheels`` the runtime-truth tests failed with ``ModuleNotFoundError:
 setproctitle``; they now skip naming the module (``gpu_env.missing_requirement``), and
 benchmark/README.md gives one command that reproduces the committed GPU report."""

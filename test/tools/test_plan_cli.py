@@ -192,7 +192,7 @@ def test_a_gemm_the_registry_finds_nothing_for_is_named_so_not_none(monkeypatch)
     (["--trust-remote-code", "--nnod", "2"], "--nnodes"),
 ])
 def test_a_server_argument_naming_the_machine_is_refused_before_any_worker(tmp_path, capsys, monkeypatch, extra, flag):
-    """The adversarial pass of the fifth session: `-- --tp-size 8` with `--tp 1` printed a
+    """`-- --tp-size 8` with `--tp 1` printed a
     one-GPU machine from SGLang arguments resolved for eight (SGLang's parser takes the last)."""
     monkeypatch.setattr(plan, "run_plan", lambda *a, **k: pytest.fail("a worker ran"))
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "llama-tiny"

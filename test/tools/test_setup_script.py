@@ -1,4 +1,4 @@
-"""scripts/setup on a machine without uv (issue 21): it bootstraps the pinned uv into
+"""scripts/setup on a machine without uv: it bootstraps the pinned uv into
 .venv-tools/ and installs with it; where that fails it says so and installs with pip.
 
 The script runs from a copy of the repository's layout with fakes for the interpreter, uv

@@ -192,7 +192,7 @@ def test_both_outputs_naming_one_file_are_refused(tmp_path, capsys):
 @pytest.mark.parametrize("where", ["no folder", "a file on the way", "/proc"])
 def test_an_output_that_cannot_be_written_is_refused_before_anything_is_measured(tmp_path, capsys, monkeypatch,
                                                                                   flag, where):
-    """Issue 21, item 9: on main an output in a folder that does not exist passed the check,
+    """On main an output in a folder that does not exist passed the check,
     a real measurement ran to the end, and then nothing was written (--results neither)."""
     def measure(*args, **kwargs):
         raise AssertionError("measured before the outputs were checked")
@@ -356,14 +356,14 @@ def test_any_corruption_is_exit_0_or_one_line_and_exit_2(capsys, data):
 
 
 def test_an_empty_output_path_is_refused(tmp_path, capsys):
-    """This session's adversarial pass: --out "" and --results "" exited 0, wrote nothing, said nothing."""
+    """--out "" and --results "" exited 0, wrote nothing, said nothing."""
     src = write(tmp_path / "r.json", valid_results())
     for flag in ("--out", "--results"):
         one_line_2(capsys, "--from-results", src, flag, "", expect=(f"{flag}: an empty path",))
 
 
 def test_an_output_may_not_overwrite_the_from_results_input(tmp_path, capsys):
-    """This session's adversarial pass: --out naming the --from-results file replaced the measurements."""
+    """--out naming the --from-results file replaced the measurements."""
     src = write(tmp_path / "r.json", valid_results())
     before = (tmp_path / "r.json").read_bytes()
     for flag in ("--out", "--results"):
@@ -371,7 +371,7 @@ def test_an_output_may_not_overwrite_the_from_results_input(tmp_path, capsys):
     assert (tmp_path / "r.json").read_bytes() == before
 
 
-# --- issue 21: capability, empty runs, sizes and duplicates of a results file ----------
+# --- capability, empty runs, sizes and duplicates of a results file ----------
 
 @pytest.mark.parametrize("cap", ["banana", "12.x", "sm_", "１２.０", "12.10", ""])
 def test_a_bad_capability_is_named_with_the_file_and_field(tmp_path, capsys, cap):
@@ -504,7 +504,7 @@ def test_an_unknown_capability_is_refused_before_anything_is_measured(tmp_path, 
 
 
 def test_out_with_a_gloo_run_is_refused_not_ignored(tmp_path, capsys, monkeypatch):
-    """The adversarial pass of the fifth session: `--out` with a gloo run (live or saved)
+    """`--out` with a gloo run (live or saved)
     printed empty tables, wrote nothing and exited 0."""
     monkeypatch.setattr(tc, "measure", lambda *a, **k: pytest.fail("measured before --out was refused"))
     out = tmp_path / "o.toml"
@@ -519,7 +519,7 @@ def test_out_with_a_gloo_run_is_refused_not_ignored(tmp_path, capsys, monkeypatc
 
 
 def test_strings_from_a_results_file_cannot_drive_the_terminal(tmp_path, capsys):
-    """The adversarial pass of the fifth session: a device name or a measurement error with
+    """A device name or a measurement error with
     ESC sequences and newlines was printed raw (it cleared the screen and forged a row)."""
     doc = valid_results()
     doc["run"]["device"] = "NVIDIA \x1b[31mH200\n"

@@ -1,5 +1,5 @@
-"""The override ``tune`` writes never turns off the path the measurement shows as fastest
-(issue 21, item 6): measurement -> tuned sizes -> override file (TOML or JSON) -> registry
+"""The override ``tune`` writes never turns off the path the measurement shows as fastest:
+measurement -> tuned sizes -> override file (TOML or JSON) -> registry
 -> the path SGLang takes at each measured size."""
 
 import pytest

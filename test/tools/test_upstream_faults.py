@@ -1,4 +1,4 @@
-"""``sglang-arch upstream`` under faults: all of it, or nothing (issue 21).
+"""``sglang-arch upstream`` under faults: all of it, or nothing.
 
 A run that fails anywhere (git refusing the k-th commit: a pre-commit hook, signing with
 a ``gpg.program`` that fails, ``index.lock`` or the branch's lock held by another git; a
@@ -236,7 +236,7 @@ def refused(capsys, *argv, expect):
 ])
 def test_a_failed_commit_leaves_tree_index_and_head_and_a_rerun_commits_every_step(clone, plan_given, tmp_path,
                                                                                       capsys, fault, expect):
-    """Issue 21, item 1: on main the first run left step 1 written and staged, and the re-run
+    """On main the first run left step 1 written and staged, and the re-run
     committed the later steps over it."""
     if fault == "gpg":
         git(clone, "config", "commit.gpgsign", "true")
@@ -261,7 +261,7 @@ def test_a_failed_commit_leaves_tree_index_and_head_and_a_rerun_commits_every_st
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
 def test_a_termination_while_git_commits_leaves_tree_index_and_head(clone, plan_given, tmp_path, capsys, signame):
-    """The adversarial pass of the fifth session: `timeout -s TERM` during `--into-git`
+    """`timeout -s TERM` during `--into-git`
     left step 1's files untracked and the temporary files beside the call sites, and an
     orphaned `git commit` could move HEAD afterwards (SIGINT already rolled back).  The
     hook of step 3's commit signals this process and waits; the signal must end the run as
@@ -304,7 +304,7 @@ def test_a_second_writer_holding_src_is_refused_before_anything_is_written(clone
 
 
 def test_step_2_applies_once_srt_arch_exists_without_it(clone, plan_given, capsys, monkeypatch):
-    """Issue 21, item 2: SGLang merged only PR-1 (the registry), whose `sources` name
+    """SGLang merged only PR-1 (the registry), whose `sources` name
     all_reduce_utils in a string, which is no import of it; on main step 2 was refused forever."""
     assert upstream(capsys, clone, "--into-git")[0] == 0
     routed = git(clone, "rev-parse", "HEAD^{tree}").strip()
@@ -363,7 +363,7 @@ def test_words_are_no_import(text):
 
 @pytest.mark.parametrize("flags", [(), ("--check",), ("--into-git",)])
 def test_valid_python_libcst_cannot_parse_is_one_line_naming_file_and_construct(clone, capsys, flags):
-    """Issue 21, item 5 (libcst #1061): `return(lambda: 1)` made libcst raise TypeError, which
+    """`return(lambda: 1)` made libcst raise TypeError, which
     was "internal error ..., exit 1"."""
     target = clone / "python/sglang/srt/distributed/device_communicators/torch_symm_mem.py"
     text = target.read_text() + "\n\ndef _odd():\n    if True:\n        return(lambda: 1)\n"
@@ -403,7 +403,7 @@ def test_a_failure_while_rewriting_names_the_file_and_its_sites(clone, capsys, m
 
 
 def test_a_file_of_the_users_under_srt_arch_is_never_removed(clone, plan_given, capsys):
-    """Issue 21, item 8: on main the next run deleted srt/arch/mine.py."""
+    """On main the next run deleted srt/arch/mine.py."""
     assert upstream(capsys, clone, "--into-git")[0] == 0
     mine = clone / "python/sglang/srt/arch/mine.py"
     mine.write_text("MINE = 1\n")
@@ -418,7 +418,7 @@ def test_a_file_of_the_users_under_srt_arch_is_never_removed(clone, plan_given, 
 
 
 def test_check_names_every_file_it_would_add_change_or_remove(clone, plan_given, capsys):
-    """Issue 21, item 8: on main --check said "would change 1 file(s), +0 -1" and no name."""
+    """On main --check said "would change 1 file(s), +0 -1" and no name."""
     tree = series.locate(str(clone))
     code, out, _ = upstream(capsys, clone, "--check")
     assert code == 1
@@ -432,7 +432,7 @@ def test_check_names_every_file_it_would_add_change_or_remove(clone, plan_given,
 
 
 def test_a_run_with_nothing_to_write_leaves_the_users_staged_work_staged(clone, monkeypatch, capsys):
-    """Adversarial pass (this session): an --into-git run with nothing to write (a routed
+    """An --into-git run with nothing to write (a routed
     tree) ran `git reset --` with no path, unstaging everything the user had staged."""
     monkeypatch.setattr(series, "plan_series", lambda tree, registry_source=None: [
         series.StepResult(step, changes=[], owned=[]) for step in STEPS])
@@ -444,7 +444,7 @@ def test_a_run_with_nothing_to_write_leaves_the_users_staged_work_staged(clone, 
     assert state(clone) == before
 
 
-# --- issue 21 item 12: the importers of removed modules, in one pass ---------------------
+# --- the importers of removed modules, in one pass ---------------------
 
 def _package_with_removals(base, others, removed):
     """A package of ``others`` plain modules and ``removed`` modules a synthetic step empties

@@ -440,7 +440,7 @@ def test_bad_src_exits_2_with_one_line(src, capsys, tmp_path):
 # --- what a site decides -----------------------------------------------------------------
 
 DECIDES = {
-    # issue 19's misfilings: attention backends and all-reduce sizes outside attention/ and distributed/
+    # The misfilings: attention backends and all-reduce sizes outside attention/ and distributed/
     # (a model override no guard lists: gpt_oss's own arms are covered, see OVERRIDE above)
     "srt/arg_groups/model_overrides/example.py": """\
         from sglang.srt.runtime_context import get_platform
@@ -552,7 +552,7 @@ def test_concern_never_from_the_folder(tmp_path, file, concern):
 
 
 # What a site inside an attention kernel, backend or layer decides when it is not the
-# attention backend (issue 19's DSA / DeepSeek-V4 / Kimi-K3 / MiniMax internals, in small):
+# attention backend (DSA / DeepSeek-V4 / Kimi-K3 / MiniMax internals, in small):
 # each case failed on the previous rules, which filed it under attention/* by the words
 # around it (the launcher's, the class's, a parallel size's name).
 NOT_THE_BACKEND = {
@@ -666,7 +666,7 @@ def test_a_file_that_is_not_bounded_source_is_named(tree, capsys, make, problem,
     make(str(path))
     code, err, out = _audit_cli(tree, capsys)
     if where.startswith("srt/") and os.path.islink(path):
-        # a link out of the tree is not followed: listed as not scanned (issue 21 item 8)
+        # A link out of the tree is not followed: listed as not scanned
         assert code == 0 and not err and f"{where}: not scanned: a symlink to '/dev/zero', outside the tree" in out
         return
     assert code == 2 and len(err.splitlines()) == 1 and str(path) in err and problem in err, err
@@ -767,7 +767,7 @@ def test_cached_flag_chains_are_linear():
 
 
 def test_a_file_with_a_utf8_bom_is_scanned_as_cpython_reads_it(tree):
-    """Adversarial pass (this session): a valid file starting with a UTF-8 byte-order mark was
+    """A valid file starting with a UTF-8 byte-order mark was
     listed as 'not scanned' (U+FEFF) and its sites dropped; CPython runs such files."""
     (tree / "srt" / "layers" / "bom.py").write_bytes(
         b"\xef\xbb\xbfimport torch\n"
@@ -777,7 +777,7 @@ def test_a_file_with_a_utf8_bom_is_scanned_as_cpython_reads_it(tree):
     assert by_line(rep, "srt/layers/bom.py")
 
 
-# --- issue 21 item 8: .py symlinks inside the tree ---------------------------------------
+# --- .py symlinks inside the tree ---------------------------------------
 
 LINKED = "from sglang.srt.utils import is_sm90_supported\ndef f():\n    return 3 if is_sm90_supported() else 4\n"
 
@@ -830,7 +830,7 @@ def test_a_py_symlink_inside_the_tree_is_still_read(tree):
 
 
 def test_names_and_code_from_the_tree_cannot_drive_the_terminal_or_break_the_table(tree):
-    """The adversarial pass of the fifth session: a file named with ESC sequences, a newline
+    """A file named with ESC sequences, a newline
     and a '|' was printed raw by the text report and split the markdown table's row."""
     name = "e\x1b[2J\x1b[31mvil|x\nfake.py"
     (tree / "srt" / "layers" / name).write_text(
@@ -846,7 +846,7 @@ def test_names_and_code_from_the_tree_cannot_drive_the_terminal_or_break_the_tab
     assert rows and all("vil\\|x\\nfake.py" in row for row in rows)
 
 
-# Issue 20 (item 5): a Triton launcher's words name the kernel it launches (a MoE, an FP8,
+# A Triton launcher's words name the kernel it launches (a MoE, an FP8,
 # a GEMM kernel), not what its sites decide: the launch parameters it keys on the
 # architecture are tuning (``other``), as an attention launcher's are; a check whose
 # branches only log (``logger.info_once``, ``print_warning_once``) decides nothing.  Each

@@ -95,7 +95,7 @@ def test_multicast_off_leaves_other_topologies_alone(no_multicast_env):
 
 
 def test_multicast_off_wins_over_a_forced_topology_on_a_real_node(no_multicast_env):
-    """issue 10: a forced nvswitch must not bring multimem back where multicast is kept off."""
+    """A forced nvswitch must not bring multimem back where multicast is kept off."""
     no_multicast_env.setenv("NCCL_NVLS_ENABLE", "0")
     no_multicast_env.setenv("SGLANG_ARCH_TOPOLOGY", "nvswitch")
     out = _apply_topology_env(_nvswitch_node())

@@ -1,5 +1,5 @@
-"""Override files that say one thing twice are refused, naming both occurrences (issue 21,
-item 10): two spellings of one capability ("12.0", "sm_120", "120", "(12, 0)"), two
+"""Override files that say one thing twice are refused, naming both occurrences:
+two spellings of one capability ("12.0", "sm_120", "120", "(12, 0)"), two
 spellings of one world size ("2", "02", " 2"), the same JSON key twice in one object (which
 json.loads would read as the last one), a world size listed twice in a list."""
 

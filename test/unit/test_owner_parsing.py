@@ -1,4 +1,4 @@
-"""Inputs read exactly as their owners read them (issue 21, item 10): the multicast-off
+"""Inputs read exactly as their owners read them: the multicast-off
 variables as NCCL, torch and NVSHMEM read them, CUDA_VISIBLE_DEVICES as CUDA reads it,
 and every documented variable checked with or without a GPU.  Each owner's parser (C's
 ``strtoll`` through ctypes, torch's ``_parse_visible_devices``) or its documented rule is

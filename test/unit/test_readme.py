@@ -100,7 +100,7 @@ def test_every_relative_link_resolves(path):
 HISTORY = re.compile(
     r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|this|previous|"
     r"earlier|later|last|next) sessions?\b|\bother agents?\b|\b(?:four|five|three|two|several) agents\b|"
-    r"(?<!libcst )\bissue (?:#?\d+)|\bissues \d+|\bround \d+\b", re.I)
+    r"(?<!libcst )(?<!its )\bissue (?:#?\d+)|\bissues \d+|\bround \d+\b", re.I)
 SCOPES = ("README.md", "docs", "python", "test", "scripts", "benchmark")
 
 

@@ -1,4 +1,4 @@
-"""The decisions issue 19 routes: deterministic inference's backend, the ViT backend, the
+"""The decisions routed here: deterministic inference's backend, the ViT backend, the
 hybrid linear-attention draft backend, and the build guard's replacement.
 
 Upstream's rules are written here from SGLang 0.5.23's source (not imported from the

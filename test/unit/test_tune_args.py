@@ -1,5 +1,4 @@
-"""``tune``'s --sizes / --world-sizes: a value given twice is refused (the adversarial pass
-of the fifth session: `--sizes 4,4` measured the cell twice and wrote a results file that
+"""``tune``'s --sizes / --world-sizes: a value given twice is refused (`--sizes 4,4` measured the cell twice and wrote a results file that
 `tune --from-results` then refused)."""
 
 import argparse

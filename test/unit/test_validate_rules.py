@@ -75,7 +75,7 @@ def test_parse_int_refuses_booleans():
 @given(st.floats(allow_nan=True, allow_infinity=True))
 def test_parse_int_refuses_every_float(value):
     # 1e3 and 2.0 in an override file are floats (JSON and TOML keep them apart from
-    # integers): a field that holds an integer takes its digits only (issue 21, item 5).
+    # integers): a field that holds an integer takes its digits only.
     with pytest.raises(ValueError) as e:
         v.parse_int(value, "count", 0, 10 ** 9)
     assert str(e.value).startswith("count: expected an integer >= 0 and <= 1000000000, got ")

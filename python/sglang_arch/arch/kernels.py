@@ -159,7 +159,7 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "sources": ["PTX ISA: multimem.ld_reduce requires sm_90 or higher",
                     "torch CUDASymmetricMemoryOps.cu: multimem kernels guarded by __CUDA_ARCH__ >= 900"],
     },
-    # --- linear attention (hybrid GDN / KDA models; issue 19) ---
+    # --- linear attention (hybrid GDN / KDA models) ---
     "flashinfer_gdn_prefill_sm90": {
         "summary": "FlashInfer GDN chunked prefill, Hopper CuTe DSL kernel (chunk_gated_delta_rule_sm90)",
         "targets": ["jit:9.0"],
@@ -258,7 +258,7 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "declared_in": _CUTE,
         "sources": [_CUTE_ARCHS, "sglang 0.5.23 flashinfer_comm_fusion._resolve_backend: cutedsl on SM100"],
     },
-    # --- MoE runners, FP8 block / FP4 GEMM (issue 20) ---
+    # --- MoE runners, FP8 block / FP4 GEMM ---
     "deep_gemm": {
         "summary": "DeepGEMM (FP8 block / MXFP8 GEMM and grouped MoE GEMM), JIT-compiled for the device's arch",
         "targets": ["jit:9.0", "jit:10.0", "jit:10.3", "jit:12.0", "jit:12.1"],
