@@ -39,11 +39,14 @@ def facts(out):
 def test_loads_through_the_entry_point_in_a_fresh_interpreter():
     out = python(PROBE, SGLANG_ARCH_CAPABILITY="12.0", SGLANG_ARCH_GPU_COUNT="8")
     assert facts(out) == {"is_sm120": True, "capability": [12, 0]}
-    line = [line for line in out.stderr.splitlines() if line.startswith("sglang_arch|") and "; routed" in line]
+    line = [line for line in out.stderr.splitlines() if line.startswith("sglang_arch|sglang-arch: 8x")]
     assert len(line) == 1, out.stderr[-2000:]
-    assert "8x simulated sm_120" in line[0] and "tier 12.0 [exact]" in line[0]
-    for concern in ("platform facts", "torch symm mem", "custom all-reduce v2", "all-reduce fusion", "attention backend"):
-        assert concern in line[0]
+    text = line[0][len("sglang_arch|"):]
+    assert len(text) <= 200
+    assert text.startswith("sglang-arch: 8x sm_120 ") and "tier 12.0 [exact]" in text
+    for decision in ("symm-mem ", "custom-AR ", "fusion ", "attn MHA "):
+        assert decision in text
+    assert "; routed" not in out.stderr  # the hook list is DEBUG
 
 
 def test_unknown_gpu_keeps_its_identity_through_sglang():
@@ -86,7 +89,7 @@ def test_opting_out_leaves_sglang_alone(env):
     # With the GPU simulated only for the registry, SGLang alone sees a CPU machine.
     out = python(PROBE, SGLANG_ARCH_CAPABILITY="12.0", **env)
     assert facts(out)["is_sm120"] is False
-    assert "; routed" not in out.stderr
+    assert "sglang-arch: 12.0" not in out.stderr and "tier 12.0" not in out.stderr
     if "SGLANG_ARCH_DISABLE" in env:
         assert "disabled by SGLANG_ARCH_DISABLE" in out.stderr
 
@@ -127,10 +130,13 @@ def test_a_missing_or_changed_target_is_one_warning_and_upstream_behaviour():
     """)
     out = python(code, SGLANG_ARCH_CAPABILITY="12.0")
     assert out.stdout.strip().splitlines()[-1] == "upstream"  # SM120 without the hook: upstream raises
-    left = [line for line in out.stderr.splitlines() if "left to SGLang" in line]
-    assert len(left) == 2
-    assert any("_no_such_pass is missing" in line for line in left)
-    assert any("_resolve_backend changed: parameters ('backend', 'is_multi_node')" in line for line in left)
+    warnings = [line for line in out.stderr.splitlines() if "keep SGLang's own code" in line]
+    assert len(warnings) == 1, out.stderr[-2000:]
+    # counted when plugins load: the target whose module is there; the other's module loads
+    # later, where its parameters are read, and is said then on its own line
+    assert warnings[0].startswith("sglang_arch|sglang-arch: 1 of ") and "sglang-arch show" in warnings[0], warnings
+    late = [line for line in out.stderr.splitlines() if "left to SGLang" in line]
+    assert len(late) == 1 and "_resolve_backend changed: parameters ('backend', 'is_multi_node')" in late[0]
     assert "Traceback" not in out.stderr
 
 
@@ -146,7 +152,7 @@ def test_launch_server_help_works_with_the_plugin():
                          env=clean_env(SGLANG_ARCH_CAPABILITY="12.0"), timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "--enable-torch-symm-mem" in out.stdout
-    assert "; routed" in out.stderr
+    assert "sglang-arch: 1x sm_120 single -> tier 12.0 [exact]" in out.stderr
 
 
 def test_symm_mem_through_the_plugin_publishes_the_routed_table_in_both_sglang_modules():
@@ -217,3 +223,52 @@ def test_start_up_imports_only_the_hook_module():
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     # (an editable install adds setuptools' own finder module, __editable___sglang_arch_*)
     assert [m for m in loaded if not m.startswith("__editable__")] == ["_sglang_arch_early"]
+
+
+OPT_OUT_IN_PROCESS = textwrap.dedent("""
+    import json, os, sys
+    os.environ.update(json.loads(sys.argv[1]))  # set in-process, after the interpreter started
+    from sglang.srt.plugins import load_plugins
+    import sglang.srt.layers.flashinfer_comm_fusion as f
+    import sglang.srt.distributed.device_communicators.torch_symm_mem as s
+    early = [getattr(x, "__sglang_arch_target__", None) is not None
+             for x in (f._resolve_backend, s.TorchSymmMemCommunicator.__init__)]
+    load_plugins()
+    late = [getattr(x, "__sglang_arch_target__", None) is not None
+            for x in (f._resolve_backend, s.TorchSymmMemCommunicator.__init__)]
+    print(json.dumps({"early": early, "late": late}))
+""")
+
+
+@pytest.mark.parametrize("env,routed", [
+    ({"SGLANG_ARCH_DISABLE": "1"}, [False, False]),
+    ({"SGLANG_PLUGINS": "other"}, [False, False]),
+    ({"SGLANG_ARCH_DISABLE": "fusion"}, [False, True]),
+    ({"SGLANG_ARCH_DISABLE": "symm_mem, fusion"}, [False, False]),
+    ({"SGLANG_ARCH_DISABLE": "fusoin"}, [False, False]),
+])
+def test_switches_set_in_process_before_import_hold_early_and_late(env, routed):
+    out = subprocess.run([sys.executable, "-c", OPT_OUT_IN_PROCESS, json.dumps(env)], capture_output=True, text=True,
+                         env=clean_env(SGLANG_ARCH_CAPABILITY="12.0", SGLANG_ARCH_GPU_COUNT="8"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert facts(out) == {"early": routed, "late": routed}
+    if env.get("SGLANG_ARCH_DISABLE") == "fusion":
+        line = [x for x in out.stderr.splitlines() if "sglang-arch: 8x" in x]
+        assert len(line) == 1 and "fusion SGLang" in line[0] and line[0].endswith("off: fusion")
+    if env.get("SGLANG_ARCH_DISABLE") == "fusoin":
+        bad = [x for x in out.stderr.splitlines() if "plugin not active" in x]
+        assert len(bad) == 1 and "accepted: 1 (all off), 0 (none), or a comma-separated list of: symm_mem" in bad[0]
+
+
+def test_a_switch_set_after_sglang_loaded_its_modules_takes_the_hooks_off_when_plugins_load():
+    code = textwrap.dedent("""
+        import json, os
+        import sglang.srt.layers.flashinfer_comm_fusion as f
+        before = getattr(f._resolve_backend, "__sglang_arch_target__", None) is not None
+        os.environ["SGLANG_ARCH_DISABLE"] = "fusion"
+        from sglang.srt.plugins import load_plugins
+        load_plugins()
+        print(json.dumps([before, getattr(f._resolve_backend, "__sglang_arch_target__", None) is not None]))
+    """)
+    out = python(code, SGLANG_ARCH_CAPABILITY="12.0")
+    assert facts(out) == [True, False]

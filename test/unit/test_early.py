@@ -21,6 +21,9 @@ from sglang_arch.arch import validate
     ({"SGLANG_ARCH_DISABLE": "1"}, True),
     ({"SGLANG_ARCH_DISABLE": " TRUE "}, True),
     ({"SGLANG_ARCH_DISABLE": "maybe"}, True),  # unreadable: the safe side, as the entry point
+    ({"SGLANG_ARCH_DISABLE": "all"}, True),
+    ({"SGLANG_ARCH_DISABLE": "fusion,symm_mem"}, False),  # some decisions: the rest is routed
+    ({"SGLANG_ARCH_DISABLE": "fusion,nonsense"}, True),
     ({"SGLANG_PLUGINS": "other"}, True),
     ({"SGLANG_PLUGINS": "other, sglang_arch"}, False),
     ({"SGLANG_PLUGINS": " "}, True),  # SGLang reads blanks as an allow-list naming nothing
@@ -169,12 +172,26 @@ def test_a_failing_hook_never_breaks_the_import(fake_tree, monkeypatch):
     assert _early.error() == "RuntimeError: boom"
 
 
-def test_install_respects_the_kill_switch(monkeypatch):
+def test_the_kill_switch_is_read_when_sglang_is_first_imported(monkeypatch):
+    """Installed at interpreter start whatever the switch says then; the switch set before
+    SGLang's first import (in-process too) keeps every module unwatched."""
+    router = _early._Router()
+    monkeypatch.setitem(_early._state, "opted_out", False)
+    monkeypatch.setenv("SGLANG_ARCH_DISABLE", "1")
+    assert router.find_spec("sglang") is None
+    assert router.watched == set() and _early._state["opted_out"] and not _early.installed()
+
+
+def test_install_puts_the_router_first_whatever_the_switch(monkeypatch):
     monkeypatch.setenv("SGLANG_ARCH_DISABLE", "1")
     monkeypatch.setitem(_early._state, "installed", False)
-    before = list(sys.meta_path)
-    _early.install()
-    assert sys.meta_path == before and not _early.installed()
+    saved = list(sys.meta_path)
+    monkeypatch.delitem(sys.modules, "sglang", raising=False)
+    try:
+        _early.install()
+        assert isinstance(sys.meta_path[0], _early._Router) and _early._state["installed"]
+    finally:
+        sys.meta_path[:] = saved
 
 
 # --- a module value as a target (a Triton constexpr SGLang binds at import) ---
@@ -195,6 +212,18 @@ def value_module(tmp_path, monkeypatch):
         yield "valuefake.quant"
 
 
+@pytest.fixture(autouse=True)
+def _recorded_fake_bodies(monkeypatch):
+    """The fake value target's definition counts as a recorded release's (as scripts/fingerprints
+    records SGLang's), so the guard checks its type and routing alone."""
+    from sglang_arch.integrations.sglang import fingerprint, known_bodies
+
+    bodies = {release: dict(paths) for release, paths in known_bodies.BODIES.items()}
+    release = known_bodies.SUPPORTED[0]
+    bodies[release]["valuefake.quant.FAST"] = fingerprint.of_module_source("FAST = constexpr(True)\n", "FAST")
+    monkeypatch.setattr(known_bodies, "BODIES", bodies)
+
+
 def _value_target(answer):
     from sglang_arch.integrations.sglang.hooks import answer as answer_form
     from sglang_arch.integrations.sglang.targets import Target
@@ -203,6 +232,18 @@ def _value_target(answer):
         return answer
 
     return Target("LoRA", "valuefake.quant.FAST", answer_form(lora_fast), (), value="constexpr")
+
+
+def test_a_value_target_whose_assignment_changed_keeps_sglangs_value(value_module, monkeypatch):
+    from sglang_arch.integrations.sglang import known_bodies, targets
+
+    importlib.import_module(value_module)
+    target = _value_target(False)
+    assert targets.check_target(target) is None
+    bodies = {release: dict(paths) for release, paths in known_bodies.BODIES.items()}
+    bodies[known_bodies.SUPPORTED[0]]["valuefake.quant.FAST"] = "0" * 16
+    monkeypatch.setattr(known_bodies, "BODIES", bodies)
+    assert "SGLang's code differs from sglang" in targets.check_target(target)
 
 
 @pytest.mark.parametrize("answer", [False, True, None])
