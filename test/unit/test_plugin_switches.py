@@ -64,7 +64,7 @@ def test_the_start_up_line_fits_200_characters_and_says_the_decisions(machine):
         return  # the plugin is off: no line of decisions
     d = decide(resolve(cap), TOPOLOGIES[topology], gpus, 1, attention.ModelTraits(cuda=(13, 0)))
     requested = resolve(cap).requested
-    sms = f"sm_{requested.sm}" + (f"+sm_{Capability(requested.major, requested.minor + 1).sm}" if mixed else "")
+    sms = f"sm_{requested.sm}" + (f"+sm_{Capability(requested.major, (requested.minor + 1) % 10).sm}" if mixed else "")
     text = startup.line(f"{gpus}x {sms} {topology}", d, off, kept)
     assert len(text) <= startup.MAX_LENGTH and "\n" not in text and not text.endswith("...")
     assert f"tier {d.resolution.resolved} [{d.resolution.match}]" in text
