@@ -39,6 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
+from .. import interrupts
 from ..arch.detect import MULTICAST_OFF
 from ..arch.profile import symm_size_text
 from ..arch.validate import SYMM_MEM_MAX_MIB, shown
@@ -140,13 +141,20 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
     for world in world_sizes:
         queue = ctx.SimpleQueue()
         port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(rank, world, port, list(sizes), iters, backend, queue, trials, modes))
+        procs = [ctx.Process(target=_worker, args=(rank, world, port, list(sizes), iters, backend, queue, trials, modes),
+                             daemon=True)  # daemon: never outlive this process
                  for rank in range(world)]
-        for p in procs:
-            p.start()
-        results = [queue.get() for _ in procs]
-        for p in procs:
-            p.join(60)
+        try:
+            for p in procs:
+                p.start()
+            interrupts.checkpoint("tune:measuring")
+            results = [queue.get() for _ in procs]
+            for p in procs:
+                p.join(60)
+        except BaseException:  # an interrupt (or a failure): the workers stop with the run
+            with interrupts.deferred():
+                _stop_workers(procs)
+            raise
         failed = [r for r in results if "fatal" in r]
         if failed:
             raise RuntimeError(f"world size {world}: {failed[0]['fatal']}")
@@ -155,6 +163,20 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
     return RunInfo(device, capability, backend, list(world_sizes), iters,
                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measurements,
                    trials=trials, graph_calls=GRAPH_CALLS if "graph" in modes else 0, modes=list(modes))
+
+
+def _stop_workers(procs, wait: float = 3.0) -> None:
+    """SIGTERM to every worker still running, SIGKILL to those alive after ``wait`` seconds."""
+    for p in procs:
+        if p.pid is not None and p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + wait
+    for p in procs:
+        if p.pid is not None:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join()
 
 
 def _worker(rank: int, world: int, port: int, sizes: List[int], iters: int, backend: str, queue,
