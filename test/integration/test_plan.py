@@ -85,12 +85,21 @@ def test_sm120_pcie_symm_mem_on_where_upstream_is_off(sm120_pcie):
 
 
 def test_sm120_pcie_fusion_and_attention(sm120_pcie):
+    """D3: fusion is not turned on unasked on 12.0 over PCIe (no measured gain); asked, it runs."""
     routed, upstream = sm120_pcie["routed"], sm120_pcie["upstream"]
-    assert routed["allreduce_fusion"] == {"requested": "auto", "backend": "trtllm"}
+    assert routed["allreduce_fusion"]["requested"] is None and routed["allreduce_fusion"]["backend"] is None
     assert upstream["allreduce_fusion"]["requested"] is None
     assert routed["attention"] == upstream["attention"] == {"prefill": "flashinfer", "decode": "flashinfer"}
     assert routed["tier"] == {"resolved": "12.0", "match": "exact"}
     assert routed["error"] is None and upstream["error"] is None
+
+
+def test_sm120_pcie_fusion_asked_for_resolves_to_trtllm():
+    out = plan(*SM120_PCIE, "--", "--enable-flashinfer-allreduce-fusion")
+    assert out.returncode == 0, out.stderr[-2000:]
+    d = json.loads(out.stdout)
+    assert d["routed"]["allreduce_fusion"] == {"requested": "auto", "backend": "trtllm"}
+    assert d["routed"]["error"] is None
 
 
 def test_hopper_plan_equals_upstream():
