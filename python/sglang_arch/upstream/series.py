@@ -14,6 +14,7 @@ every step has been planned, and nothing at all with ``check``.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 import shutil
@@ -194,7 +195,26 @@ def confine(tree: Tree, rel: str, base: str = "package") -> Path:
 
 
 def count_changes(old: str, new: str) -> Tuple[int, int]:
-    """(lines added, lines removed) between two texts, as a line diff counts them."""
+    """(lines added, lines removed) between two texts, as ``git diff --numstat`` counts them
+    (the PR texts quote these numbers); a plain line diff where git is not there."""
+    if old == new:
+        return 0, 0
+    return _numstat(old, new)
+
+
+@functools.lru_cache(maxsize=256)
+def _numstat(old: str, new: str) -> Tuple[int, int]:
+    with tempfile.TemporaryDirectory(prefix="sglang-arch-numstat-") as folder:
+        a, b = Path(folder, "a"), Path(folder, "b")
+        a.write_text(old, encoding="utf-8")
+        b.write_text(new, encoding="utf-8")
+        try:
+            out = subprocess.run(["git", "diff", "--no-index", "--numstat", "--", str(a), str(b)],
+                                 capture_output=True, text=True, timeout=60)
+            added, removed = out.stdout.split("\t")[:2]
+            return int(added), int(removed)
+        except (OSError, ValueError, subprocess.SubprocessError):
+            pass
     added = removed = 0
     matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():

@@ -306,7 +306,9 @@ FUSION_BACKEND = Site(
         _FUSION,
         ("import torch.distributed as dist\nfrom torch.distributed import ProcessGroup\n\n",
          "import torch.distributed as dist\nfrom torch.distributed import ProcessGroup\n\n" + REGISTRY_IMPORT),
-        ("    get_parallel,\n    get_platform,\n    get_resources,\n", "    get_parallel,\n    get_resources,\n"),
+        ("from sglang.srt.runtime_context import (\n    get_exec,\n    get_parallel,\n    get_platform,\n"
+         "    get_resources,\n)\n",
+         "from sglang.srt.runtime_context import get_exec, get_parallel, get_resources\n"),
         ('''def _mnnvl_supported(is_multi_node: bool) -> bool:
     """Whether the mnnvl backend is usable on the current system."""
     if get_platform().is_sm100:
