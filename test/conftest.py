@@ -50,7 +50,7 @@ def pytest_configure(config):
 # once.  These files' tests are each independent (checked below) and slow: they spread over
 # the workers test by test.
 SPREAD = {"test/integration/test_plugin.py", "test/integration/test_tune_harness.py", "test/tools/test_cli.py",
-          "test/tools/test_fuzz.py", "test/tools/test_test_environment.py", "test/tools/test_upstream_rewriter.py"}
+          "test/tools/test_fuzz.py", "test/tools/test_test_environment.py"}
 
 
 def _shares_a_fixture(item) -> bool:
@@ -104,25 +104,3 @@ def pytest_report_header(config):
     return f"sglang-arch tests; SGLANG_ARCH_* cleared per test (was: {was})"
 
 
-# The series' rewrite of one source by one plan is a pure function (libcst trees are
-# immutable; a failure is raised, never cached): the files that run the whole series on
-# copies of SGLang's own sources, test after test, parse each (source, plan) once per
-# worker instead of once per run (10-20 s of libcst per run on a 2-core machine).
-_REWRITES: dict = {}
-
-
-@pytest.fixture()
-def memo_rewrites(monkeypatch):
-    import copy
-
-    from sglang_arch.upstream import series
-
-    rewrite = series.rewrite_source
-
-    def memo(source, plan, where=None):
-        key = (source, plan)
-        if key not in _REWRITES:
-            _REWRITES[key] = rewrite(source, plan, where=where)
-        return copy.deepcopy(_REWRITES[key])
-
-    monkeypatch.setattr(series, "rewrite_source", memo)

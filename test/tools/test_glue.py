@@ -143,55 +143,6 @@ def test_the_tree_module_is_the_note_and_the_translated_source(name):
                                      if isinstance(n, ast.ImportFrom))
 
 
-def test_the_copied_glue_runs_on_the_copied_registry_alone(tmp_path):
-    """``sglang/srt/arch/`` as the series writes it, imported with neither sglang-arch nor SGLang."""
-    from sglang_arch.upstream import series
-
-    arch = tmp_path / "sglang" / "srt" / "arch"
-    for rel, text in series.registry_files().items():
-        (tmp_path / "sglang" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "sglang" / rel).write_text(text)
-    for name in MODULES:
-        (arch / "glue" / f"{name}.py").write_text(copier.tree_module(name))
-    for package in (tmp_path / "sglang", tmp_path / "sglang" / "srt"):
-        (package / "__init__.py").write_text("")
-    code = textwrap.dedent("""
-        import json, sys
-        sys.path.insert(0, sys.argv[1])
-        from sglang.srt.arch.glue import attention, collectives, fusion, platform
-        import sglang.srt.arch.glue as glue
-        print(json.dumps({"runtime": glue.current.__module__, "registry": glue.REGISTRY,
-                          "sglang_arch": sorted(m for m in sys.modules if m.startswith("sglang_arch")),
-                          "fact": platform.fact("is_sm90")}))
-    """)
-    # -I -S: no site-packages (neither sglang-arch nor sglang), no environment
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(tmp_path)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-2000:]
-    import json
-
-    assert json.loads(out.stdout) == {"runtime": "sglang.srt.arch.runtime", "registry": "sglang.srt.arch",
-                                      "sglang_arch": [], "fact": None}
-
-
-# --- the plugin's hooks are the tree's guard forms ------------------------------------
-
-def _recording(answer):
-    calls = []
-
-    def ask(*args, **kwargs):
-        calls.append((args, kwargs))
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    ask.__name__ = ask.__qualname__ = "ask"
-    return ask, calls
-
-
-def _original(*args, **kwargs):
-    return ("original", args, kwargs)
-
-
 def test_answer_form_returns_the_glue_answer_else_the_original():
     ask, calls = _recording("trtllm")
     assert hooks.answer(ask)(_original, "auto", is_multi_node=False) == "trtllm"

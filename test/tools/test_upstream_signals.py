@@ -86,7 +86,7 @@ def small_repo(root):
 PLAN = textwrap.dedent("""
     def plan(tree=None, registry_source=None):
         from sglang_arch.upstream import series
-        from sglang_arch.upstream.sites import STEPS
+        from sglang_arch.upstream.steps import STEPS
 
         change = series.FileChange
         steps = [
