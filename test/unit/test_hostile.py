@@ -633,3 +633,55 @@ def test_every_string_field_refuses_what_would_drive_the_terminal(field, value):
 
     with pytest.raises(TableError, match=f"field '{field}'.* at position .*; accepted: a string of 1-"):
         build_registry({"12.0": {field: value}}, override_source="o.json")
+
+
+# --- integers past Python's digit limit, blank names, unknown lead fields ------------------
+
+@pytest.mark.parametrize("suffix,text", [
+    (".toml", '[architectures."12.0"]\nsmem_per_sm_kib = ' + "9" * 5000 + "\n"),
+    (".toml", '[architectures."12.0"]\ntorch_symm_mem = { "2" = 64, "4" = ' + "9_" * 4400 + "9 }\n"),
+    (".toml", '["12.0"]\nsymm_mem_multimem_world_sizes = [4,\n  ' + "1" * 4400 + "]\n"),
+    (".json", '{"12.0": {"smem_per_sm_kib": ' + "9" * 5000 + "}}"),
+    (".json", '{"12.0": {"custom_ar_v2_world_sizes": [2, -' + "9" * 5000 + "]}}"),
+])
+def test_an_integer_of_thousands_of_digits_names_the_file_and_the_field(tmp_path, monkeypatch, capsys, suffix, text):
+    """Before: Python's integer-conversion limit (4,300 digits) escaped as 'Exceeds the limit
+    ... for integer string conversion', naming neither the file nor the field."""
+    path = tmp_path / f"arch{suffix}"
+    path.write_text(text)
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    err = one_line_2(capsys, "show", "--capability", "12.0")
+    assert f"SGLANG_ARCH_CONFIG='{path}': entry 12.0: field '" in err
+    assert "got <an integer of " in err and " digits>" in err
+    assert "set_int_max_str_digits" not in err
+
+
+def test_a_long_digit_run_inside_a_string_is_left_alone(tmp_path):
+    path = tmp_path / "arch.toml"
+    path.write_text('["12.0"]\nsources = ["' + "1" * 900 + '"]\n')
+    assert load_override_file(str(path))["12.0"]["sources"] == ["1" * 900]
+
+
+@pytest.mark.parametrize("name", [" ", "   ", "\u3000", " \u00a0 "])
+def test_a_blank_name_is_refused(tmp_path, monkeypatch, capsys, name):
+    """Before: a name of blanks was accepted and every report showed an empty tier name."""
+    path = tmp_path / "arch.json"
+    path.write_text(json.dumps({"12.7": {"inherits": "12.0", "name": name}}))
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    err = one_line_2(capsys, "explain", "12.7", expect="entry 12.7: field 'name'")
+    assert "accepted: a string of 1-1000 characters with at least one that is not white space" in err
+
+
+@pytest.mark.parametrize("lead", [["bogus"], ["name", "smem_per_sm_kb"], ["lead"], ["sources"], ["inherits"]])
+def test_lead_names_only_fields_of_the_entry(tmp_path, monkeypatch, capsys, lead):
+    """Before: ``lead = ["bogus"]`` was accepted; lead marks fields whose value has one source."""
+    path = tmp_path / "arch.json"
+    path.write_text(json.dumps({"12.0": {"lead": lead}}))
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    err = one_line_2(capsys, "show", "--capability", "12.0", expect="entry 12.0: field 'lead': unknown field(s)")
+    assert "accepted: names of this entry's fields (" in err and "smem_per_sm_kib" in err
+
+
+def test_lead_of_real_fields_is_accepted():
+    registry = build_registry(overrides={"12.0": {"lead": ["name", "torch_symm_mem"]}})
+    assert registry.resolve(parse_capability("12.0")).profile.lead == ("name", "torch_symm_mem")

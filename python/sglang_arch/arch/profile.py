@@ -200,7 +200,7 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
 
     return ArchProfile(
         capability=cap,
-        name=_str(f("name"), f"{ctx}: field 'name'", NAME_REFUSED_CATEGORIES),
+        name=_name(f("name"), f"{ctx}: field 'name'"),
         examples=_strs(f("examples", []), f"{ctx}: field 'examples'"),
         smem_per_sm_kib=smem["smem_per_sm_kib"],
         smem_per_block_kib=smem["smem_per_block_kib"],
@@ -224,7 +224,7 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
             MAX_GPUS_PER_NODE),
         attention_mha=_strs(f("attention_mha", []), f"{ctx}: field 'attention_mha'"),
         attention_mla=_strs(f("attention_mla", []), f"{ctx}: field 'attention_mla'"),
-        lead=_strs(f("lead", []), f"{ctx}: field 'lead'"),
+        lead=_lead(f("lead", []), f"{ctx}: field 'lead'"),
         sources=_strs(f("sources", []), f"{ctx}: field 'sources'"),
     )
 
@@ -312,6 +312,28 @@ def _str(value: Any, ctx: str, refused: Tuple[str, ...] = NAME_REFUSED_CATEGORIE
             raise TableError(f"{ctx}: {what} U+{ord(ch):04X} at position {i} of {shown(value)}; "
                              f"accepted: a string of 1-{MAX_TEXT} characters, {accepted}")
     return value
+
+
+def _name(value: Any, ctx: str) -> str:
+    """A tier's name is what every report shows for it: one of blanks alone names nothing."""
+    name = _str(value, ctx, NAME_REFUSED_CATEGORIES)
+    if not name.strip():
+        raise TableError(f"{ctx}: {shown(name)} is blank; accepted: a string of 1-{MAX_TEXT} characters "
+                         f"with at least one that is not white space")
+    return name
+
+
+# ``lead`` names the fields of the same entry whose value has one source so far.
+LEAD_FIELDS = tuple(sorted(_KNOWN_FIELDS - {"inherits", "lead", "sources"}))
+
+
+def _lead(values: Any, ctx: str) -> Tuple[str, ...]:
+    lead = _strs(values, ctx)
+    unknown = [v for v in lead if v not in LEAD_FIELDS]
+    if unknown:
+        raise TableError(f"{ctx}: unknown field(s) {', '.join(shown(v) for v in unknown[:3])}; accepted: names of this "
+                         f"entry's fields ({', '.join(LEAD_FIELDS)})")
+    return lead
 
 
 def _strs(values: Any, ctx: str) -> Tuple[str, ...]:

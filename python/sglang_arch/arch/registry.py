@@ -36,11 +36,15 @@ from .profile import (
 from .table import ARCHITECTURES
 from .validate import (
     MAX_FILE_BYTES,
+    MAX_INT_DIGITS,
     MAX_SHOWN_PATH,
     env_bool,
+    json_int,
+    long_integers,
     read_regular_file,
     shown,
     shown_path,
+    toml_long_integers,
     unique_json_keys,
 )
 
@@ -326,6 +330,15 @@ def _parse_toml(path: str, text: str):
         raise TableError(f"{path}: not valid TOML: {_one_line(exc)}") from None
     except RecursionError:
         raise TableError(f"{path}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # an integer past Python's digit limit: the field refuses it by name
+        marked = toml_long_integers(text)
+        if marked is not None:
+            try:
+                return long_integers(tomllib.loads(marked))
+            except (ValueError, RecursionError):
+                pass
+        raise TableError(f"{path}: not valid TOML: {_one_line(exc)}; accepted: integers of at most "
+                         f"{MAX_INT_DIGITS} digits") from None
 
 
 def _parse_json(path: str, text: str):
@@ -341,7 +354,8 @@ def _parse_json(path: str, text: str):
         return value
 
     try:
-        return json.loads(text, parse_constant=constant, parse_float=number, object_pairs_hook=unique_json_keys)
+        return json.loads(text, parse_constant=constant, parse_float=number, parse_int=json_int,
+                          object_pairs_hook=unique_json_keys)
     except RecursionError:
         raise TableError(f"{path}: not valid JSON: nested too deeply") from None
     except ValueError as exc:

@@ -33,6 +33,10 @@ MAX_ITEMS = 64  # items of one list field
 MAX_FILE_BYTES = 1 * MIB  # override files and saved measurements
 MAX_SHOWN = 60  # characters of a rejected value quoted in an error message
 MAX_SHOWN_PATH = 240  # characters of a file path quoted in an error message
+# Digits of an integer literal an override file may hold: far above any field's bound (9
+# digits), far below Python's conversion limit (4,300), past which JSON and TOML parsers
+# fail with an error that names neither the file nor the field.
+MAX_INT_DIGITS = 100
 
 _ASCII_INT = re.compile(r"[0-9]{1,9}")
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -68,6 +72,59 @@ def shown_path(path: Any) -> str:
             and len(path) <= MAX_SHOWN_PATH:
         return path
     return shown(path, MAX_SHOWN_PATH)
+
+
+class LongInteger:
+    """An integer literal of more than MAX_INT_DIGITS digits, read from an override file
+    without converting it: every field refuses it, by name, as it refuses any other value
+    out of its bounds."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def json_int(literal: str) -> Any:
+    """``json.loads``'s ``parse_int``: an int, or a LongInteger past MAX_INT_DIGITS."""
+    digits = len(literal.lstrip("+-"))
+    return LongInteger(digits) if digits > MAX_INT_DIGITS else int(literal)
+
+
+_TOML_LONG_INT = re.compile(r"(?P<before>[=\[,{][ \t\r\n]*)(?P<number>[+-]?[0-9][0-9_]{%d,})" % MAX_INT_DIGITS)
+_LONG_MARK = re.compile(r"<an integer of ([0-9]+) digits>")
+
+
+def toml_long_integers(text: str) -> Optional[str]:
+    """The TOML text with each integer value of more than MAX_INT_DIGITS digits written as a
+    marker string, or None where it holds none (tomllib converts every integer as it parses,
+    so such a literal fails the whole document before any field is known)."""
+    found = False
+
+    def mark(match: "re.Match[str]") -> str:
+        nonlocal found
+        digits = sum(c.isdigit() for c in match.group("number"))
+        if digits <= MAX_INT_DIGITS:
+            return match.group(0)
+        found = True
+        return f'{match.group("before")}"<an integer of {digits} digits>"'
+
+    marked = _TOML_LONG_INT.sub(mark, text)
+    return marked if found else None
+
+
+def long_integers(value: Any) -> Any:
+    """``value`` with every marker string of ``toml_long_integers`` turned into a LongInteger."""
+    if isinstance(value, dict):
+        return {k: long_integers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [long_integers(v) for v in value]
+    if isinstance(value, str):
+        match = _LONG_MARK.fullmatch(value)
+        if match:
+            return LongInteger(int(match.group(1)))
+    return value
 
 
 def parse_int(value: Any, what: str, minimum: int, maximum: int) -> int:
