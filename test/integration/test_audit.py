@@ -53,8 +53,8 @@ def test_the_plugin_targets_are_routed_sites(installed):
     assert all(os.path.exists(os.path.join(SGLANG, s.file)) for s in installed.sites)
 
 
-# The linear-attention kernel defaults, routed by the plugin's targets and by
-# series step 4 (policies/linear_attention.py).
+# The linear-attention kernel defaults, routed by the plugin's targets
+# (policies/linear_attention.py); the series carries none of them.
 LINEAR_ATTENTION_DEFAULTS = [
     ("srt/arg_groups/attention_hook.py", "handle_linear_attn_backend"),
     ("srt/arg_groups/glm5_next_hook.py", "apply_glm5_next_spec_backend_defaults"),
@@ -65,14 +65,14 @@ LINEAR_ATTENTION_DEFAULTS = [
 
 
 @pytest.mark.parametrize("file, scope", LINEAR_ATTENTION_DEFAULTS)
-def test_the_linear_attention_defaults_are_routed_in_both_columns(installed, file, scope):
+def test_the_linear_attention_defaults_are_routed_by_the_plugin(installed, file, scope):
     decisions = [s for s in installed.sites if s.file == file and s.scope == scope and s.kind == "decision"]
-    assert decisions and all((s.plugin, s.patched) == ("routed", "routed") for s in decisions), \
+    assert decisions and all((s.plugin, s.patched) == ("routed", "unrouted") for s in decisions), \
         [(s.line, s.plugin, s.patched) for s in decisions]
 
 
-# The routing of the remaining decisions: every decision site of these functions
-# (or the module-level table) is routed, for the plugin and for the patched tree.
+# Per-model decisions: every decision site of these functions (or the module-level
+# table) is routed by the plugin; the series carries no per-model rule.
 ROUTED_HERE = [
     ("srt/models/gemma4_vision.py", "Gemma4VisionAttention._select_backend"),
     ("srt/models/kimi_k3_vl.py", "_resolve_mm_attention_backend"),
@@ -83,11 +83,11 @@ ROUTED_HERE = [
 
 
 @pytest.mark.parametrize("file, scope", ROUTED_HERE)
-def test_issue_19_sites_are_routed_for_both_columns(installed, file, scope):
+def test_per_model_backend_sites_are_routed_by_the_plugin(installed, file, scope):
     decisions = [s for s in installed.sites if s.file == file and s.scope == scope and s.kind == "decision"
                  and s.concern != "gemm"]
     assert decisions
-    assert [(s.line, s.plugin, s.patched) for s in decisions] == [(s.line, "routed", "routed") for s in decisions]
+    assert [(s.line, s.plugin, s.patched) for s in decisions] == [(s.line, "routed", "unrouted") for s in decisions]
 
 
 def _function(tree, name):
@@ -112,7 +112,7 @@ def test_the_nvfp4_load_time_pick_runs_only_for_auto(installed):
     assert checks == ["is_cuda() and (8, 0) <= get_device_capability() < (10, 0)"], checks
     site = [s for s in installed.sites if s.file == "srt/layers/quantization/modelopt_quant.py"
             and s.scope == "ModelOptNvFp4FusedMoEMethod.create_moe_runner" and s.kind == "decision"]
-    assert [(s.plugin, s.patched) for s in site] == [("routed", "routed")]
+    assert [(s.plugin, s.patched) for s in site] == [("routed", "unrouted")]
 
 
 def test_muse_sparks_nvfp4_experts_pick_for_auto_is_modelopts(installed):
@@ -143,7 +143,7 @@ def test_muse_sparks_nvfp4_experts_pick_for_auto_is_modelopts(installed):
     assert kind_of("modelopt_fp4", {})[0] == "nvfp4"
     site = [s for s in installed.sites if s.file == "srt/layers/muse_spark/muse_spark_fp4_moe.py"
             and s.kind == "decision"]
-    assert [(s.plugin, s.patched) for s in site] == [("routed", "routed")]
+    assert [(s.plugin, s.patched) for s in site] == [("routed", "unrouted")]
 
 
 def test_the_fp4_experts_flashinfer_mxfp4_split_is_the_catalogs(installed):
@@ -177,7 +177,7 @@ def test_the_fp4_experts_flashinfer_mxfp4_split_is_the_catalogs(installed):
     assert ran == cutlass | {"flashinfer_trtllm_gen_moe"}
     site = [s for s in installed.sites if s.file == "srt/layers/quantization/fp8.py" and s.kind == "decision"
             and s.scope == "Fp8Config.get_quant_method"]
-    assert [(s.plugin, s.patched) for s in site] == [("routed", "routed")]
+    assert [(s.plugin, s.patched) for s in site] == [("routed", "unrouted")]
 
 
 def test_the_fp8_gemm_covers_rest_on_conditions_the_registry_decides(installed):
@@ -203,7 +203,7 @@ def test_the_fp8_gemm_covers_rest_on_conditions_the_registry_decides(installed):
               and s.scope in ("_dispatch_auto_backend", "dispatch_w8a8_block_fp8_linear")}
     # The SM100 block-32 arm (explicit deep_gemm, UE8M0 scales) is not covered: the function is
     # hooked for it (policies/quant.deep_gemm_sm100_block32, the scoped_fact target).
-    assert status == {False: ("routed", "routed"), True: ("routed", "routed")}, status
+    assert status == {False: ("routed", "unrouted"), True: ("routed", "unrouted")}, status
     from sglang_arch.integrations.sglang import targets
 
     assert not any(c.endswith("(get_platform().is_sm100 and backend.is_deep_gemm() and act_scale_ue8m0)")
@@ -316,13 +316,14 @@ def _assigned(site):
 
 
 def test_every_covers_entry_takes_one_decision_of_the_release(installed):
-    """Each ``covers`` entry of the plugin's targets and the series' steps names a check
-    still in the installed release, and takes exactly one site there, a decision (a stale
-    entry, or one that would swallow a gate or a second site, fails here)."""
+    """Each ``covers`` entry of the plugin's targets names a check still in the installed
+    release, and takes exactly one site there, a decision (a stale entry, or one that would
+    swallow a gate or a second site, fails here).  The series has none: it edits each site."""
     from sglang_arch.audit.routing import Routing, patched_routing, plugin_routing
     from sglang_arch.audit.scan import package_module
 
-    for routing in (plugin_routing(), patched_routing()):
+    assert not patched_routing().covers
+    for routing in (plugin_routing(),):
         assert routing.covers, routing.name
         for sel in routing.covers:
             one = Routing("one", covers={sel: "x"})
@@ -333,10 +334,26 @@ def test_every_covers_entry_takes_one_decision_of_the_release(installed):
 
 
 def test_no_unrouted_decision_in_the_three_concerns(installed):
-    """The project's bar: 0 decisions in collectives, fusion and attention/* that the
-    registry does not take, for the plugin and for the patched tree."""
-    left = [(s.file, s.line, who) for who in ("plugin", "patched") for s in installed.unrouted_decisions(who)]
-    assert not left
+    """The plugin's bar: 0 decisions in collectives, fusion and attention/* that the
+    registry does not take.  The patched tree routes the mission's core: every decision
+    site in what the series edits or replaces is routed there."""
+    from sglang_arch.audit.routing import changed_lines
+    from sglang_arch.audit.scan import package_module
+    from sglang_arch.upstream.steps import step_sites
+
+    assert not [(s.file, s.line) for s in installed.unrouted_decisions("plugin")]
+    core = []
+    for site in step_sites():
+        for edit in site.edits:
+            if edit.new is not None and edit.old != edit.new:
+                lines = changed_lines((Path(SGLANG) / edit.path).read_text(), (edit,))
+                core += [s for s in installed.sites if s.file == edit.path and s.kind == "decision" and s.line in lines]
+        for route in site.replaces:
+            module, name = route.split(":")
+            core += [s for s in installed.sites if s.kind == "decision" and package_module(s.file) == module
+                     and (s.scope == name or s.scope.startswith(name + ".") or _assigned(s) == (name.split(".")[-1],))]
+    assert len(core) >= 8, [(s.file, s.line) for s in core]
+    assert [(s.file, s.line, s.patched) for s in core if s.patched != "routed"] == []
 
 
 # --- linear time over generated pathological files (no sglang needed) -------------------

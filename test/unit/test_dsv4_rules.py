@@ -7,7 +7,6 @@ import sys
 import types
 from types import SimpleNamespace
 
-import libcst as cst
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,15 +15,11 @@ from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import dsa
 from sglang_arch.arch.table import ARCHITECTURES
 from sglang_arch.integrations.sglang import hooks
-from sglang_arch.upstream import replace
-from sglang_arch.upstream.nodes import Mismatch
 from unit.sglang_probes import upstream_fact
 
 EXACT = sorted(ARCHITECTURES)
 CUDAS = ((12, 4), (12, 8), (12, 9), (13, 0))
 MEGA_BUILDS = {"10.0", "10.3", "10.7"}  # sgl-flash-mla 1.0.0: sm_100a sm_103a sm_107a
-
-
 
 
 @given(st.integers(0, 30), st.integers(0, 9))
@@ -161,26 +156,6 @@ def _default(server_args):
 '''
 
 
-def test_replace_call_replaces_a_locally_imported_probe_and_drops_only_its_import():
-    module = cst.parse_module(DSV4)
-    edit = replace.ReplaceCall("_default", ("server_args",), "is_sm100_supported", "mega_here", ())
-    patched, already = replace.apply(module, edit, "glue")
-    assert not already
-    code = patched.code
-    assert "from sglang.srt.utils.common import is_npu\n\n    cfg" in code
-    assert "or not glue.mega_here():" in code and "is_sm100_supported" not in code
-    assert replace.apply(patched, edit, "glue")[1] is True  # a second run: already routed
-
-
-def test_replace_call_drops_a_lone_local_import_without_leaving_a_blank_line_after_the_def():
-    source = DSV4.replace(", is_npu", "").replace("if not is_npu()", "if True")
-    patched, _ = replace.apply(cst.parse_module(source),
-                               replace.ReplaceCall("_default", ("server_args",), "is_sm100_supported",
-                                                   "mega_here", ()), "glue")
-    assert "def _default(server_args):\n    cfg = view(server_args)\n" in patched.code
-    assert "import" not in patched.code
-
-
 DSPARK = '''
 class Draft:
     def project(self, *, x, pool):
@@ -194,17 +169,6 @@ class Draft:
             other=get_platform().is_sm100,
         )
 '''
-
-
-def test_replace_fact_replaces_the_one_fact_it_names():
-    edit = replace.ReplaceFact("Draft.project", ("self", "x", "pool"), "is_blackwell", "views_here", ())
-    patched, already = replace.apply(cst.parse_module(DSPARK), edit, "glue")
-    assert not already
-    assert "glue.views_here()\n                and not pool.uniform_fp8" in patched.code
-    assert "is_blackwell" not in patched.code and "get_platform().is_sm100" in patched.code
-    assert replace.apply(patched, edit, "glue")[1] is True
-    with pytest.raises(Mismatch, match=r"no longer reads get_platform\(\).is_blackwell"):
-        replace.apply(cst.parse_module(DSPARK.replace("is_blackwell", "is_hopper")), edit, "glue")
 
 
 # --- an explicit --dsv4-attn-backend flashmla_mega ---------------------------------------------

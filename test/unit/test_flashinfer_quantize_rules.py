@@ -6,13 +6,11 @@ fake registration filed as metadata."""
 
 from types import SimpleNamespace
 
-import libcst as cst
 import pytest
 from sglang_arch.arch import catalog, resolve, runtime
 from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import quant
 from sglang_arch.arch.table import ARCHITECTURES
-from sglang_arch.upstream.replace import Delete, ReplaceName, apply
 from unit.sglang_probes import upstream_fact
 
 EXACT = sorted(ARCHITECTURES)
@@ -22,8 +20,6 @@ UNKNOWN = ("10.5", "11.5", "12.3", "13.0")
 
 def _cap(text):
     return Capability(*map(int, text.split(".")))
-
-
 
 
 # --- the NVFP4 KV cache's dequantize -----------------------------------------------------------
@@ -164,20 +160,6 @@ try:
 except ImportError:
     fp4_quantize = None
 '''
-
-
-def test_replace_name_and_delete_reach_into_a_module_level_try():
-    module = cst.parse_module(FP4_UTILS)
-    module, done = apply(module, ReplaceName("_impl", ("input",), "_backend", "backend_here", ()), "arch")
-    assert not done
-    module, done = apply(module, Delete((), unused=("_backend",)), "arch")
-    assert not done
-    code = module.code
-    assert "return _quantize(input, backend=arch.backend_here())" in code
-    assert "_backend =" not in code and "fp4_quantize = _impl" in code and "except ImportError:" in code
-    again, done = apply(cst.parse_module(code), ReplaceName("_impl", ("input",), "_backend", "backend_here", ()),
-                        "arch")
-    assert done and again.code == code  # already made
 
 
 # --- the audit: modelopt's fake registration is metadata ---------------------------------------

@@ -3,14 +3,12 @@ every capability (the tier's rule as SGLang writes it on the table; elsewhere on
 path's kernels build for the device), the catalog entries they read, the ``scoped`` form's
 constant probes and ``ReplaceCall``'s ``any_args``."""
 
-import libcst as cst
 import pytest
 from sglang_arch.arch import catalog, resolve
 from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import gemm
 from sglang_arch.arch.table import ARCHITECTURES
 from sglang_arch.integrations.sglang import hooks
-from sglang_arch.upstream import replace
 
 EXACT = sorted(ARCHITECTURES)
 UNKNOWN = ("6.1", "9.5", "10.5", "10.9", "11.5", "12.3", "13.0")
@@ -187,21 +185,6 @@ def eligible(x, w):
 '''
 
 
-def test_replace_call_with_any_args_replaces_a_probe_of_the_device_index():
-    module = cst.parse_module(ROUTER)
-    plain = replace.ReplaceCall("eligible", ("x", "w"), "_is_sm100_family", "here", ("x.device.index",))
-    with pytest.raises(Exception, match="no longer calls"):
-        replace.apply(module, plain, "glue")  # without any_args: its calls take an argument
-    edit = replace.ReplaceCall("eligible", ("x", "w"), "_is_sm100_family", "here", ("x.device.index",),
-                               any_args=True)
-    patched, already = replace.apply(module, edit, "glue")
-    assert not already
-    assert "return x.ok and glue.here(x.device.index)" in patched.code
-    assert replace.apply(patched, edit, "glue")[1] is True
-    patched, _ = replace.apply(patched, replace.Delete((), unused=("_is_sm100_family",)), "glue")
-    assert "_is_sm100_family" not in patched.code
-
-
 def test_scoped_capability_answers_the_modules_torch_for_the_call_only():
     import sys
     import types
@@ -245,17 +228,6 @@ def prepare(mlp):
     cap = torch.cuda.get_device_capability(mlp.device)
     return torch.cuda.is_available() and cap
 '''
-
-
-def test_replace_call_replaces_a_dotted_torch_read_with_or_without_arguments():
-    edit = replace.ReplaceCall("prepare", ("mlp",), "torch.cuda.get_device_capability", "cap_here", (),
-                               any_args=True)
-    patched, already = replace.apply(cst.parse_module(QWEN), edit, "glue")
-    assert not already
-    code = patched.code
-    assert "or glue.cap_here()[0] != 10" in code and "cap = glue.cap_here()" in code
-    assert "get_device_capability" not in code and "torch.cuda.is_available()" in code
-    assert replace.apply(patched, edit, "glue")[1] is True
 
 
 def test_explain_shows_the_tuned_paths_taken_and_json_has_every_path():

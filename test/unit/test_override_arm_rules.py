@@ -13,15 +13,12 @@ sm_86 sm_90a), FA4's paged builds (CuTe DSL 9.0 10.0 10.3 10.7 11.0 12.0 12.1), 
 """
 
 import pytest
-import libcst as cst
 from hypothesis import given
 from sglang_arch.arch import catalog, resolve
 from sglang_arch.arch.capability import Capability
 from sglang_arch.arch.policies import minicpm, minimax_m3
 from sglang_arch.arch.runtime import machine
 from sglang_arch.integrations.sglang.glue import attention as ga
-from sglang_arch.upstream import replace
-from sglang_arch.upstream.nodes import Mismatch
 
 from .strategies import capabilities, cuda_versions
 
@@ -157,31 +154,6 @@ def overrides(server_args, hf_config):
         return {"moe_runner_backend": "marlin"}
     return {}
 '''
-
-
-def _apply(edit, source=_SOURCE):
-    return replace.apply(cst.parse_module(source), edit, "glue")
-
-
-def test_replace_fact_swaps_the_one_marked_conditional_and_knows_when_it_is_done():
-    edit = replace.ReplaceFact("overrides", ("server_args", "hf_config"), "is_blackwell", "sparse_here", (),
-                               marker="minicpm_flashinfer")
-    module, already = _apply(edit)
-    assert not already
-    assert '"minicpm_flashinfer" if glue.sparse_here() else "minicpm_flashattn"' in module.code
-    assert '"fa4" if get_platform().is_blackwell else "fa3"' in module.code  # the other arm is left alone
-    assert _apply(edit, module.code)[1] is True
-
-
-def test_replace_fact_without_a_marker_swaps_every_read_and_refuses_what_is_not_there():
-    edit = replace.ReplaceFact("overrides", ("server_args", "hf_config"), "is_blackwell", "arm_here", ())
-    module, _ = _apply(edit)
-    assert "is_blackwell" not in module.code and module.code.count("glue.arm_here()") == 3
-    with pytest.raises(Mismatch, match="0 conditionals of it test .is_blackwell and hold 'nothing'"):
-        _apply(replace.ReplaceFact("overrides", ("server_args", "hf_config"), "is_blackwell", "x", (), marker="nothing"))
-    with pytest.raises(Mismatch, match="2 conditionals"):
-        _apply(replace.ReplaceFact("overrides", ("server_args", "hf_config"), "is_blackwell", "x", (), marker="a"),
-               _SOURCE.replace('"minicpm_flashinfer"', '"a"').replace('"marlin"', '"a"'))
 
 
 def test_explain_shows_both_decisions():

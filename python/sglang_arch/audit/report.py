@@ -85,9 +85,11 @@ def render_markdown(report: Report) -> str:
         "the plugin and in a patched tree, docs/fallback.md) or `device` (the device's identity read directly).",
         "",
         "Statuses are derived from the plugin's targets (`integrations/sglang/targets.py`) and the series' steps "
-        f"(`upstream/sites.py`), with early routing {'on' if report.early_routing else 'off'} (probes answer "
-        "before SGLang's modules are imported). The acceptance bar: no `unrouted` decision in collectives, "
-        "fusion and attention/*, for the plugin and for the patched tree.",
+        f"(`upstream/steps.py`), with early routing {'on' if report.early_routing else 'off'} (probes answer "
+        "before SGLang's modules are imported). The patched column counts what the series routes: the mission's "
+        "core (symm mem, custom all-reduce, fusion, the attention default and explicit-backend check); every "
+        "other decision stays the plugin's. The acceptance bar: no `unrouted` decision in collectives, fusion "
+        "and attention/* for the plugin.",
         "",
         "## Summary",
         "",

@@ -167,47 +167,32 @@ def plugin_routing(targets=None, extra: Sequence[Routed] = (), early_routing: bo
 
 
 def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
-    """What a tree patched by ``sglang-arch upstream`` routes, read from ``STEPS``."""
+    """What a tree patched by ``sglang-arch upstream`` routes, read from the series' sites
+    (``upstream/steps.py``): a function a site edits in part answers the lines its edits
+    rewrite; a name it replaces or deletes whole is routed."""
     from ..integrations.sglang.targets import FACT_HELPERS
-    from ..upstream import replace
-    from ..upstream import sites as sites_mod
-    from ..upstream.replace import ReplaceValue
+    from ..upstream import steps as steps_mod
 
     routing = Routing("patched", import_time_probes=True, values_reach_importers=True)
     # The series leaves SGLang's platform probes in place: they answer the device's own
     # identity, which is what the plugin's routed probes answer too (docs/fallback.md), so
-    # a read of them is `probe` in both columns (``is_blackwell`` is SGLang's second name for
-    # ``is_blackwell_supported``, as the plugin's targets say).
+    # a read of them is `probe` in both columns.
     _add_helpers(routing, COMMON, list(FACT_HELPERS.values()) + ["is_blackwell"])
-    for step in steps if steps is not None else sites_mod.STEPS:
-        routing.add_covers(getattr(step, "covers", ()), f"series step {step.number} ({step.key})")
-        for plan in step.modules:
-            module = package_module(plan.path)
-            for site in plan.sites:
-                qualname = getattr(site, "qualname", None)
-                if qualname is None:  # a deletion: the names are gone from the patched tree
-                    for name in tuple(site.names) + tuple(getattr(site, "unused", ())):
-                        routing.functions[f"{module}.{name}"] = f"series step {step.number} ({step.key}) deletes {name}"
-                    continue
-                routing.functions[f"{module}.{qualname}"] = (
-                    f"series step {step.number} ({step.key}) rewrites {qualname}")
-                if isinstance(site, ReplaceValue):
-                    routing.values.add(f"{module}.{qualname}")
-                path = f"{module}.{qualname}"
-                if _rewrites_some_conditions(site) and path not in routing.replaced:
-                    routing.by_lines[path] = plan
-                    routing.answer_more(path, ())
-                    fallback = (site.fact,) if isinstance(site, replace.ReplaceFact) else tuple(
-                        replace.FACTS | replace.FACT_HELPERS)
-                    routing.line_fallback[path] = routing.line_fallback.get(path, frozenset()) | {
-                        answered_name(n) for n in fallback}
-                else:
-                    routing.answer_more(path, _edit_answers(site))
-                names = tuple(getattr(site, "uses", ())) + tuple(filter(None, [getattr(site, "table", None)]))
-                for name in names:
-                    routing.uses.setdefault(name, f"{module}.{qualname}")
-                if module == COMMON:
-                    _add_helpers(routing, module, [qualname])
+    for step in steps if steps is not None else steps_mod.STEPS:
+        for site in step.sites:
+            reason = f"series step {step.number} ({step.key}): {site.name}"
+            for route in site.replaces + site.routes:
+                path = route.replace(":", ".")
+                earlier = routing.functions.get(path)
+                routing.functions[path] = reason if earlier is None else f"{earlier}; {reason}"
+            for route in site.replaces:
+                routing.answer_more(route.replace(":", "."), None)
+            for route in site.routes:
+                module, _ = route.split(":")
+                path = route.replace(":", ".")
+                routing.answer_more(path, ())
+                edits = tuple(e for e in site.edits if package_module(e.path) == module)
+                routing.by_lines[path] = tuple(routing.by_lines.get(path, ())) + edits
     for r in tuple(EXTRA_ROUTED) + tuple(extra):
         if r.patched:
             routing.functions[r.path] = r.reason
@@ -269,45 +254,16 @@ def _string_dict(node: Optional[ast.AST]) -> Optional[Dict[str, str]]:
     return out
 
 
-def _rewrites_some_conditions(site) -> bool:
-    """An edit that rewrites only some of the reads of a fact in its function (which ones,
-    only applying it tells): the operands of top-level conditions, the arms reading a fact,
-    the one conditional that holds a marker."""
-    from ..upstream import replace
-
-    return isinstance(site, (replace.ReplaceOperands, replace.ReplaceArms)) or (
-        isinstance(site, replace.ReplaceFact) and site.marker is not None)
-
-
-def changed_lines(text: str, plan) -> Optional[Set[int]]:
-    """The lines of ``text`` (1-based) that applying ``plan`` rewrites or deletes; None where
-    the plan does not apply to it (``sglang-arch upstream`` reports why)."""
-    import difflib
-
-    from ..upstream.rewriter import UNTOUCHED, rewrite_source
-
-    result = rewrite_source(text, plan)
-    if any(outcome.status == UNTOUCHED for outcome in result.outcomes):
-        return None
-    old, new = text.splitlines(), result.new.splitlines()
+def changed_lines(text: str, edits) -> Optional[Set[int]]:
+    """The lines of ``text`` (1-based) that the series' ``edits`` of its file replace; None
+    where one of them does not apply to it (``sglang-arch upstream`` reports why)."""
     changed: Set[int] = set()
-    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if tag in ("replace", "delete"):
-            changed.update(range(i1 + 1, i2 + 1))
+    for edit in edits:
+        if edit.new is None:
+            continue
+        at = text.find(edit.old)
+        if at < 0 or text.count(edit.old) != 1:
+            return None
+        first = text.count("\n", 0, at) + 1
+        changed.update(range(first, first + max(1, edit.old.count("\n"))))
     return changed
-
-
-def _edit_answers(site) -> Optional[Tuple[str, ...]]:
-    """The names a series edit replaces in a function whose body otherwise stays SGLang's;
-    ``None`` where the edit replaces the body (a guard that answers, ``ReplaceBody``), and for
-    ``ReplaceSpan``, whose statements go with the locals they bind (which of the function's
-    other reads stay is not tracked: they count as the registry's, as before this rule)."""
-    from ..upstream import replace
-
-    if isinstance(site, replace.ReplaceFact):  # every read of the fact (a marker's: ``changed_lines``)
-        return (site.fact,)
-    if isinstance(site, (replace.ReplaceName, replace.ReplaceCall)):  # every read or call of the name
-        return (site.name,)
-    if isinstance(site, replace.AndCondition) or getattr(site, "form", None) == "check":
-        return ()
-    return None

@@ -43,8 +43,11 @@ class Site:
     edits: Tuple[Edit, ...]
     # Tables the site deletes: a local change of their values is named when it is left out.
     tables: Tuple[str, ...] = ()
-    # Functions (``module:qualname``) whose decision the site routes, for the audit.
+    # For the audit (``sglang-arch audit``'s patched column), as ``module:qualname``:
+    # functions the site edits in part (what it answers are the lines its edits rewrite),
+    # and names whose whole definition it replaces or deletes.
     routes: Tuple[str, ...] = ()
+    replaces: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -275,6 +278,9 @@ SYMM_MEM_SIZES = Site(
     tables=("TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES", "_WORLD_SIZES_MULTIMEM"),
     routes=("sglang.srt.distributed.device_communicators.torch_symm_mem:TorchSymmMemCommunicator.__init__",
             "sglang.srt.distributed.device_communicators.torch_symm_mem:TorchSymmMemCommunicator.all_reduce"),
+    replaces=("sglang.srt.distributed.device_communicators.all_reduce_utils:TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",
+              "sglang.srt.distributed.device_communicators.torch_symm_mem:"
+              "TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM"),
 )
 
 CUSTOM_AR_V2 = Site(
@@ -381,8 +387,8 @@ def _resolve_backend(backend: str, is_multi_node: bool = False) -> str:
     return backend
 '''),
     ),
-    routes=("sglang.srt.layers.flashinfer_comm_fusion:_resolve_backend",
-            "sglang.srt.layers.flashinfer_comm_fusion:_mnnvl_supported"),
+    replaces=("sglang.srt.layers.flashinfer_comm_fusion:_resolve_backend",
+              "sglang.srt.layers.flashinfer_comm_fusion:_mnnvl_supported"),
 )
 
 FUSION_GATE = Site(
@@ -400,6 +406,8 @@ _is_sm100_supported = _is_cuda and get_platform().is_sm100
         ("        (_is_sm90_supported or _is_sm100_supported)\n", "        _has_allreduce_fusion\n"),
     ),
     routes=("sglang.srt.layers.layer_boundary.residual.add_norm:flashinfer_ar_fusion_applies",),
+    replaces=("sglang.srt.layers.layer_boundary.residual.add_norm:_is_sm90_supported",
+              "sglang.srt.layers.layer_boundary.residual.add_norm:_is_sm100_supported"),
 )
 
 FUSION_AUTO_ENABLE = Site(

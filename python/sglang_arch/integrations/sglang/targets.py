@@ -6,9 +6,7 @@ fingerprint of its definition, ``fingerprint.py``, recorded per supported releas
 ``known_bodies.py``).  Anything else leaves upstream's behaviour in place; the entry point
 counts those in one warning and ``sglang-arch show`` lists them.
 
-Each target's hook is one glue function in one guard form (``hooks.py``): the same
-function and form the upstream patch series calls at the same site (``upstream/sites.py``;
-``test_upstream_rewriter.py`` checks that the two tables agree).
+Each target's hook is one glue function in one guard form (``hooks.py``).
 """
 
 from __future__ import annotations
@@ -186,8 +184,7 @@ _DRAFT_RUNNER_SITES = (
     "sglang.srt.arg_groups.speculative_hook._resolve_dflash_draft_attention_backend:"
     "if not current_platform.is_out_of_tree() and get_platform().is_sm100:",
 )
-# Every site the attention guards take, in one tuple: the series' step 4 covers the same
-# (``upstream/sites.py`` imports it), so the plugin and the patched tree are counted alike.
+# Every site the attention guards take, in one tuple.
 ATTENTION_GUARD_COVERS = _DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES + _DRAFT_RUNNER_SITES
 
 
