@@ -20,6 +20,7 @@ LABEL_W = 22  # the row's name
 CELL_W = 30  # each of the two answers
 MARK = "differs"
 SYMM_MEM_FLAG = "--enable-torch-symm-mem"
+FUSION_FLAG = "--flashinfer-allreduce-fusion-backend"
 
 
 def _yn(flag: bool) -> str:
@@ -110,8 +111,10 @@ def mission(d: Decisions, s: stock.StockDecisions) -> List[str]:
     decision("torch symm mem", [_symm(d)], [s.symm_mem.value], d.symm_mem.reason, s.symm_mem.reason, symm_flag)
     decision("custom all-reduce", [_car(d)], [s.custom_allreduce.value], d.custom_allreduce.reason,
              s.custom_allreduce.reason)
+    fusion_flag = (f"{FUSION_FLAG} auto for a model SGLang does not turn fusion on for (Llama, Qwen, DeepSeek "
+                   f"and others it does)" if d.fusion.enabled or s.fusion.value != "off" else None)
     decision("all-reduce fusion", [d.fusion.backend if d.fusion.enabled else "off"], [s.fusion.value],
-             d.fusion.reason, f"{s.fusion.reason} (for the models SGLang turns fusion on for)",
+             d.fusion.reason, f"{s.fusion.reason} (for the models SGLang turns fusion on for)", fusion_flag,
              dropped=d.fusion.dropped)
     for label, ours, theirs in (("attention MHA", d.mha, s.mha), ("attention MLA", d.mla, s.mla)):
         decision(label, _phases(ours.prefill, ours.decode), _phases(theirs.prefill, theirs.decode), ours.reason,

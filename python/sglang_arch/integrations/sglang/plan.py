@@ -410,8 +410,11 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         routed, upstream = pool.map(one, ("routed", "upstream"))
+    from ...arch.topology import stand_in_note
+
+    note = stand_in_note(resolve(cap).profile.topology, tp, parse_topology(topology) if topology else None)
     return {"machine": {"capability": str(cap), "gpus": tp, "topology": topo, "nnodes": nnodes,
-                        "cuda": format_version(cuda)},
+                        "cuda": format_version(cuda), "topology_note": note},
             "routed": routed, "upstream": upstream}
 
 

@@ -302,6 +302,8 @@ def render(result: Dict[str, Any]) -> str:
     width = max(len(a) for a, _, _ in rows) + 2
     col = max([len(routed_head)] + [len(str(b)) for _, b, _ in rows]) + 2
     lines = [head]
+    if m.get("topology_note"):
+        lines += textwrap.wrap(m["topology_note"], width=100)
     if m.get("model"):
         lines.append(f"model {m['model']['id']} from the local Hugging Face cache ({m['model']['path']})")
     lines += ["", f"{'':<{width}}{routed_head:<{col}}{upstream_head}"]
