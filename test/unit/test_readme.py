@@ -50,15 +50,27 @@ def test_the_launch_table_marks_the_differences_in_bold():
 
 
 def test_the_compatibility_table_names_the_recorded_releases():
-    rows = [line for line in between(README, "compatibility").splitlines() if re.match(r"\| \d", line)]
-    named = [line.split("|")[1].strip() for line in rows]
-    if importlib.util.find_spec("sglang_arch.integrations.sglang.known_bodies"):
-        from sglang_arch.integrations.sglang import known_bodies
+    block = between(README, "compatibility")
+    rows = {line.split("|")[1].strip(): line for line in block.splitlines() if re.match(r"\| \d", line)}
+    supported = [release for release, row in rows.items() if row.split("|")[2].strip().startswith("yes")]
+    if not importlib.util.find_spec("sglang_arch.integrations.sglang.known_bodies"):
+        assert supported == ["0.5.23"]
+        return
+    from sglang_arch.integrations.sglang import known_bodies
 
-        assert named == list(known_bodies.SUPPORTED)
-    else:
-        assert named == ["0.5.23"]
-    assert "any other release" in between(README, "compatibility")
+    assert supported == list(known_bodies.SUPPORTED)
+    for release in known_bodies.SUPPORTED:
+        assert f"all {len(known_bodies.BODIES[release])} targets" in rows[release]
+    # a release measured but not supported: the numbers docs/configuration.md gives for it
+    config = " ".join((ROOT / "docs" / "configuration.md").read_text().split())
+    for release, row in rows.items():
+        if release in known_bodies.SUPPORTED:
+            continue
+        routed, total, kept = map(int, re.search(r"(\d+) of (\d+) targets.*?the other (\d+)", row).groups())
+        assert routed + kept == total == len(known_bodies.BODIES[known_bodies.SUPPORTED[0]])
+        assert f"| {release} | not supported" in config and f"{routed} of {total}" in config
+        assert f"the other {kept} keep {release}'s code" in config
+    assert "| any other | no |" in block
 
 
 def test_the_per_decision_switch_names_are_the_plugins():
