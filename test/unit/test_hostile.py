@@ -1,4 +1,4 @@
-"""Issue 10: hostile input gives one line and exit 2 (or a fail-open warning in the
+"""Hostile input gives one line and exit 2 (or a fail-open warning in the
 plugin), never a traceback, a hang, an unbounded size, or a write outside its target.
 One test (or parametrized case) per kind of failure; test_fuzz.py generates the rest."""
 
@@ -508,7 +508,7 @@ def test_show_without_gpu_still_checks_the_environment(tmp_path, monkeypatch, ca
     ("pcie", 16, False), ("pcie-p2p", 2, False), ("pcie-p2p", 1, False), ("nvlink", 1, True), ("nvswitch", 2, True),
 ])
 def test_mnnvl_needs_nvlink(topology, nnodes, enabled):
-    """issue 10 / D9: `explain 10.0 --nnodes 16 --topology pcie` enabled mnnvl."""
+    """D9: `explain 10.0 --nnodes 16 --topology pcie` enabled mnnvl."""
     from sglang_arch.arch import TOPOLOGIES, resolve
     from sglang_arch.arch.policies.collectives import allreduce_fusion
 
@@ -518,7 +518,7 @@ def test_mnnvl_needs_nvlink(topology, nnodes, enabled):
         assert d.reason == f"mnnvl fusion needs NVLink between the GPUs; {topology} has none"
 
 
-# --- issue 21: strings, integers and versions of an override file --------------------
+# --- strings, integers and versions of an override file --------------------
 
 STRING_FIELDS = ["name", "examples", "attention_mha", "attention_mla", "lead", "sources"]
 
@@ -610,7 +610,7 @@ from sglang_arch.arch.profile import _KNOWN_FIELDS  # noqa: E402
 
 @pytest.mark.parametrize("field", sorted(_KNOWN_FIELDS))
 def test_null_is_a_value_only_where_the_schema_gives_it_one(field):
-    """The adversarial pass of the fifth session: `{"12.0": {"features": null}}` was read as
+    """`{"12.0": {"features": null}}` was read as
     no features (and `torch_symm_mem: null` as no sizes); only `inherits` (none),
     `max_cuda` (no bound) and `custom_ar_v2_table` (SGLang's default) give null a meaning."""
     from sglang_arch.arch.profile import TableError
@@ -626,7 +626,7 @@ def test_null_is_a_value_only_where_the_schema_gives_it_one(field):
 @pytest.mark.parametrize("field, value", [("attention_mha", ["\x1b[2Jfa3"]), ("examples", ["\x1b[31mRED"]),
                                           ("sources", ["line\nbreak"]), ("attention_mla", ["flash\u202emla"])])
 def test_every_string_field_refuses_what_would_drive_the_terminal(field, value):
-    """The adversarial pass of the fifth session: only `name` refused control characters;
+    """Only `name` refused control characters once;
     `explain` printed an attention list's ESC sequence raw, `matrix` an example's."""
     from sglang_arch.arch.profile import TableError
     from sglang_arch.arch.registry import build_registry
