@@ -83,7 +83,7 @@ def header(d: Decisions, note: Optional[str] = None) -> List[str]:
     res = d.resolution
     gpus = f"{d.world_size} GPU{'s' if d.world_size != 1 else ''}"
     nodes = f"{d.nnodes} node{'s' if d.nnodes != 1 else ''}"
-    lines = [f"device    {res.requested} -> tier {res.resolved} {res.profile.name} [{res.match}]"]
+    lines = _wrap(f"{res.requested} -> tier {res.resolved} {res.profile.name} [{res.match}]", 0, "device    ")
     lines += _wrap(res.reason, 10)
     lines += _wrap(f"{gpus}, {nodes}, topology {d.topology.name} ({d.topology.description})", 0, "machine   ")
     if note:

@@ -135,3 +135,13 @@ def test_json_keeps_every_key_and_adds_stock_sglangs_answers(capsys):
 def test_the_stock_model_on_reference_machines(cap, topology, world, symm, fusion):
     s = stock.decide(resolve(cap).requested, TOPOLOGIES[topology], world)
     assert (s.symm_mem.value, s.fusion.value) == (symm, fusion)
+
+
+def test_a_long_override_name_still_fits(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "o.json"
+    path.write_text(json.dumps({"12.0": {"name": "N" * 300 + " RTX " * 100}}))
+    monkeypatch.setenv("SGLANG_ARCH_CONFIG", str(path))
+    code, out, err = run(capsys, "explain", "12.0", "--world-size", "8", "--all")
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= explain_text.WIDTH
+    assert out.startswith("device    12.0 -> tier 12.0 NNNN")
