@@ -2,6 +2,7 @@
 apply per site, read as SGLang's own code (black, isort, pyflakes at SGLang's pins), stay
 within their budgets, import, and pass their own tests; a second run changes nothing."""
 
+import json
 import os
 import subprocess
 import sys
@@ -133,3 +134,66 @@ def test_a_locally_tuned_table_is_left_out_naming_its_values(tmp_path):
 def test_the_docs_are_the_texts_committed_to_the_installed_release():
     for name, text in texts.pr_docs(INSTALLED).items():
         assert (ROOT / texts.DOCS_DIR / name).read_text() == text, f"run python -m sglang_arch.upstream.texts ({name})"
+
+
+# --- the patched tree decides as SGLang does, except where docs/differences.md says ---------
+
+ORACLE = Path(__file__).resolve().parent / "series_oracle.py"
+KNOWN_MINORS = {(9, 0), (10, 0), (10, 3), (10, 7), (12, 0), (12, 1)}
+
+
+def _decisions(pythonpath):
+    env = {**os.environ, "SGLANG_ARCH_DISABLE": "1", "SGLANG_PLUGINS": "none",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(pythonpath or ""), str(ORACLE.parent)]))}
+    out = subprocess.run([sys.executable, str(ORACLE)], env=env, capture_output=True, text=True, timeout=600,
+                         cwd=ORACLE.parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def _difference(key, upstream, patched):
+    """The docs/differences.md entry that explains one difference, or None."""
+    kind, cap, cuda = key.split("|")[:3]
+    cap = tuple(int(x) for x in cap.split("."))
+    cuda = tuple(int(x) for x in cuda.split("."))
+    listed = cap in KNOWN_MINORS
+    unknown_minor = cap[0] in (9, 10) and not listed  # SGLang's probes take the whole major
+    if kind == "symm_mem":
+        world_size, multicast = key.split("|")[3:]
+        if upstream == "disabled" and patched[1] == "two_shot":
+            if multicast == "0":
+                return "D2"  # two-shot where there is no multicast
+            if cap[0] >= 12:
+                return "D1"  # SM12x sizes (and the nearest tier's past the table: D6)
+    if kind in ("fusion", "fusion_gate", "fusion_auto_enable") and unknown_minor and cuda >= (12, 3):
+        return "D6"  # an unlisted minor borrows no kernel: fusion refused or off
+    if kind in ("fusion", "fusion_gate") and cap in ((12, 0), (12, 1)) and cuda >= (12, 8):
+        if upstream in ("ValueError", False) and patched in ("trtllm", True):
+            return "D3"  # SM12x fusion runs when asked (auto on is never the series')
+    if kind == "attention" and unknown_minor:
+        return "D6"  # SGLang's major-wide probes pick fa3 / trtllm_mha there; no kernel list names it
+    return None
+
+
+def test_the_patched_tree_decides_as_sglang_except_the_documented_differences(tmp_path):
+    package_tree("0.5.23", tmp_path)
+    out = _upstream(tmp_path / "sglang")
+    assert out.returncode == 0, out.stdout + out.stderr
+    upstream, patched = _decisions(None), _decisions(tmp_path)
+    assert upstream.keys() == patched.keys() and len(upstream) > 10_000
+    explained, unexplained = {}, []
+    for key in upstream:
+        if upstream[key] != patched[key]:
+            why = _difference(key, upstream[key], patched[key])
+            if why is None:
+                unexplained.append((key, upstream[key], patched[key]))
+            explained.setdefault(why, 0)
+            explained[why] = explained.get(why, 0) + 1
+    assert not unexplained, unexplained[:20]
+    # Each documented difference is observed, and the known tiers with a CUDA that targets
+    # them decide exactly as SGLang does for every concern but D1-D3.
+    assert set(explained) == {"D1", "D2", "D3", "D6"}, explained
+    for key in upstream:
+        kind, cap = key.split("|")[:2]
+        if cap in ("9.0", "10.0", "10.3", "10.7") and kind != "symm_mem":
+            assert upstream[key] == patched[key], key
