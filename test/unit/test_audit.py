@@ -866,3 +866,78 @@ def test_a_check_whose_branches_only_log_is_read_as_such():
     assert scan_mod._only_logs(only.body, only.orelse)
     assert not scan_mod._only_logs(mixed.body, mixed.orelse)
     assert not scan_mod._only_logs([], [])
+
+
+# --- bounds: long chains, deep folders, folders that cannot be listed -----------------------
+
+def test_a_file_past_the_operand_bound_is_listed_with_its_line(tmp_path, capsys):
+    """Before: 8,000 'and' operands passed CPython's parser and went on to libcst (the
+    series' parser), which overflowed its stack (exit 139)."""
+    from sglang_arch.bounds import MAX_BOOL_OPERANDS
+
+    long = "import torch\n\nX = torch.cuda.get_device_capability()[0] == 9 and " + \
+        " and ".join(f"a{i}" for i in range(MAX_BOOL_OPERANDS + 5)) + "\n"
+    root = write_tree(tmp_path, {**FILES, "srt/layers/long.py": long})
+    rep = audit(str(root))
+    [bad] = [u for u in rep.unparsed if u.file == "srt/layers/long.py"]
+    assert bad.line == 3 and f"{MAX_BOOL_OPERANDS + 6} 'and' operands" in bad.problem
+    assert f"at most {MAX_BOOL_OPERANDS}" in bad.problem
+    assert not [s for s in rep.sites if s.file == "srt/layers/long.py"]
+
+
+def test_a_tree_nested_past_the_folder_bound_is_one_line(tmp_path, capsys):
+    """Before: os.walk recursed per level and raised RecursionError about 1,000 folders deep."""
+    from sglang_arch.bounds import MAX_FOLDER_DEPTH
+
+    root = write_tree(tmp_path)
+    deep = root / "srt"
+    for _ in range(1000):  # one level at a time: os.makedirs recurses per missing level
+        deep = deep / "d"
+        deep.mkdir()
+    assert cli.main(["audit", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "RecursionError" not in err
+    assert f"more than {MAX_FOLDER_DEPTH} folders below" in err and f"accepted: at most {MAX_FOLDER_DEPTH} levels" in err
+    with pytest.raises(ValueError, match="folders below"):
+        audit(str(root))
+
+
+def test_a_tree_at_the_folder_bound_is_read(tmp_path):
+    from sglang_arch.bounds import MAX_FOLDER_DEPTH
+
+    root = write_tree(tmp_path)
+    deep = root / "srt" / os.path.join(*["d"] * MAX_FOLDER_DEPTH)
+    deep.mkdir(parents=True)
+    (deep / "m.py").write_text("import torch\nX = torch.cuda.get_device_capability()\n")
+    rep = audit(str(root))
+    assert any(s.file.endswith("/d/m.py") for s in rep.sites)
+
+
+def test_a_folder_that_cannot_be_listed_fails_naming_it(tmp_path, capsys, monkeypatch):
+    """Before: os.walk skipped it silently and the audit reported the rest, exit 0."""
+    root = write_tree(tmp_path)
+    hidden = root / "srt" / "layers" / "attention"
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if os.fspath(path) == str(hidden):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(scan_mod.os, "scandir", scandir)
+    assert cli.main(["audit", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{hidden}: cannot list this folder (Permission denied)" in err
+    assert "accepted: a tree whose every folder under srt, kernels can be read" in err
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads a folder of mode 000")
+def test_an_unreadable_folder_fails_naming_it(tmp_path, capsys):
+    root = write_tree(tmp_path)
+    hidden = root / "srt" / "layers"
+    hidden.chmod(0)
+    try:
+        assert cli.main(["audit", str(root)]) == 2
+    finally:
+        hidden.chmod(0o755)
+    assert f"{hidden}: cannot list this folder" in capsys.readouterr().err

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..arch.validate import shown, shown_path
+from ..bounds import MAX_FOLDER_DEPTH, expression_problem
 from ..files import MAX_SOURCE_FILES, SourceError, python_tree, read_source
 
 SCANNED = ("srt", "kernels")
@@ -208,6 +209,37 @@ def link_problem(root: str, path: str) -> Optional[str]:
     return None
 
 
+def _walk(base: str) -> Iterator[Tuple[str, List[str], List[str]]]:
+    """``os.walk(base)`` top-down without recursion (Python 3.11's recursed once per level and
+    raised RecursionError about 1,000 folders deep), refusing in one line a folder it cannot
+    list (it was skipped silently: a tree read in part looked complete) and a folder more than
+    ``bounds.MAX_FOLDER_DEPTH`` levels below ``base``.  The caller may prune ``dirnames``."""
+    if not os.path.isdir(base):
+        return
+    todo = [(base, 0)]
+    while todo:
+        folder, depth = todo.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except OSError as exc:
+            raise SourceError(f"{shown_path(folder)}: cannot list this folder ({exc.strerror or exc}); "
+                              f"accepted: a tree whose every folder under {', '.join(SCANNED)} can be read") from None
+        dirnames, filenames = [], []
+        for entry in listed:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            (dirnames if is_dir else filenames).append(entry.name)
+        yield folder, dirnames, filenames
+        if dirnames and depth >= MAX_FOLDER_DEPTH:
+            deeper = os.path.join(folder, sorted(dirnames)[0])
+            raise SourceError(f"{shown_path(deeper)}: more than {MAX_FOLDER_DEPTH} folders below "
+                              f"{shown_path(base)}; accepted: at most {MAX_FOLDER_DEPTH} levels")
+        todo.extend((os.path.join(folder, d), depth + 1) for d in reversed(dirnames))
+
+
 def iter_files(root: str, skipped: Optional[Dict[str, str]] = None) -> Iterator[str]:
     """Every .py file under root/srt and root/kernels, relative to root, sorted (at most
     ``MAX_SOURCE_FILES``; a symlinked srt/ or kernels/ is refused, symlinked folders below
@@ -220,7 +252,7 @@ def iter_files(root: str, skipped: Optional[Dict[str, str]] = None) -> Iterator[
         base = os.path.join(root, top)
         if os.path.islink(base):
             raise SourceError(f"{shown_path(base)}: is a symlink; accepted: a real folder inside the tree")
-        for dirpath, dirnames, filenames in os.walk(base):
+        for dirpath, dirnames, filenames in _walk(base):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             for name in filenames:
                 if not name.endswith(".py") or name.startswith("test_") or name.endswith("_test.py"):
@@ -911,6 +943,9 @@ def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[L
     module = package_module(file)
     lines = source_lines(text) or [""]
     tree, why = python_tree(text)
+    past_bound = expression_problem(text, tree) if tree is not None else None
+    if past_bound is not None:  # libcst, which the series runs on the same files, overflows there
+        return FileScan(file, module, {}, {}, {}, {}, [], lines, problem=past_bound[1], problem_line=past_bound[0])
     if tree is None:
         problem, line = why or "not Python 3 syntax", 0
         if why is None:
