@@ -894,12 +894,17 @@ def test_a_tree_nested_past_the_folder_bound_is_one_line(tmp_path, capsys):
     for _ in range(1000):  # one level at a time: os.makedirs recurses per missing level
         deep = deep / "d"
         deep.mkdir()
-    assert cli.main(["audit", str(root)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err and "RecursionError" not in err
-    assert f"more than {MAX_FOLDER_DEPTH} folders below" in err and f"accepted: at most {MAX_FOLDER_DEPTH} levels" in err
-    with pytest.raises(ValueError, match="folders below"):
-        audit(str(root))
+    try:
+        assert cli.main(["audit", str(root)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err and "RecursionError" not in err
+        assert f"more than {MAX_FOLDER_DEPTH} folders below" in err and f"accepted: at most {MAX_FOLDER_DEPTH} levels" in err
+        with pytest.raises(ValueError, match="folders below"):
+            audit(str(root))
+    finally:  # bottom up: pytest's own clean-up of old temporary folders recurses per level
+        while deep != root / "srt":
+            deep.rmdir()
+            deep = deep.parent
 
 
 def test_a_tree_at_the_folder_bound_is_read(tmp_path):
