@@ -198,3 +198,30 @@ def dsv41_bf16_index_logits(res: Resolution, cuda: Cuda = None) -> IndexLogits:
     if res.resolved.major == 10:
         return IndexLogits(True, f"{where}: SM100, where the reference kernels score in bf16: bf16 logits")
     return IndexLogits(False, f"{where}: not SM100: fp32 logits")
+
+
+# --- DeepSeek-V4.1's indexer: DeepGEMM's MQA-logits kernels or torch ----------------------
+#
+# ``layers/attention/dsv4/v41_indexer.is_sm100_or_newer`` (cached per process): "DeepGEMM's
+# fp8_fp4 mqa-logits kernels need SM100+; Hopper and non-CUDA devices take the torch
+# indexer" (``major >= 10``).  One answer picks, for every V4.1 index layer, DeepGEMM or torch
+# for decode (``make_full_topk_indexer``'s ``use_deep_gemm_decode``), for prefill (with the
+# dense FP4 indexer present), the candidate indexer's sparse table and the fused index
+# store that feeds it: two runnable implementations, a decision.  ``major >= 10`` also
+# takes every newer family, where DeepGEMM has no build (deep_gemm/_C.so: arch_major 9, 10
+# and 12 only, JIT-compiled for the catalog's ``deep_gemm`` targets; its FP4 MQA logits on
+# arch 10 and 12).  The registry asks the rule of the tier and keeps DeepGEMM only where the
+# catalog runs DeepGEMM on the device; elsewhere the torch indexer, as SGLang uses on Hopper.
+@dataclass(frozen=True)
+class IndexerPath:
+    deep_gemm: bool  # DeepGEMM's MQA logits (else the torch indexer)
+    reason: str
+
+
+def dsv41_indexer_deep_gemm(res: Resolution, cuda: Cuda = None) -> IndexerPath:
+    """Whether DeepSeek-V4.1's index layers score with DeepGEMM on this device."""
+    where = tier_where(res)
+    if res.resolved.major < 10:
+        return IndexerPath(False, f"{where}: below SM100 SGLang's V4.1 indexer scores with torch")
+    kept, why = runs_here(res, "deep_gemm", "jit", cuda, f"{where}: SM100 and newer take DeepGEMM's MQA logits")
+    return IndexerPath(kept, why if kept else f"{why}: the torch indexer")

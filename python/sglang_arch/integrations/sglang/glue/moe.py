@@ -777,6 +777,30 @@ def dsv4_hopper_path_here() -> bool:
     return or_platform_fact(dsv4_hopper_path(), "is_sm90")
 
 
+# --- DeepSeek-V4.1's indexer (dsv4/v41_indexer.is_sm100_or_newer) ---
+_dsv41_indexer: Dict[Any, Tuple[Any, Any]] = {}
+
+
+@fail_open
+def dsv41_indexer_deep_gemm() -> Optional[bool]:
+    """``is_sm100_or_newer`` as the V4.1 indexer reads it: whether its index layers score
+    with DeepGEMM's MQA logits (decode, prefill, the candidate sparse table and the fused
+    index store), as the registry decides (``policies/deepseek.dsv41_indexer_deep_gemm``:
+    never where DeepGEMM has no build for the device).  None (SGLang's) without an
+    NVIDIA GPU, off CUDA."""
+    ctx = routed_context()
+    if ctx is None or ctx.resolution is None or not _cuda_platform():
+        return None
+    from ....arch.policies.deepseek import dsv41_indexer_deep_gemm as rule
+
+    res = ctx.resolution
+
+    def decide() -> bool:
+        return rule(res, ctx.cuda).deep_gemm
+
+    return per_machine(_dsv41_indexer, ctx, None, decide)
+
+
 # --- the DeepSeek family's router GEMM (deepseek_common/utils.tiny_router_gemm_max_tokens) ---
 _tiny_router: Dict[Any, Tuple[Any, Any]] = {}
 
