@@ -243,12 +243,14 @@ specs = st.lists(entries, max_size=6).map(",".join)
 def documented_rule(spec, count, uuids):
     """CUDA's rule, stated as a prefix: the longest run of valid entries from the start (an
     index below the device count; or, for a list that starts with GPU-, a UUID prefix of
-    exactly one device); a device named twice in that run empties it."""
+    exactly one device with at least one character after GPU-: "enough digits from the
+    beginning"); a device named twice in that run empties it."""
     uuid_list = spec.startswith("GPU-")
 
     def device(entry):
         if uuid_list:
-            hits = [i for i, u in enumerate(uuids) if entry.startswith("GPU-") and u.startswith(entry)]
+            hits = [i for i, u in enumerate(uuids) if entry.startswith("GPU-") and len(entry) > 4
+                    and u.startswith(entry)]
             return hits[0] if len(hits) == 1 else None
         m = re.match(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)", entry)
         value = None if m is None else int(m.group(1) + m.group(2))
@@ -291,11 +293,21 @@ def test_visible_devices_agree_with_torchs_model(monkeypatch, spec, count):
 
 
 def test_mig_devices_are_named_through_their_gpus():
-    mig = {"MIG-aaaa-1": 0, "MIG-aaaa-2": 0, "MIG-bbbb-1": 1}
-    assert visible_indices("MIG-aaaa-1,MIG-bbbb", 2, (), mig) == [0, 1]
+    """The MIG User Guide: "only single MIG instance enumeration is supported" (a CUDA process
+    enumerates one MIG device, whatever the list names), and drivers before R470 name a MIG
+    device ``MIG-GPU-<gpu uuid>/<gpu instance>/<compute instance>``.  Before: every MIG entry
+    of the list was visible, and the older spelling named nothing."""
+    mig = {"MIG-aaaa-1": 0, "MIG-aaaa-2": 0, "MIG-bbbb-1": 1,
+           "MIG-GPU-0f0f/1/0": 0, "MIG-GPU-0f0f/2/0": 0, "MIG-GPU-1e1e/1/0": 1}
+    assert visible_indices("MIG-aaaa-1,MIG-bbbb", 2, (), mig) == [0]
+    assert visible_indices("MIG-bbbb,MIG-aaaa-1", 2, (), mig) == [1]
     assert visible_indices("MIG-aaaa,MIG-bbbb", 2, (), mig) == []  # ambiguous first entry
     assert visible_indices("MIG-aaaa-1,MIG-aaaa-1", 2, (), mig) == []  # named twice
-    assert visible_indices("MIG-aaaa-1,MIG-aaaa-2", 2, (), mig) == [0, 0]  # two instances of one GPU
+    assert visible_indices("MIG-aaaa-1,MIG-aaaa-2", 2, (), mig) == [0]  # one MIG device enumerated
+    assert visible_indices("MIG-GPU-1e1e/1/0", 2, (), mig) == [1]  # the pre-R470 spelling
+    assert visible_indices("MIG-GPU-1e1e/1", 2, (), mig) == []  # matched whole, not as a prefix
+    assert visible_indices("MIG-", 2, (), mig) == []  # no character of a name
+    assert visible_indices("GPU-", 1, ("GPU-1a",)) == []  # likewise for a GPU UUID
 
 
 # --- every documented variable checked, GPU or not -----------------------------------------
@@ -323,3 +335,29 @@ def test_a_bad_detection_variable_is_refused_with_or_without_a_gpu(monkeypatch, 
     with pytest.raises(ValueError) as e:
         d.detect(probes=[probe])
     assert str(e.value).startswith(f"{name}: ") and "accepted" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_nvml_names_each_mig_device_both_ways(monkeypatch):
+    """``_uuids`` asks NVML for each MIG device's UUID and its GPU / compute instance ids, so
+    that both spellings CUDA accepts name it."""
+    import types
+
+    class Error(Exception):
+        pass
+
+    migs = {0: [("MIG-aaaa-1", 1, 0), ("MIG-aaaa-2", 2, 0)], 1: [("MIG-bbbb-1", 1, 0)]}
+    fake = types.SimpleNamespace(
+        NVMLError=Error,
+        nvmlDeviceGetUUID=lambda h: h[0] if isinstance(h, tuple) else f"GPU-{'0f0f' if h == 0 else '1e1e'}",
+        nvmlDeviceGetMaxMigDeviceCount=lambda h: 3,
+        nvmlDeviceGetMigDeviceHandleByIndex=lambda h, k: migs[h][k] if k < len(migs[h]) else (_ for _ in ()).throw(
+            Error("no such MIG device")),
+        nvmlDeviceGetGpuInstanceId=lambda d: d[1],
+        nvmlDeviceGetComputeInstanceId=lambda d: d[2],
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-GPU-1e1e/1/0")
+    uuids, mig = d._uuids(fake, [0, 1])
+    assert uuids == ["GPU-0f0f", "GPU-1e1e"]
+    assert mig == {"MIG-aaaa-1": 0, "MIG-aaaa-2": 0, "MIG-bbbb-1": 1, "MIG-GPU-0f0f/1/0": 0,
+                   "MIG-GPU-0f0f/2/0": 0, "MIG-GPU-1e1e/1/0": 1}
+    assert visible_indices(os.environ["CUDA_VISIBLE_DEVICES"], 2, uuids, mig) == [1]

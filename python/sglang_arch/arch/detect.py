@@ -267,14 +267,18 @@ def visible_indices(spec: Optional[str], count: int, uuids: Sequence[str] = (),
                     mig: Optional[Mapping[str, int]] = None) -> List[int]:
     """The devices (indices into NVML's order) CUDA enumerates under CUDA_VISIBLE_DEVICES.
 
-    CUDA's documented rule (CUDA C Programming Guide, "CUDA Environment Variables"):
-    entries are taken in order, as indices or as (abbreviated) ``GPU-``/``MIG-`` UUIDs; an
-    invalid entry hides itself and every entry after it.  An index is read as C's
-    ``strtoul`` reads it ("1gpu" is 1; no digits, a sign or an index past the last device
-    is invalid); a UUID entry must be the prefix of exactly one device's UUID, and a list
-    that starts with UUIDs stops at the first entry that does not.  A device named twice
-    makes the whole list empty (as torch's ``_parse_visible_devices`` models it).  ``mig``:
-    MIG device UUID -> its GPU's index; MIG entries name those.  Unset: every device.
+    CUDA's documented rule (CUDA C Programming Guide, "CUDA Environment Variables"; the MIG
+    User Guide, "CUDA Device Enumeration"): entries are taken in order, as indices or as
+    (abbreviated) ``GPU-``/``MIG-`` UUIDs; an invalid entry hides itself and every entry after
+    it.  An index is read as C's ``strtoul`` reads it ("1gpu" is 1; no digits, a sign or an
+    index past the last device is invalid).  A UUID entry names a device by "enough digits
+    from the beginning" of its UUID: at least one character after ``GPU-`` / ``MIG-``, the
+    prefix of exactly one device's UUID; a list that starts with UUIDs stops at the first
+    entry that does not.  A device named twice makes the whole list empty (as torch's
+    ``_parse_visible_devices`` models it).  ``mig``: MIG device name -> its GPU's index, both
+    spellings (``MIG-<uuid>``, and ``MIG-GPU-<gpu uuid>/<gpu instance>/<compute instance>``
+    of drivers before R470, matched whole); "only single MIG instance enumeration is
+    supported": a MIG list makes its first device visible, no more.  Unset: every device.
     """
     if spec is None:
         return list(range(count))
@@ -296,7 +300,7 @@ def visible_indices(spec: Optional[str], count: int, uuids: Sequence[str] = (),
             return []
         named.append(key)
         picked.append(index)
-    return picked
+    return picked[:1] if prefix == "MIG-" else picked
 
 
 def _by_ordinal(entry: str, count: int) -> Optional[int]:
@@ -310,8 +314,12 @@ def _by_ordinal(entry: str, count: int) -> Optional[int]:
 
 
 def _by_uuid(entry: str, uuids: Sequence[str], mig: Mapping[str, int]) -> Optional[int]:
+    if len(entry) <= 4:  # "GPU-" or "MIG-" alone names no device
+        return None
+    if entry.startswith("MIG-GPU-") and "/" in entry:  # the pre-R470 spelling, matched whole
+        return mig.get(entry)
     if entry.startswith("MIG-"):
-        hits = [gpu for uuid, gpu in mig.items() if uuid.startswith(entry)]
+        hits = [gpu for name, gpu in mig.items() if "/" not in name and name.startswith(entry)]
     else:
         hits = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
     return hits[0] if len(hits) == 1 else None
@@ -369,7 +377,10 @@ def _uuids(pynvml, handles) -> Tuple[List[str], Dict[str, int]]:
                 continue
             for k in range(slots):
                 try:
-                    mig[_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, k)))] = i
+                    device = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, k)
+                    mig[_text(pynvml.nvmlDeviceGetUUID(device))] = i
+                    mig[f"MIG-{uuids[i]}/{pynvml.nvmlDeviceGetGpuInstanceId(device)}/"
+                        f"{pynvml.nvmlDeviceGetComputeInstanceId(device)}"] = i
                 except pynvml.NVMLError:
                     continue
     return uuids, mig
