@@ -4,6 +4,7 @@ within their budgets, import, and pass their own tests; a second run changes not
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,18 +52,31 @@ def test_every_pr_lands_on_every_release_within_its_budget(clone):
     version, root, report = clone
     subjects = _git(root, "log", "--format=%s", "-5").splitlines()[::-1]
     assert subjects == SUBJECTS, report
+    documented = _documented_sizes(version)
     for number in range(1, 6):
         rev = f"HEAD~{5 - number}"
-        numstat = _git(root, "show", "--numstat", "--format=", rev).splitlines()
-        added = sum(int(a) for a, _, path in (line.split("\t") for line in numstat)
-                    if path.endswith(".py") and not path.startswith("test/"))
+        numstat = [line.split("\t") for line in _git(root, "show", "--numstat", "--format=", rev).splitlines()]
+        added = sum(int(a) for a, _, path in numstat if path.endswith(".py") and not path.startswith("test/"))
+        tests = sum(int(a) for a, _, path in numstat if path.startswith("test/"))
+        removed = sum(int(r) for _, r, _ in numstat)
         assert 0 < added <= BUDGETS[number], (version, number, added)
+        assert documented[number] == (added, tests, removed), ("docs/upstreaming.md", version, number)
         body = _git(root, "show", "-s", "--format=%b", rev)
         # The PR text's numbers are this diff's.
         assert f"{added} added lines of non-test Python" in body, (number, body)
         assert "{size}" not in body and "{left_out}" not in body
         assert "Nothing: every site of this PR applies to this tree." in body
     assert "generated" not in _git(root, "show", "HEAD~4").lower()
+
+
+def _documented_sizes(version):
+    """docs/upstreaming.md's sizes table: PR number -> (non-test Python, tests, removed)."""
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]]
+            for line in (ROOT / "docs/upstreaming.md").read_text().splitlines() if line.startswith("|")]
+    column = next(row for row in rows if "0.5.21" in row).index(version)
+    sizes = re.compile(r"\d+ / \d+ / \d+")
+    return {int(row[0].split()[0]): tuple(int(x) for x in row[column].split("/")) for row in rows
+            if len(row) > column and sizes.fullmatch(row[column])}
 
 
 def test_a_second_run_changes_nothing(clone):
@@ -197,3 +211,46 @@ def test_the_patched_tree_decides_as_sglang_except_the_documented_differences(tm
         kind, cap = key.split("|")[:2]
         if cap in ("9.0", "10.0", "10.3", "10.7") and kind != "symm_mem":
             assert upstream[key] == patched[key], key
+
+
+# --- one truth: the series' table is the plugin registry's, for the core ------------------
+
+def _series_registry():
+    import importlib.util
+
+    path = Path(steps.__file__).parent / "series/python/sglang/srt/arch/registry.py"
+    spec = importlib.util.spec_from_file_location("series_arch_registry", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_series_table_is_the_plugin_registrys_for_the_core():
+    """The tier table SGLang would carry and sglang-arch's own agree on every value of the
+    mission's core, for every tier and the unknown capabilities beside them; every kernel
+    the series lists runs there by sglang-arch's catalog (read from the wheels)."""
+    from sglang_arch.arch import catalog, registry
+    from sglang_arch.arch.capability import Capability
+
+    series_registry = _series_registry()
+    capabilities = sorted(set(series_registry.ARCH_TIERS) | {(9, 5), (10, 5), (11, 5), (12, 5), (13, 0)})
+    for cap in capabilities:
+        profile = registry.resolve(Capability(*cap)).profile
+        for world_size in range(1, 17):
+            assert series_registry.symm_mem_max_size(world_size, cap) == profile.torch_symm_mem.get(world_size, 0), cap
+            assert series_registry.symm_mem_uses_multimem(world_size, cap) == (
+                world_size in profile.symm_mem_multimem_world_sizes), (cap, world_size)
+        assert series_registry.custom_all_reduce_v2_table(cap) == profile.custom_ar_v2_table, cap
+        tier = series_registry.resolve(cap).tier
+        assert tier.fusion_backend == (profile.allreduce_fusion[0] if profile.allreduce_fusion else None), cap
+        for mla, preferred in ((False, profile.attention_mha), (True, profile.attention_mla)):
+            backend = tier.mla_attention_backend if mla else tier.mha_attention_backend
+            assert backend == (preferred[0] if preferred else None), (cap, mla)
+    kernels = [("fusion", name, cap, None) for name, caps in series_registry.ALLREDUCE_FUSION_KERNELS.items()
+               for cap in caps]
+    kernels += [("attention", name, cap, "mla" if mla else "mha")
+                for (name, mla), caps in series_registry.ATTENTION_KERNELS.items() for cap in caps]
+    for decision, name, cap, kind in kernels:
+        verdict = catalog.choice_runs(decision, name, Capability(*cap), (13, 0), kind)
+        assert verdict is not None and verdict.runs, (decision, name, cap, verdict)

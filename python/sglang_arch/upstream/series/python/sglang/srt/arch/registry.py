@@ -145,7 +145,7 @@ def check_capability(capability) -> Capability:
     if (
         not isinstance(capability, tuple)
         or len(capability) != 2
-        or not all(isinstance(x, int) and 0 <= x < 100 for x in capability)
+        or not all(type(x) is int and 0 <= x < 100 for x in capability)
     ):
         raise ValueError(
             f"Invalid compute capability {capability!r}: expected a (major, minor) "

@@ -46,7 +46,16 @@ class TestResolution(CustomTestCase):
         self.assertIsNone(registry.custom_all_reduce_v2_table((6, 1)))
 
     def test_bad_capabilities_are_refused(self):
-        for bad in ((12,), "12.0", (12, -1), (12.0, 0), [9, 0], (9, 0, 0), (100, 0)):
+        for bad in (
+            (12,),
+            "12.0",
+            (12, -1),
+            (12.0, 0),
+            [9, 0],
+            (9, 0, 0),
+            (100, 0),
+            (True, 0),
+        ):
             with self.assertRaises(ValueError):
                 registry.resolve(bad)
 
