@@ -35,9 +35,10 @@ def find_cuda_home(environ: Optional[Mapping[str, str]] = None,
 def find_nvcc(environ: Optional[Mapping[str, str]] = None,
               which: Callable[[str], Optional[str]] = shutil.which,
               exists: Callable[[str], bool] = os.path.exists) -> Tuple[Optional[str], str]:
-    """``(nvcc, where)``: the ``nvcc`` of the toolkit ``find_cuda_home`` names and where that
-    toolkit came from (``CUDA_HOME``, ``CUDA_PATH``, ``PATH`` or ``/usr/local/cuda``); or
-    ``(None, why)`` where no toolkit is named."""
+    """``(nvcc, where)``: the ``nvcc`` of the toolkit ``find_cuda_home`` names (``<home>/bin/nvcc``;
+    the ``nvcc`` on PATH itself where PATH named the toolkit) and where that toolkit came from
+    (``CUDA_HOME``, ``CUDA_PATH``, ``PATH`` or ``/usr/local/cuda``); or ``(None, why)`` where
+    no toolkit is named."""
     env = os.environ if environ is None else environ
     home = find_cuda_home(env, which, exists)
     if not home:
@@ -47,5 +48,8 @@ def find_nvcc(environ: Optional[Mapping[str, str]] = None,
     elif env.get("CUDA_PATH"):
         where = "CUDA_PATH"
     else:
-        where = "PATH" if which("nvcc") is not None else DEFAULT_CUDA_HOME
+        on_path = which("nvcc")
+        if on_path is not None:  # torch's home is the folder above it: for an install's bin/, this file
+            return on_path, "PATH"
+        where = DEFAULT_CUDA_HOME
     return os.path.join(home, "bin", "nvcc"), where

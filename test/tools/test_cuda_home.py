@@ -42,8 +42,11 @@ def test_the_toolkit_is_found_in_torchs_order(monkeypatch, cuda_home, cuda_path,
     assert toolkit.find_cuda_home(os.environ, which, exists) == theirs
     nvcc, where = toolkit.find_nvcc(os.environ, which, exists)
     if theirs:
-        assert nvcc == os.path.join(theirs, "bin", "nvcc")
         assert where in ("CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda")
+        if where == "PATH":  # the nvcc torch's home was taken from
+            assert nvcc == nvcc_on_path and os.path.dirname(os.path.dirname(nvcc)) == theirs
+        else:
+            assert nvcc == os.path.join(theirs, "bin", "nvcc")
     else:
         assert nvcc is None and "\n" not in where
 

@@ -13,7 +13,7 @@ import types
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sglang_arch import commands
+from sglang_arch import commands, toolkit
 
 
 def _fake_nvcc(folder, body: str):
@@ -29,8 +29,15 @@ def no_cuda_torch(monkeypatch):
     fake = types.ModuleType("torch")
     fake.version = types.SimpleNamespace(cuda=None)
     monkeypatch.setitem(sys.modules, "torch", fake)
-    monkeypatch.delenv("CUDA_HOME", raising=False)
+    _no_toolkit_but_path(monkeypatch)
     return monkeypatch
+
+
+def _no_toolkit_but_path(monkeypatch):
+    """Only PATH names a toolkit: no CUDA_HOME or CUDA_PATH, and no /usr/local/cuda."""
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(toolkit, "DEFAULT_CUDA_HOME", "/nonexistent/cuda")
 
 
 def test_the_wait_is_bounded_well_below_30_s():
@@ -104,7 +111,7 @@ def cuda_torch(monkeypatch):
     fake = types.ModuleType("torch")
     fake.version = types.SimpleNamespace(cuda="12.8")
     monkeypatch.setitem(sys.modules, "torch", fake)
-    monkeypatch.delenv("CUDA_HOME", raising=False)
+    _no_toolkit_but_path(monkeypatch)
     return monkeypatch
 
 
