@@ -97,7 +97,11 @@ def main() -> int:
             sys.exit(f"upstream_oracle: {fn} is wrapped by sglang-arch")
         if "sglang_arch" in getattr(fn, "__module__", ""):
             sys.exit(f"upstream_oracle: {fn} comes from sglang-arch")
-    loaded = [m for m in sys.modules if m.startswith("sglang_arch.integrations") or m.startswith("sglang_arch.arch")]
+    # The early router reads the kill switch (``switches``: the environment, nothing else)
+    # at SGLang's first import; no other module of the plugin or the registry may load.
+    switch = {"sglang_arch.integrations", "sglang_arch.integrations.sglang", "sglang_arch.integrations.sglang.switches"}
+    loaded = [m for m in sys.modules if (m.startswith("sglang_arch.integrations") or m.startswith("sglang_arch.arch"))
+              and m not in switch]
     if loaded:
         sys.exit(f"upstream_oracle: sglang-arch's plugin or registry is loaded: {loaded[:5]}")
 

@@ -155,7 +155,7 @@ KERNEL_GATES: Sequence[KernelGate] = (
     KernelGate("kernels/ops/diffusion/layout/flux2_token_cat_nvfp4_jit.py", "try_flux2_token_cat_nvfp4",
                "get_device_capability(attention.device) != (10, 3)", "the NVFP4 token-cat JIT kernel is built for "
                "sm_103a; 'attention' is a tensor's name"),
-    # MoE, quantization and GEMM kernels (issue 20, item 5)
+    # MoE, quantization and GEMM kernels
     KernelGate("kernels/kda_kernels/sm120_fp8.py", "try_sm120_fp8_linear", "if capability[0] != 12:",
                "'Run the best qualified SM12x FP8 small-M kernel, or return None': the SM12x kernels (the skinny "
                "GEMM module is JIT-built for (12, 0) only and raises elsewhere)"),
