@@ -29,7 +29,7 @@ def fresh_plan(*args):
                           env=clean_env(), timeout=600)
 
 
-def _warm_worker(cmd, capture_output, text, env, timeout):
+def _warm_worker(cmd, capture_output, text, env, timeout, **kwargs):
     assert cmd[0] == sys.executable and capture_output and text, cmd
     return run_python(cmd[1:], env=env, timeout=timeout)
 

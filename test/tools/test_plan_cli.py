@@ -320,7 +320,7 @@ def test_the_simulated_node_holds_the_gpus_of_one_node(tmp_path, monkeypatch, tp
     class Done:
         returncode, stdout, stderr = 1, "", "stop"
 
-    def fake_run(cmd, capture_output, text, env, timeout):
+    def fake_run(cmd, capture_output, text, env, timeout, **kwargs):
         envs.append(env)
         return Done()
 
@@ -346,3 +346,40 @@ def test_a_single_gpu_tier_on_several_gpus_is_simulated_on_pcie(tmp_path, monkey
 def test_plan_refuses_single_with_several_gpus(tmp_path, capsys):
     err = plan_2(capsys, model_dir(tmp_path, b"{}"), "--tp", "4", "--topology", "single")
     assert "topology single is one GPU, but --tp 4 GPUs are given" in err
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_ends_plan_and_its_workers_at_once(tmp_path, signame):
+    """The workers import SGLang for many seconds: a signal to ``plan`` must not wait for
+    them (nor leave them running)."""
+    import signal
+
+    model = model_dir(tmp_path, b'{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}', "signal-model")
+    proc = subprocess.Popen([sys.executable, "-m", "sglang_arch", "plan", "--capability", "9.0", "--model-path",
+                             str(model), "--timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def workers():
+        found = []
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    data = f.read()
+                if str(model).encode() in data and b"--mode" in data:
+                    found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    deadline = time.monotonic() + 60
+    while not workers() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert workers(), "the workers never started"
+    time.sleep(1)
+    start = time.monotonic()
+    proc.send_signal(getattr(signal, signame))
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - start < 5, err
+    assert proc.returncode != 0 and "Traceback" not in err, err
+    time.sleep(0.5)
+    assert workers() == []

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import traceback
@@ -395,7 +396,9 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
         # The upstream worker must not see the plugin even if SGLang loads plugins itself.
         mode_env = dict(env, SGLANG_ARCH_DISABLE="1") if mode == "upstream" else env
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, env=mode_env, timeout=timeout)
+            # A session of its own: an interrupted plan stops the worker and what it started.
+            out = subprocess.run(cmd, capture_output=True, text=True, env=mode_env, timeout=timeout,
+                                 start_new_session=True)
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"the {mode} worker did not finish in {timeout:g} s (killed); accepted: "
                                f"--timeout up to {MAX_WORKER_TIMEOUT_S} s") from None
@@ -409,13 +412,41 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
             raise RuntimeError(f"the {mode} worker printed no result: {lines[-1][:200]}") from None
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        routed, upstream = pool.map(one, ("routed", "upstream"))
+        futures = [pool.submit(one, mode) for mode in ("routed", "upstream")]
+        try:
+            routed, upstream = [future.result() for future in futures]
+        except BaseException:  # a failed worker, Ctrl-C or a signal: the other worker stops too
+            _stop_workers()
+            raise
     from ...arch.topology import stand_in_note
 
     note = stand_in_note(resolve(cap).profile.topology, tp, parse_topology(topology) if topology else None)
     return {"machine": {"capability": str(cap), "gpus": tp, "topology": topo, "nnodes": nnodes,
                         "cuda": format_version(cuda), "topology_note": note},
             "routed": routed, "upstream": upstream}
+
+
+def _stop_workers() -> None:
+    """Kill this process's plan workers with everything they started (each leads a session
+    of its own), so that the threads waiting on them return at once.  Read from /proc: a
+    system without it waits for the workers' timeout instead."""
+    me = str(os.getpid())
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parent = f.read().rsplit(b")", 1)[1].split()[1].decode()
+            if parent != me:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if __name__.encode() not in f.read():
+                    continue
+            os.killpg(int(pid), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue  # gone already, or not ours to stop
 
 
 def main(argv: Optional[List[str]] = None) -> int:
