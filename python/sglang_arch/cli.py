@@ -365,6 +365,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:
+    from . import interrupts
+
+    interrupts.completed(reset=True)
     try:
         parser = _parser()
         args = parser.parse_args(argv)
@@ -383,7 +386,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"sglang-arch: error: {where}{exc.strerror or exc}", 2)
     except Terminated as exc:
-        return _fail(f"sglang-arch: terminated (signal {exc.signum}); every write rolled back", 128 + exc.signum)
+        done = "its writes had completed" if interrupts.completed() else "every write rolled back"
+        return _fail(f"sglang-arch: terminated (signal {exc.signum}); {done}", 128 + exc.signum)
     except KeyboardInterrupt:
         return _fail("sglang-arch: interrupted", 130)
     except Exception as exc:  # a bug: still one line, and not the exit status of bad input

@@ -363,6 +363,8 @@ class Transaction:
                                 os.unlink(kept)
                         self._kept.clear()
                         self._undo.clear()
+                        interrupts.mark_completed()
+                interrupts.checkpoint("done")
                 return
             self._rollback(exc)
         finally:

@@ -29,11 +29,27 @@ PAUSE_S = 30.0
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 _depth = 0  # nesting of deferred() in the main thread
+_completed = False  # a writer's run passed its point of no return (the CLI's last word says so)
 _pending: List[int] = []  # signals held by deferred(), in arrival order
 
 
 def _hold(signum, _frame) -> None:
     _pending.append(signum)
+
+
+def mark_completed() -> None:
+    """A writer's run is whole: a signal delivered after this undoes nothing."""
+    global _completed
+    _completed = True
+
+
+def completed(reset: bool = False) -> bool:
+    """Whether a run passed its point of no return since the last reset."""
+    global _completed
+    done = _completed
+    if reset:
+        _completed = False
+    return done
 
 
 def pending() -> bool:

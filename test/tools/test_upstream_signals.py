@@ -123,7 +123,7 @@ def moments(monkeypatch, tmp_path):
 
 def test_the_run_names_its_moments(monkeypatch, tmp_path):
     names = moments(monkeypatch, tmp_path)
-    assert names[:2] == ["staged", "git:begin"] and names[-2:] == ["git:reset", "commit"]
+    assert names[:2] == ["staged", "git:begin"] and names[-3:] == ["git:reset", "commit", "done"]
     assert {"git:add:1", "git:commit:1", "git:commit:3", "put:5"} <= set(names)
 
 
@@ -133,7 +133,8 @@ def test_a_signal_at_any_moment_or_in_the_roll_back_leaves_everything_as_it_was(
     for name in SIGNALS:
         if signal.getsignal(getattr(signal, name)) not in (signal.SIG_DFL, signal.default_int_handler):
             pytest.skip(f"{name} has a handler in this test process; the CLI keeps an embedding program's own")
-    names = moments(monkeypatch, tmp_path)
+    # "done" is past the point of no return: the run is whole there (the test after this one)
+    names = [name for name in moments(monkeypatch, tmp_path) if name != "done"]
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
@@ -299,3 +300,25 @@ def test_signals_held_are_delivered_once_the_stretch_ends():
         assert got == [signal.SIGHUP] and not interrupts.pending()
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_signal_after_the_point_of_no_return_says_the_run_is_whole(tmp_path):
+    """Past the point of no return the series stays committed; the last line says so (and
+    not that every write was rolled back)."""
+    root = small_repo(tmp_path / "repo")
+    before = state(root)
+    env = dict(os.environ, **{interrupts.ENV_PAUSE_AT: "done"})
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        _read_until(proc, "paused at done")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = proc.stderr.read()
+    assert proc.returncode == STATUS["SIGTERM"], err
+    assert "its writes had completed" in err and "rolled back" not in err, err
+    assert state(root) != before
