@@ -322,3 +322,46 @@ def test_a_signal_after_the_point_of_no_return_says_the_run_is_whole(tmp_path):
     assert proc.returncode == STATUS["SIGTERM"], err
     assert "its writes had completed" in err and "rolled back" not in err, err
     assert state(root) != before
+
+
+# --- git refusing a commit, at any step: everything undone ----------------------------------
+
+def _fault(root, kind, at):
+    """Make git refuse the ``at``-th commit of the run (or everything, for a held lock)."""
+    hooks = root / ".git" / "hooks"
+    if kind == "hook":  # a pre-commit hook that lets at - 1 commits through
+        counter = root / ".git" / "commits-seen"
+        (hooks / "pre-commit").write_text(
+            f"#!/bin/sh\nn=$(cat {counter} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {counter}\n"
+            f"[ $n -lt {at} ] || {{ echo 'refused by the hook' >&2; exit 1; }}\n")
+        (hooks / "pre-commit").chmod(0o755)
+    elif kind == "gpg":  # signing that always fails
+        git(root, "config", "commit.gpgsign", "true")
+        git(root, "config", "gpg.program", "false")
+    elif kind == "index.lock":  # another git holds the user's index
+        (root / ".git" / "index.lock").write_text("")
+    elif kind == "ref.lock":  # another git holds the branch
+        (root / ".git" / "refs" / "heads" / "main.lock").write_text("")
+
+
+@pytest.mark.parametrize("kind, at", [("hook", 1), ("hook", 2), ("hook", 3), ("gpg", 1), ("index.lock", 1),
+                                      ("ref.lock", 1)])
+def test_git_refusing_a_commit_at_any_step_undoes_the_run(tmp_path, monkeypatch, capsys, kind, at):
+    root = small_repo(tmp_path / "repo")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(series.tempfile, "tempdir", str(tmp))
+    monkeypatch.setattr(series, "plan_series", plan)
+    _fault(root, kind, at)
+    lock = {"index.lock": root / ".git" / "index.lock",
+            "ref.lock": root / ".git" / "refs" / "heads" / "main.lock"}.get(kind)
+    before = state(root)
+    assert main(["upstream", str(root), "--into-git"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    if lock is not None:  # the other git's lock is its own: left where it was
+        assert lock.exists()
+        lock.unlink()
+    assert state(root) == before
+    assert leftovers(root, tmp) == []
