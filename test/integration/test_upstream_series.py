@@ -254,3 +254,43 @@ def test_the_series_table_is_the_plugin_registrys_for_the_core():
     for decision, name, cap, kind in kernels:
         verdict = catalog.choice_runs(decision, name, Capability(*cap), (13, 0), kind)
         assert verdict is not None and verdict.runs, (decision, name, cap, verdict)
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_an_installed_package_takes_the_series_and_check_names_every_file(version, tmp_path):
+    package = package_tree(version, tmp_path)
+    check = _upstream(package, "--check")
+    assert check.returncode == 1, check.stdout + check.stderr
+    for step in steps.STEPS:
+        for rel in step.adds:
+            assert f"would add     {rel}" in check.stdout, (rel, check.stdout)
+        for site in step.sites:
+            assert f"{site.name}: would be rewritten" in check.stdout, site.name
+            for edit in site.edits:
+                assert edit.path in check.stdout, edit.path
+    assert not any(package.rglob("arch/registry.py")), "--check wrote"
+    out = _upstream(package)
+    assert out.returncode == 0 and "left out" not in out.stdout, out.stdout
+    assert _upstream(package, "--check").returncode == 0
+
+
+def test_every_platform_fact_the_registry_reads_is_one_sglang_declares(clone):
+    """The registry reads SGLang's platform context only through facts that release's
+    ``runtime_context`` declares (an unknown one raises AttributeError at run time)."""
+    import ast
+
+    _, root, _ = clone
+    package = root / "python" / "sglang"
+    registry = ast.parse((package / "srt/arch/registry.py").read_text())
+    read = {node.attr for node in ast.walk(registry) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "get_platform"}
+    read |= {node.attr for node in ast.walk(registry) if isinstance(node, ast.Attribute)
+             and isinstance(node.value, ast.Name) and node.value.id == "platform"}
+    context = ast.parse((package / "srt/runtime_context.py").read_text())
+    declared = set()
+    for node in context.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign)
+                                                                       else None)
+        if isinstance(target, ast.Name) and target.id in ("_PLATFORM_PROBES", "_PLATFORM_VALUES"):
+            declared |= {key.value for key in node.value.keys}
+    assert read and read <= declared, read - declared
