@@ -294,3 +294,15 @@ def test_every_platform_fact_the_registry_reads_is_one_sglang_declares(clone):
         if isinstance(target, ast.Name) and target.id in ("_PLATFORM_PROBES", "_PLATFORM_VALUES"):
             declared |= {key.value for key in node.value.keys}
     assert read and read <= declared, read - declared
+
+
+def test_check_keeps_its_verdict_when_the_reader_stops_early(tmp_path):
+    package = package_tree("0.5.23", tmp_path)
+    read, write = os.pipe()
+    os.close(read)  # a reader that is gone before the report is written
+    try:
+        out = subprocess.run([str(BIN / "sglang-arch"), "upstream", str(package), "--check"], stdout=write,
+                             stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr

@@ -31,5 +31,12 @@ def cmd_upstream(args: argparse.Namespace) -> int:
     from .series import exit_status, render, run_series
 
     series = run_series(args.src, into_git=args.into_git, check=args.check)
-    print(render(series))
-    return exit_status(series)
+    status = exit_status(series)
+    try:
+        print(render(series), flush=True)
+    except BrokenPipeError:  # a reader that stopped early (| head) does not change the verdict
+        import os
+        import sys
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+    return status
