@@ -300,11 +300,10 @@ def check_attention_backend(backend: str, use_mla: bool) -> None:
     if attention_backend_runs(backend, use_mla):
         return
     kind = "MLA" if use_mla else "MHA"
-    built = ", ".join(
-        f"{major}.{minor}" for major, minor in ATTENTION_KERNELS[(backend, use_mla)]
-    )
+    major, minor = device_capability()
+    built = ", ".join(f"{a}.{b}" for a, b in ATTENTION_KERNELS[(backend, use_mla)])
     raise ValueError(
         f"Attention backend {backend!r} ({kind}) is not built for compute "
-        f"capability {device_capability()}; it runs on {built}. "
+        f"capability {major}.{minor}; it runs on {built}. "
         "Please choose another --attention-backend (e.g. flashinfer or triton)."
     )
