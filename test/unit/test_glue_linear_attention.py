@@ -81,7 +81,6 @@ def test_decode_default_on_exact_tiers(route, monkeypatch, cap, expected):
     assert ga.linear_decode_default(args) is None  # check form: SGLang's body runs next
     assert args.declared == ([("_handle_linear_attn_backend", {"linear_attn_decode_backend": expected})]
                              if expected else [])
-    assert ga.linear_decode_flashinfer_here() is (expected == "flashinfer")
 
 
 @pytest.mark.parametrize("base, kept", [("triton", "triton"), ("flashkda", "triton"), ("flashinfer", "flashinfer")])
@@ -96,7 +95,7 @@ def test_decode_default_on_a_major_10_gpu_flashinfer_has_no_build_for(route, mon
     ga.linear_decode_default(args)
     assert args.declared == [("_handle_linear_attn_backend", {"linear_attn_decode_backend": kept})]
     assert warnings.lines and "has no build for 10.5" in warnings.lines[0]
-    assert log.lines and ga.linear_decode_flashinfer_here() is False
+    assert log.lines
 
 
 @pytest.mark.parametrize("fields", [dict(linear_attn_decode_backend="triton"), dict(linear_attn_backend="helion"),
@@ -114,10 +113,10 @@ def test_decode_default_without_a_gpu_or_a_registry(route, monkeypatch):
     _resolution_module(monkeypatch, ga._ATTENTION_HOOK)
     args = _args()
     ga.linear_decode_default(args)
-    assert args.declared == [] and ga.linear_decode_flashinfer_here() is False
+    assert args.declared == []
     monkeypatch.setattr(glue, "current", lambda: (_ for _ in ()).throw(KeyError("registry")))
     monkeypatch.setattr(ga, "logger", Log())
-    assert ga.linear_decode_flashinfer_here() is False
+    assert ga.linear_decode_default(args) is None and args.declared == []
 
 
 # --- Kimi and GLM-5-Next: the done forms -------------------------------------------------
@@ -189,7 +188,6 @@ def test_gdn_prefill_default(route, monkeypatch, cap, cuda, state, chunk, expect
     route(cap, cuda)
     runner, logs = _gdn(monkeypatch, chunk=chunk, state=state)
     assert ga.gdn_prefill_default(runner) == expected
-    assert ga.gdn_prefill_default_here(runner) == (None if expected == "triton" else expected)
     assert bool(logs) is (expected == "flashinfer")
 
 
@@ -203,7 +201,7 @@ def test_gdn_prefill_default_leaves_what_no_gpu_changes_to_sglang(route, monkeyp
     assert ga.gdn_prefill_default(runner) == "triton"
     route()
     runner, _ = _gdn(monkeypatch)
-    assert ga.gdn_prefill_default(runner) is None and ga.gdn_prefill_default_here(runner) is None
+    assert ga.gdn_prefill_default(runner) is None
 
 
 def _kda(monkeypatch, lower=-5.0, full_graph=False):
@@ -231,7 +229,6 @@ def test_kda_prefill_default(route, monkeypatch, cap, expected):
     route(cap)
     runner = _kda(monkeypatch)
     assert ga.kda_prefill_default(runner) == expected
-    assert ga.kda_prefill_default_here(runner) == (None if expected == "triton" else expected)
 
 
 def test_kda_prefill_default_leaves_what_no_gpu_changes_to_sglang(route, monkeypatch):
@@ -239,4 +236,4 @@ def test_kda_prefill_default_leaves_what_no_gpu_changes_to_sglang(route, monkeyp
     assert ga.kda_prefill_default(_kda(monkeypatch, lower=None)) is None
     assert ga.kda_prefill_default(_kda(monkeypatch, full_graph=True)) is None
     route()
-    assert ga.kda_prefill_default_here(_kda(monkeypatch)) is None
+    assert ga.kda_prefill_default(_kda(monkeypatch)) is None

@@ -164,25 +164,23 @@ def test_the_platform_probes_answer_the_device_inside_an_override(monkeypatch, s
 
 def _resolve(backend, multi_node):
     try:
-        return fusion.resolve_backend_here(backend, multi_node)
+        return fusion.resolve_backend(backend, multi_node)
     except ArchDecisionError:
         return "ValueError"
 
 
-@pytest.mark.parametrize("overrides, single, multi, enabled", [
-    # SGLang 0.5.23's _resolve_backend("auto", ...) and the auto-enable pass's platform condition
-    ({"is_sm100": True}, "mnnvl", "mnnvl", (True, True)),
-    ({"is_sm100": False, "is_sm90": True}, "trtllm", "ValueError", (True, False)),
-    ({"is_sm100": False, "is_sm90": False}, "ValueError", "ValueError", (False, False)),
+@pytest.mark.parametrize("overrides, single, multi", [
+    # SGLang 0.5.23's _resolve_backend("auto", ...)
+    ({"is_sm100": True}, "mnnvl", "mnnvl"),
+    ({"is_sm100": False, "is_sm90": True}, "trtllm", "ValueError"),
+    ({"is_sm100": False, "is_sm90": False}, None, None),  # no GPU described: SGLang's check refuses
 ])
-def test_the_replace_forms_answer_for_the_described_gpu(monkeypatch, sglang_platform, overrides,
-                                                         single, multi, enabled):
+def test_the_fusion_backend_answers_for_the_described_gpu(monkeypatch, sglang_platform, overrides, single, multi):
     _on(monkeypatch, NO_GPU)
     sglang_platform.update(overrides)
     assert (_resolve("auto", False), _resolve("auto", True)) == (single, multi)
-    assert (fusion.fusion_enabled_here(1), fusion.fusion_enabled_here(2)) == enabled
-    sglang_platform.clear()  # and without the override: no GPU, off
-    assert (_resolve("auto", False), fusion.fusion_enabled_here(1)) == ("ValueError", False)
+    sglang_platform.clear()  # and without the override: no GPU, SGLang resolves
+    assert _resolve("auto", False) is None
 
 
 def test_the_plugin_leaves_the_auto_enable_pass_to_sglang_where_its_gate_admits(monkeypatch, sglang_platform):

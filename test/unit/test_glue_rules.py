@@ -133,83 +133,29 @@ def test_platform_facts(route):
 def test_resolve_backend(route):
     route("9.0", "nvswitch", 8)
     assert gf.resolve_backend("auto") == "trtllm"
-    assert gf.resolve_backend_here("auto") == "trtllm"
     with pytest.raises(ArchDecisionError) as e:
         gf.resolve_backend("auto", is_multi_node=True)
     assert str(e.value).startswith("FlashInfer allreduce fusion (auto): ") and "2 nodes" in str(e.value)
     with pytest.raises(ArchDecisionError) as e:
-        gf.resolve_backend_here("auto", True)
+        gf.resolve_backend("auto", True)
     assert str(e.value).startswith("FlashInfer allreduce fusion (auto): ") and "2 nodes" in str(e.value)
     route("10.0", "nvswitch", 8)
     assert gf.resolve_backend("auto", is_multi_node=True) == "mnnvl"
-    assert gf.resolve_backend_here("auto", is_multi_node=True) == "mnnvl"
     assert gf.resolve_backend("mnnvl") == "mnnvl"
 
 
 def test_resolve_backend_without_a_gpu(route):
     route()
     assert gf.resolve_backend("auto") is None
-    with pytest.raises(ArchDecisionError) as e:
-        gf.resolve_backend_here("trtllm")
-    assert str(e.value) == "FlashInfer allreduce fusion (trtllm): no NVIDIA GPU resolved"
-
-
-def test_fusion_enabled_here(route, monkeypatch):
-    route("9.0", "nvswitch", 8)
-    assert gf.fusion_enabled_here(1) is True
-    assert gf.fusion_enabled_here(2) is False
-    route()
-    assert gf.fusion_enabled_here(1) is False
-    log = Log()
-    monkeypatch.setattr(gf, "logger", log)
-    monkeypatch.setattr(glue, "current", lambda: _broken("registry"))
-    assert gf.fusion_enabled_here(1) is False
-    assert log.lines == ["warning: FlashInfer all-reduce fusion: registry failed ('registry'); off"]
-
-
-def _runtime_context(monkeypatch, backend="auto", nnodes=1, **more):
-    return module(monkeypatch, "sglang.srt.runtime_context",
-                  get_exec=lambda: SimpleNamespace(comm=SimpleNamespace(flashinfer_allreduce_fusion_backend=backend)),
-                  get_parallel=lambda: SimpleNamespace(nnodes=nnodes), **more)
-
-
-def test_fusion_runs_here(route, monkeypatch):
-    route("9.0", "nvswitch", 8)
-    _runtime_context(monkeypatch, "trtllm", 1)
-    assert gf.fusion_runs_here() is True
-    monkeypatch.setattr(gf, "_platform_ok", {})
-    _runtime_context(monkeypatch, "trtllm", 2)
-    assert gf.fusion_runs_here() is False
-    _runtime_context(monkeypatch, None, 1)
-    assert gf.fusion_runs_here() is False
-    monkeypatch.setattr(gf, "_platform_ok", {})
-    _runtime_context(monkeypatch, "flashinfer_default", 1)  # not a request name: asked as "auto"
-    assert gf.fusion_runs_here() is True
-    route()
-    assert gf.fusion_runs_here() is False
-
-
-def test_fusion_runs_here_fails_closed(route, monkeypatch):
-    route("9.0", "nvswitch", 8)
-    log = Log()
-    monkeypatch.setattr(gf, "logger", log)
-    module(monkeypatch, "sglang.srt.runtime_context", get_exec=lambda: _broken("exec"), get_parallel=None)
-    assert gf.fusion_runs_here() is False
-    assert log.lines == ["warning: FlashInfer all-reduce fusion gate: registry failed ('exec'); off"]
 
 
 def test_an_explicit_backend_is_asked_for_by_name(route, monkeypatch):
     # 12.x has trtllm only (docs/differences.md D3): auto runs, mnnvl does not
     route("12.0", "pcie-p2p", 2)
     with pytest.raises(ArchDecisionError) as e:
-        gf.resolve_backend_here("mnnvl")
+        gf.resolve_backend("mnnvl")
     assert str(e.value).startswith("FlashInfer allreduce fusion (mnnvl): mnnvl fusion is not available on tier 12.0")
-    assert gf.resolve_backend_here("auto") == "trtllm"
-    _runtime_context(monkeypatch, "mnnvl", 1)
-    assert gf.fusion_runs_here() is False
-    _runtime_context(monkeypatch, "auto", 1)
-    assert gf.fusion_runs_here() is True
-    monkeypatch.setattr(gf, "_platform_ok", {})  # the layers' gate decides afresh
+    assert gf.resolve_backend("auto") == "trtllm"
     _add_norm(monkeypatch, backend="mnnvl")
     assert gf.applies(16) is False
     _add_norm(monkeypatch, backend="trtllm")
@@ -221,20 +167,16 @@ def test_an_explicit_backend_is_asked_for_by_name(route, monkeypatch):
 def test_the_platform_decision_is_kept_per_machine_backend_and_node_count(route, monkeypatch):
     # decided once, then read: but never across machines, backends or node counts
     route("9.0", "nvswitch", 8)
-    _runtime_context(monkeypatch, "trtllm", 1)
     _add_norm(monkeypatch, backend="trtllm", nnodes=1)
-    assert gf.fusion_runs_here() is True and gf.applies(16) is True
-    _runtime_context(monkeypatch, "trtllm", 2)
+    assert gf.applies(16) is True
     _add_norm(monkeypatch, backend="trtllm", nnodes=2)
-    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    assert gf.applies(16) is False
     route("12.0", "pcie-p2p", 2)
-    _runtime_context(monkeypatch, "mnnvl", 1)
     _add_norm(monkeypatch, backend="mnnvl", nnodes=1)
-    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    assert gf.applies(16) is False
     ctx = route("12.0", "pcie", 2)  # no P2P: trtllm cannot run (D4)
-    _runtime_context(monkeypatch, "trtllm", 1)
     _add_norm(monkeypatch, backend="trtllm", nnodes=1)
-    assert gf.fusion_runs_here() is False and gf.applies(16) is False
+    assert gf.applies(16) is False
     assert gf._platform_ok[("trtllm", 1)] == (ctx, False)
 
 
@@ -408,56 +350,17 @@ def comm(world_size=8, major=9):
     return SimpleNamespace(world_size=world_size, device_capability=major)
 
 
-def test_symm_mem_max_size_multimem_with_multicast(route):
-    route("9.0", "nvswitch", 8)
-    c = comm(8)
-    assert gc.symm_mem_max_size(c) == 128 * MIB
-    assert c._WORLD_SIZES_MULTIMEM == {9: [8]} and gc.uses_multimem(c) is True
-
-
-def test_symm_mem_max_size_two_shot_without_multicast(route):
-    route("9.0", "nvlink", 8)
+def test_size_and_kernel_two_shot_without_multicast(route):
+    ctx = route("9.0", "nvlink", 8)
     c = comm(2)
-    assert gc.symm_mem_max_size(c) == 64 * MIB
-    assert c._WORLD_SIZES_MULTIMEM == {9: []} and gc.uses_multimem(c) is False
+    size, decision = gc._size_and_kernel(ctx, c)
+    assert (size, decision.algorithm) == (64 * MIB, "two_shot")
+    assert c._WORLD_SIZES_MULTIMEM == {9: []}
 
 
-def test_symm_mem_max_size_off(route, monkeypatch):
-    log = Log()
-    monkeypatch.setattr(gc, "logger", log)
-    route("9.0", "pcie", 8)
-    c = comm(8)
-    assert gc.symm_mem_max_size(c) == 0 and gc.uses_multimem(c) is False
-    assert log.lines == ["info: TorchSymmMemCommunicator: off (topology pcie has no peer-to-peer access)"]
-    route()
-    c = comm(8)
-    assert gc.symm_mem_max_size(c) == 0 and c._WORLD_SIZES_MULTIMEM == {}
-    monkeypatch.setattr(glue, "current", lambda: _broken("registry"))
-    assert gc.symm_mem_max_size(comm(8)) == 0
-    assert log.lines[-1] == "warning: TorchSymmMemCommunicator: off (registry failed: 'registry')"
-
-
-def test_symm_mem_max_size_logs_the_decision(route, monkeypatch):
-    log = Log()
-    monkeypatch.setattr(gc, "logger", log)
-    route("9.0", "nvswitch", 8)
-    gc.symm_mem_max_size(comm(8))
-    (line,) = log.lines
-    assert line.startswith(f"info: TorchSymmMemCommunicator: multimem, max {128 * MIB} bytes (tier 9.0, world size 8")
-    assert "multicast" in line
-    log.lines.clear()
-    route()
-    gc.symm_mem_max_size(comm(8))
-    assert log.lines == ["info: TorchSymmMemCommunicator: off (no NVIDIA GPU resolved)"]
-
-
-def test_symm_mem_max_size_for_a_major_without_a_row(route):
-    route("9.0", "nvswitch", 8)
-    assert gc.symm_mem_max_size(comm(8, major=8)) == 0
-
-
-def test_uses_multimem_without_a_decision():
-    assert gc.uses_multimem(comm(8)) is False
+def test_size_and_kernel_for_a_major_without_a_row(route):
+    ctx = route("9.0", "nvswitch", 8)
+    assert gc._size_and_kernel(ctx, comm(8, major=8))[0] == 0
 
 
 def test_publish_symm_mem_table(route, monkeypatch):
@@ -513,6 +416,8 @@ def _symm_mem_module(monkeypatch, multicast_ptr=1, available=True, world_size=8)
 
 
 def test_init_torch_symm_mem_multimem(route, monkeypatch):
+    log = Log()
+    monkeypatch.setattr(gc, "logger", log)
     route("9.0", "nvswitch", 8)
     fake_torch, set_device = _torch(monkeypatch)
     mod, made = _symm_mem_module(monkeypatch)
@@ -525,6 +430,9 @@ def test_init_torch_symm_mem_multimem(route, monkeypatch):
     assert c.dtype is fake_torch.bfloat16
     assert c._WORLD_SIZES_MULTIMEM == {9: [8]}
     assert mod.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES == {9: HOPPER_SYMM_MEM}
+    (line,) = log.lines
+    assert line.startswith(f"info: TorchSymmMemCommunicator: multimem, max {128 * MIB} bytes (tier 9.0, world size 8")
+    assert "multicast" in line
 
 
 def test_init_torch_symm_mem_device_spellings(route, monkeypatch):
@@ -553,12 +461,15 @@ def test_init_torch_symm_mem_without_multicast(route, monkeypatch):
 
 
 def test_init_torch_symm_mem_off(route, monkeypatch):
+    log = Log()
+    monkeypatch.setattr(gc, "logger", log)
     route("9.0", "pcie", 8)
     _torch(monkeypatch)
     _symm_mem_module(monkeypatch)
     c = SimpleNamespace()
     assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
     assert (c.disabled, c.max_size, c.buffer) == (True, 0, None)
+    assert log.lines == ["info: TorchSymmMemCommunicator: off (topology pcie has no peer-to-peer access)"]
     route("9.0", "nvswitch", 8)
     _symm_mem_module(monkeypatch, available=False)
     c = SimpleNamespace()
@@ -590,7 +501,6 @@ def test_all_reduce_configs_tuned_tables(route, monkeypatch, cap, table):
     _torch(monkeypatch, sms=132)
     _configs(monkeypatch)
     assert gc.all_reduce_configs() == (table, 132)
-    assert gc.all_reduce_configs_here() == (table, 132)
 
 
 def test_all_reduce_configs_default(route, monkeypatch):
@@ -600,15 +510,6 @@ def test_all_reduce_configs_default(route, monkeypatch):
     assert gc.all_reduce_configs() == default_configs(188, range(2, 17))
     route()
     assert gc.all_reduce_configs() is None
-    assert gc.all_reduce_configs_here() == default_configs(188, range(2, 17))
-
-
-def test_all_reduce_configs_here_when_the_glue_fails(route, monkeypatch):
-    route("9.0", "nvswitch", 8)
-    _torch(monkeypatch, sms=100)
-    _configs(monkeypatch)
-    monkeypatch.setattr(gc, "all_reduce_configs", lambda: _broken("x"))
-    assert gc.all_reduce_configs_here() == default_configs(100, range(2, 17))
 
 
 # --- attention ----------------------------------------------------------------------------
@@ -639,7 +540,7 @@ def test_default_backend_follows_the_tier(route, monkeypatch):
     route("9.0", cuda=(12, 3))
     _sglang_attention(monkeypatch)
     assert ga.default_backend("args", False, model()) == "fa3"
-    assert ga.nvidia_default_backend("args", True, model()) == "fa3"
+    assert ga.default_backend("args", True, model()) == "fa3"
     route("9.0", cuda=(12, 2))  # fa3 needs CUDA 12.3: the machine's CUDA reaches the check
     assert ga.default_backend("args", False, model()) == "flashinfer"
 
@@ -652,11 +553,9 @@ def test_default_backend_defers_off_nvidia(route, monkeypatch):
     for kw in ({"cuda": False}, {"hip": True}):
         _sglang_attention(monkeypatch, **kw)
         assert ga.default_backend("args", False, model()) is None
-        assert ga.nvidia_default_backend("args", False, model()) is None
     route()
     _sglang_attention(monkeypatch)
     assert ga.default_backend("args", False, model()) is None
-    assert ga.nvidia_default_backend("args", False, model()) is None
 
 
 def test_default_backend_model_traits(route, monkeypatch):
@@ -1039,10 +938,10 @@ def test_per_machine_decides_again_for_another_machine_context_even_under_a_reus
 
 
 def test_dsa_dg_native_verify_is_the_registrys_decision_and_sglangs_fact_without_a_gpu(monkeypatch):
-    """glue.attention.dsa_dg_native_verify(_here): what dsa_backend's two ``is_sm100`` reads
-    answer (the scoped_fact hook and the series' replace form): the registry's DG-native
-    decision per machine (10.7 and an unknown 10.5 keep the per-token schedule), SGLang's
-    own ``is_sm100`` without an NVIDIA GPU."""
+    """glue.attention.dsa_dg_native_verify: what dsa_backend's two ``is_sm100`` reads answer
+    (the scoped_fact hook): the registry's DG-native decision per machine (10.7 and an
+    unknown 10.5 keep the per-token schedule); None (SGLang's own ``is_sm100``) without an
+    NVIDIA GPU."""
     import sys
     import types
 
@@ -1058,16 +957,14 @@ def test_dsa_dg_native_verify_is_the_registrys_decision_and_sglangs_fact_without
         ctx = runtime.machine(capability=cap, cuda=(12, 9))
         monkeypatch.setattr(glue, "current", lambda: ctx)
         assert ga.dsa_dg_native_verify() is native, cap
-        assert ga.dsa_dg_native_verify_here() is native, cap
     monkeypatch.setattr(glue, "current", lambda: types.SimpleNamespace(resolution=None))
     assert ga.dsa_dg_native_verify() is None
-    assert ga.dsa_dg_native_verify_here() is True  # SGLang's own is_sm100
     runtime.reset()
 
 
 def test_k3_sp_collective_sm_is_the_band_sm_and_sglangs_probe_without_a_gpu(monkeypatch):
-    """glue.collectives.k3_sp_collective_sm(_here): the SM _init_state's band reads."""
-    import sys
+    """glue.collectives.k3_sp_collective_sm: the SM _init_state's band reads; None (SGLang's
+    probe) without an NVIDIA GPU."""
     import types
 
     from sglang_arch.arch import runtime
@@ -1077,10 +974,7 @@ def test_k3_sp_collective_sm_is_the_band_sm_and_sglangs_probe_without_a_gpu(monk
     for cap, sm in (("10.0", 100), ("10.3", 103), ("10.5", 103), ("10.7", 107), ("9.0", 90), ("11.5", 115)):
         ctx = runtime.machine(capability=cap, cuda=(12, 9))
         monkeypatch.setattr(glue, "current", lambda: ctx)
-        assert gc.k3_sp_collective_sm() == sm == gc.k3_sp_collective_sm_here(), cap
-    common = types.ModuleType("sglang.srt.utils.common")
-    common.get_device_sm = lambda: 86
-    monkeypatch.setitem(sys.modules, "sglang.srt.utils.common", common)
+        assert gc.k3_sp_collective_sm() == sm, cap
     monkeypatch.setattr(glue, "current", lambda: types.SimpleNamespace(resolution=None))
-    assert gc.k3_sp_collective_sm() is None and gc.k3_sp_collective_sm_here() == 86
+    assert gc.k3_sp_collective_sm() is None
     runtime.reset()

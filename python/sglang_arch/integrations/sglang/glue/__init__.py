@@ -1,26 +1,17 @@
 """Glue between SGLang's call sites and the GPU architecture registry.
 
-Each routed call site asks one function of this package before running its own code
-and gets either the registry's answer or ``None``.  ``None`` means "SGLang's own code
-decides": that is the answer without an NVIDIA GPU (no resolution), off CUDA, and,
-logged once, when the glue itself fails unexpectedly, so routing is never the reason a
-server fails.  ``ArchDecisionError`` is the one error raised on purpose: a user choice
-the registry knows cannot run on this GPU.
+The sglang-arch plugin's hooks (``integrations/sglang/hooks.py``) ask one function
+of this package before running SGLang's code and get either the registry's answer
+or ``None``.  ``None`` means "SGLang's own code decides": that is the answer
+without an NVIDIA GPU (no resolution), off CUDA, and, logged once, when the glue itself
+fails unexpectedly, so routing is never the reason a server fails.
+``ArchDecisionError`` is the one error raised on purpose: a user choice the registry
+knows cannot run on this GPU.
 
-The same modules serve both ways of routing SGLang:
-
-- the sglang-arch plugin, whose AROUND hooks (``integrations/sglang/hooks.py``) call a
-  glue function and, on ``None``, SGLang's original;
-- a tree patched by ``sglang-arch upstream``, which copies this package to
-  ``sglang/srt/arch/glue/`` and inserts the same guard at the top of each routed
-  function, with SGLang's body below it as the fallback.
-
-So that the copy works unchanged inside SGLang, these modules import nothing from
-sglang-arch but the registry (``....arch``, rewritten to ``..`` by the copier) and each
-other, import SGLang only inside functions or through ``sys.modules`` (the plugin
-imports them before SGLang is loaded; in the tree they are imported while SGLang's own
-modules still load), and are formatted as SGLang formats (black, 88 columns).
-``test_glue.py`` checks all three.
+These modules import nothing from sglang-arch but the registry (``....arch``) and each
+other, and SGLang or torch only inside functions or through ``sys.modules``: the plugin
+imports them before SGLang is loaded, and its hooks run while SGLang's own modules still
+load.  ``test_glue.py`` checks the imports.
 """
 
 from __future__ import annotations
@@ -35,7 +26,7 @@ from ....arch.runtime import MachineContext, current, described
 
 logger = logging.getLogger(__name__)
 
-# The registry this glue asks, as messages name it ("sglang.srt.arch" inside SGLang).
+# The registry this glue asks, as messages name it.
 REGISTRY = current.__module__.rpartition(".")[0]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -198,16 +189,6 @@ def per_machine(cache: Dict[Any, Tuple[Any, Any]], ctx: Any, key: Any, decide: C
     if entry is None or entry[0] is not ctx:
         entry = cache[key] = (ctx, decide())
     return entry[1]
-
-
-def or_platform_fact(answer: Optional[bool], fact: str) -> bool:
-    """A replace form's value where the series put a glue call in place of an inline
-    ``get_platform().<fact>``: the registry's ``answer``, else (None) SGLang's fact."""
-    if answer is not None:
-        return answer
-    from sglang.srt.runtime_context import get_platform
-
-    return bool(getattr(get_platform(), fact))
 
 
 def fail_open(fn: F) -> F:

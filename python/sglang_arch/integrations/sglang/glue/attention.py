@@ -16,7 +16,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.attention import ModelTraits
-from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
+from . import REGISTRY, ArchDecisionError, device_context, fail_open, per_machine, routed_context
 
 _BASE = "sglang.srt.arg_groups.model_override_base"
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
@@ -28,13 +28,30 @@ logger = logging.getLogger(__name__)
 def default_backend(
     server_args: Any, use_mla_backend: bool, model_config: Any
 ) -> Optional[str]:
-    """The default attention backend; None: SGLang's own rules pick.
+    """The default attention backend, from the tier's preferences; None: SGLang's own
+    rules pick.
 
-    None without an NVIDIA GPU, off CUDA, and on out-of-tree platforms.
+    None without an NVIDIA GPU, off CUDA (ROCm, MPS, CPU), and on out-of-tree platforms.
+    Reads the model and speculative traits with the release's own helpers, whichever of
+    them it has.
     """
-    if routed_context() is None or sys.modules[_BASE].current_platform.is_out_of_tree():
+    ctx = routed_context()
+    if ctx is None or sys.modules[_BASE].current_platform.is_out_of_tree():
         return None
-    return nvidia_default_backend(server_args, use_mla_backend, model_config)
+    from sglang.srt.runtime_context import get_platform
+
+    platform = get_platform()
+    if not platform.is_cuda or platform.is_hip:
+        return None
+    traits = _model_traits(
+        sys.modules[_BASE],
+        server_args,
+        use_mla_backend,
+        model_config,
+        bool(platform.has_flashinfer),
+        ctx.cuda,
+    )
+    return ctx.attention_default(traits).prefill
 
 
 def _model_traits(
@@ -268,41 +285,6 @@ def deterministic_backend(view: Any) -> Optional[dict]:
     return {"attention_backend": decision.backend}
 
 
-def deterministic_backend_here(view: Any) -> dict:
-    """The replace form of ``_deterministic_attention_backend`` (``sglang-arch upstream``):
-    the registry's answer on an NVIDIA GPU; elsewhere SGLang 0.5.23's own pass (its rule
-    is for NVIDIA GPUs; other platforms get ``fa3`` from it and replace it later)."""
-    if not view.enable_deterministic_inference:
-        return {}
-    routed = deterministic_backend(view)
-    if routed is not None:
-        return routed
-    from sglang.srt.runtime_context import get_platform
-    from sglang.srt.server_args import DETERMINISTIC_ATTENTION_BACKEND_CHOICES
-
-    overrides = sys.modules[_OVERRIDES]
-    if view.attention_backend is None:
-        platform = get_platform()
-        if platform.is_sm100 or platform.is_sm120:
-            deepseek = overrides._deterministic_is_deepseek_model(view)
-            backend = "triton" if deepseek else "flashinfer"
-        else:
-            backend = "fa3"
-        overrides.logger.warning(
-            f"Attention backend not specified. Falling back to '{backend}' for "
-            "deterministic inference. You can explicitly set --attention-backend to "
-            f"one of {DETERMINISTIC_ATTENTION_BACKEND_CHOICES}."
-        )
-        return {"attention_backend": backend}
-    if view.attention_backend not in DETERMINISTIC_ATTENTION_BACKEND_CHOICES:
-        raise ValueError(
-            f"Currently only {DETERMINISTIC_ATTENTION_BACKEND_CHOICES} attention backends "
-            "are supported for deterministic inference, but you explicitly specified "
-            f"'{view.attention_backend}'."
-        )
-    return {}
-
-
 # --- the build guard: what SGLang builds, whichever path chose it ---
 
 _SETUP = "sglang.srt.model_executor.model_runner_components.attention_backend_setup"
@@ -431,29 +413,6 @@ def hybrid_linear_draft_decode(factory: Any) -> Optional[Any]:
 def hybrid_linear_draft_prefill(factory: Any) -> Optional[Any]:
     """``_create_hybrid_linear_attn_prefill_backend``: triton or fa3 by the registry."""
     return _hybrid_linear_draft(factory, "prefill")
-
-
-def _hybrid_linear_draft_here(factory: Any, phase: str) -> Any:
-    from sglang.srt.utils.common import cpu_has_amx_support, is_blackwell, is_cpu
-
-    if is_cpu() and cpu_has_amx_support():
-        return getattr(factory, f"_create_intel_amx_{phase}_backend")()
-    routed = _hybrid_linear_draft(factory, phase)
-    if routed is not None:
-        return routed
-    backend = "triton" if is_blackwell() else "fa3"
-    return getattr(factory, f"_create_{backend}_{phase}_backend")()
-
-
-def hybrid_linear_draft_decode_here(factory: Any) -> Any:
-    """The replace form of ``_create_hybrid_linear_attn_decode_backend``: Intel AMX on a
-    CPU with AMX, the registry's backend on an NVIDIA GPU, else SGLang's own rule."""
-    return _hybrid_linear_draft_here(factory, "decode")
-
-
-def hybrid_linear_draft_prefill_here(factory: Any) -> Any:
-    """The replace form of ``_create_hybrid_linear_attn_prefill_backend`` (as decode)."""
-    return _hybrid_linear_draft_here(factory, "prefill")
 
 
 _DRAFT_CHOICES_MODULE = "sglang.srt.server_args"
@@ -607,19 +566,8 @@ def mimo_local_attention() -> Optional[bool]:
     return ctx.mimo_local_attention().enabled
 
 
-def mimo_local_attention_here() -> bool:
-    """The replace form of the same operand: the registry's answer, else SGLang's probe."""
-    routed = mimo_local_attention()
-    if routed is not None:
-        return routed
-    from sglang.srt.utils import is_sm90_supported
-
-    return bool(is_sm90_supported())
-
-
 # --- MiniCPM's sparse attention backends (policies/minicpm.py) ---
 
-_MINICPM = "sglang.srt.arg_groups.model_overrides.minicpm"
 MINICPM_SPARSE_BACKENDS = ("minicpm_flashattn", "minicpm_flashinfer")
 
 
@@ -665,14 +613,6 @@ def minicpm_sparse_flashinfer() -> Optional[bool]:
     return decision.backend == "minicpm_flashinfer"
 
 
-def minicpm_sparse_flashinfer_here() -> bool:
-    """The replace form of ``get_platform().is_blackwell`` in the sparse arm of
-    ``_minicpm_sala_overrides``: whether the registry's MiniCPM sparse backend is
-    ``minicpm_flashinfer``, else SGLang's probe."""
-    decision = fail_open(_minicpm_sparse_decision)()
-    return or_platform_fact(None if decision is None else decision.backend == "minicpm_flashinfer", "is_blackwell")
-
-
 def minicpm_replacement(ctx: Any, name: str) -> Optional[Any]:
     """What the guards build instead of MiniCPM sparse backend ``name`` where its kernels
     have no build here: the other MiniCPM sparse backend where that runs; None where
@@ -709,7 +649,6 @@ def _check_minicpm_backend(ctx: Any, flag: str, name: str) -> None:
 
 # --- MiniMax-M3.1 NVFP4: the Blackwell stack or the other (policies/minimax_m3.py) ---
 
-_MINIMAX_M3 = "sglang.srt.arg_groups.model_overrides.minimax_m3"
 
 
 @fail_open
@@ -725,12 +664,6 @@ def minimax_m3_blackwell_arm() -> Optional[bool]:
     return ctx.minimax_m3_nvfp4_arm().blackwell
 
 
-def minimax_m3_blackwell_arm_here() -> bool:
-    """The replace form of ``get_platform().is_blackwell`` where ``_minimax_m3_overrides``
-    picks M3.1 NVFP4's arm: the registry's arm, else SGLang's probe."""
-    return or_platform_fact(minimax_m3_blackwell_arm(), "is_blackwell")
-
-
 @fail_open
 def minimax_m3_native_stack(quantization: Optional[str]) -> Optional[bool]:
     """``uses_minimax_m3_nvfp4_native_stack`` (``configs/model_config.py``): whether an
@@ -742,39 +675,6 @@ def minimax_m3_native_stack(quantization: Optional[str]) -> Optional[bool]:
     if quantization != "minimax_m3_nvfp4":
         return None
     return minimax_m3_blackwell_arm()
-
-
-# --- the replace form (``sglang-arch upstream``: SGLang's Hopper/SM100 branches are deleted) ---
-
-
-@fail_open
-def nvidia_default_backend(
-    server_args: Any, use_mla_backend: bool, model_config: Any
-) -> Optional[str]:
-    """The default attention backend on an NVIDIA GPU, from the tier's preferences.
-
-    None off NVIDIA (ROCm, MPS, CPU, out-of-tree): the platform rules that stay in
-    ``get_default_attn_backend`` pick.  Reads the model and speculative traits with the
-    release's own helpers, whichever of them it has.
-    """
-    ctx = routed_context()
-    if ctx is None:
-        return None
-    from sglang.srt.runtime_context import get_platform
-
-    platform = get_platform()
-    base = sys.modules[_BASE]
-    if not platform.is_cuda or platform.is_hip:
-        return None
-    traits = _model_traits(
-        base,
-        server_args,
-        use_mla_backend,
-        model_config,
-        bool(platform.has_flashinfer),
-        ctx.cuda,
-    )
-    return ctx.attention_default(traits).prefill
 
 
 # --- DeepSeek sparse attention (DSA): the KV-cache default and the split backends ---
@@ -981,20 +881,6 @@ def dsa_prefill_probes(self: Any) -> Optional[Tuple[int, bool]]:
     return None if bands is None else (bands.band_sm, bands.flashmla_sparse_band)
 
 
-def dsa_mha_band_sm_here(self: Any) -> int:
-    """The replace form of ``get_device_sm()`` in ``set_dsa_prefill_impl``: the registry's
-    answer, else SGLang's probe."""
-    probes = dsa_prefill_probes(self)
-    return probes[0] if probes is not None else self._get_device_sm()
-
-
-def dsa_flashmla_sparse_band_here(self: Any) -> bool:
-    """The replace form of ``is_blackwell()`` in ``set_dsa_prefill_impl``: the registry's
-    answer, else SGLang's probe."""
-    probes = dsa_prefill_probes(self)
-    return probes[1] if probes is not None else bool(self._is_blackwell())
-
-
 # --- DeepSeek-V4: the attention backend default and DSpark's commit-KV views ---
 
 
@@ -1010,16 +896,6 @@ def dsv4_flashmla_mega_default() -> Optional[bool]:
     if ctx is None:
         return None
     return ctx.dsv4_mega_default().allowed
-
-
-def dsv4_flashmla_mega_default_here() -> bool:
-    """The replace form of the same call: the registry's answer, else SGLang's probe."""
-    routed = dsv4_flashmla_mega_default()
-    if routed is not None:
-        return routed
-    from sglang.srt.utils.common import is_sm100_supported
-
-    return bool(is_sm100_supported())
 
 
 @fail_open
@@ -1061,11 +937,6 @@ def dspark_commit_kv_views() -> Optional[bool]:
     return per_machine(_commit_kv, ctx, None, lambda: ctx.dspark_commit_kv_views().strided)
 
 
-def dspark_commit_kv_views_here() -> bool:
-    """The replace form of the same fact read: the registry's answer, else SGLang's."""
-    return or_platform_fact(dspark_commit_kv_views(), "is_blackwell")
-
-
 # --- DSA's MTP verify: DeepGEMM's native [B, next_n] paged-MQA schedule ---
 #
 # ``DeepseekSparseAttnBackend._build_paged_mqa_schedule_2d_ctx_lens`` (per verify batch)
@@ -1084,12 +955,6 @@ def dsa_dg_native_verify() -> Optional[bool]:
     if ctx is None:
         return None
     return per_machine(_dg_native, ctx, None, ctx.dsa_dg_native_verify).native
-
-
-def dsa_dg_native_verify_here() -> bool:
-    """The replace form of ``get_platform().is_sm100`` at the two DSA sites: the registry's
-    answer, else SGLang's fact."""
-    return or_platform_fact(dsa_dg_native_verify(), "is_sm100")
 
 
 # --- linear attention (hybrid GDN / KDA models): the kernel backend defaults ---
@@ -1145,18 +1010,6 @@ def linear_decode_default(server_args: Any) -> None:
     return None
 
 
-def linear_decode_flashinfer_here() -> bool:
-    """The replace form of ``handle_linear_attn_backend``'s ``is_sm100`` condition: whether
-    the registry defaults decode to FlashInfer on this machine (False without an NVIDIA GPU
-    or when the registry fails: decode keeps the base backend)."""
-    try:
-        ctx = routed_context()
-        return ctx is not None and _on_cuda() and ctx.linear_decode_default().backend == "flashinfer"
-    except Exception as exc:  # the base backend, not a failed start-up
-        logger.warning("Linear attention decode: registry failed (%s); base backend", exc)
-        return False
-
-
 def _declare_default(server_args: Any, module_name: str, source: str, field: str, decision: Any) -> bool:
     module = sys.modules[module_name]
     if decision.backend is not None:
@@ -1191,12 +1044,6 @@ def kimi_linear_decode_default(server_args: Any) -> Optional[bool]:
     )
 
 
-def kimi_linear_decode_default_here(server_args: Any) -> None:
-    """The replace form of ``apply_kimi_k3_linear_attn_defaults``: the registry's default
-    (none without an NVIDIA GPU, where SGLang's ``is_sm100`` rule picks none either)."""
-    kimi_linear_decode_default(server_args)
-
-
 @fail_open
 def glm5_verify_default(server_args: Any) -> Optional[bool]:
     """``apply_glm5_next_spec_backend_defaults``: the speculative verify backend when the
@@ -1215,11 +1062,6 @@ def glm5_verify_default(server_args: Any) -> Optional[bool]:
         "linear_attn_verify_backend",
         ctx.linear_verify_default(),
     )
-
-
-def glm5_verify_default_here(server_args: Any) -> None:
-    """The replace form of ``apply_glm5_next_spec_backend_defaults`` (as Kimi's)."""
-    glm5_verify_default(server_args)
 
 
 @fail_open
@@ -1272,13 +1114,6 @@ def gdn_prefill_default(model_runner: Any) -> Optional[str]:
     return decision.backend
 
 
-def gdn_prefill_default_here(model_runner: Any) -> Optional[str]:
-    """The replace form of ``flashinfer_gdn_prefill_default``: ``"flashinfer"`` where the
-    registry defaults to it, else None (the base backend), as SGLang's function answers."""
-    answer = gdn_prefill_default(model_runner)
-    return answer if answer == "flashinfer" else None
-
-
 @fail_open
 def kda_prefill_default(model_runner: Any) -> Optional[str]:
     """``flashinfer_kda_prefill_default``: FlashInfer KDA prefill where the registry's tier
@@ -1314,7 +1149,3 @@ def kda_prefill_default(model_runner: Any) -> Optional[str]:
     return decision.backend or "triton"
 
 
-def kda_prefill_default_here(model_runner: Any) -> Optional[str]:
-    """The replace form of ``flashinfer_kda_prefill_default`` (as GDN's)."""
-    answer = kda_prefill_default(model_runner)
-    return answer if answer == "flashinfer" else None

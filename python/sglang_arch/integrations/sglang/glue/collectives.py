@@ -11,11 +11,9 @@ Why the communicator is initialised here rather than steered: the alternative, i
 the registry's table in SGLang's module, running SGLang's ``__init__`` and then undoing
 its refusal of a group without multicast, allocates and rendezvouses the buffer twice (a
 collective call on every rank) and leaves the decision split between SGLang's body and a
-repair after it.  Initialising from the registry in one place reads as the change to
-SGLang would, keeps SGLang's body untouched as the fallback (it runs whenever this answers
-``None``), and is the same code for the plugin (an AROUND hook that falls back to the
-original) and for a patched tree (a guard at the top of ``__init__``).  The registry's
-table is still published in SGLang's two modules, so whatever reads
+repair after it.  Initialising from the registry in one place keeps the decision whole
+and SGLang's body untouched as the fallback: the plugin's AROUND hook runs SGLang's
+original whenever this answers ``None``.  The registry's table is still published in SGLang's two modules, so whatever reads
 ``TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES`` sees the sizes the communicator uses.
 """
 
@@ -176,92 +174,12 @@ def _default_configs(configs: Any, num_sm: int, world_sizes: Any) -> Dict[int, A
     return {world_size: default for world_size in world_sizes}
 
 
-# --- the replace form (``sglang-arch upstream``: SGLang's capability table is deleted) ---
-#
-# The patched tree keeps ``TorchSymmMemCommunicator.__init__``'s own steps (device, group,
-# SGLang's buffer floors, the rendezvous) and asks these two where it used to read
-# ``TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES`` and the class's multimem table.  There is no
-# fallback body below them: without an NVIDIA GPU the answer is "off".
-
-
-def symm_mem_max_size(comm: Any) -> int:
-    """The symmetric buffer size for ``comm`` (0: the communicator stays off).
-
-    Sets ``comm._WORLD_SIZES_MULTIMEM`` for this instance (the kernel ``all_reduce``
-    picks); ``comm.world_size`` and ``comm.device_capability`` are set by the caller.
-    """
-    comm._WORLD_SIZES_MULTIMEM = {}
-    try:
-        ctx = routed_context()
-    except Exception as exc:  # a broken registry turns the fast path off, not the server
-        logger.warning("TorchSymmMemCommunicator: off (registry failed: %s)", exc)
-        return 0
-    if ctx is None:
-        logger.info("TorchSymmMemCommunicator: off (no NVIDIA GPU resolved)")
-        return 0
-    max_size, decision = _size_and_kernel(ctx, comm)
-    if not max_size:
-        logger.info("TorchSymmMemCommunicator: off (%s)", decision.reason)
-        return 0
-    logger.info(
-        "TorchSymmMemCommunicator: %s, max %d bytes (%s)",
-        decision.algorithm,
-        max_size,
-        decision.reason,
-    )
-    return max_size
-
-
-def uses_multimem(comm: Any) -> bool:
-    """Whether ``comm``'s kernel is multimem, the one that needs a multicast pointer
-    (two-shot needs peer-to-peer access only)."""
-    return bool(
-        getattr(comm, "_WORLD_SIZES_MULTIMEM", {}).get(comm.device_capability)
-    )
-
-
-def all_reduce_configs_here() -> Dict[int, Any]:
-    """The custom all-reduce v2 configs of this machine's tier (never None).
-
-    Without an NVIDIA GPU: the conservative default for world sizes 2 to 16.
-    """
-    try:
-        configs = all_reduce_configs()
-    except Exception:  # all_reduce_configs fails open; this is belt and braces
-        configs = None
-    if configs is not None:
-        return configs
-    module = sys.modules[_CUSTOM_AR_V2]
-
-    import torch
-
-    num_sm = torch.cuda.get_device_properties().multi_processor_count
-    return _default_configs(module, num_sm, range(2, 17))
-
-
 # --- Beam's fused all-reduce + norm (srt/models/beam.py) ---
 
 _BEAM = "sglang.srt.models.beam"
 _HIDDEN = 5120  # Beam's hidden size, the only one its fused kernel is built for
 _MAX_ROWS = 64  # the most rows the fused kernel takes (beam.py _all_reduce_limits)
 _beam_decided: Dict[int, Tuple[Any, Optional[Tuple[int, int]]]] = {}
-
-
-def _beam_limits(tp_size: int, device: Any) -> Optional[Tuple[int, int]]:
-    """The registry's (attention, top-k MoE) token limits for this GPU and TP size.
-
-    Without an NVIDIA GPU (ROCm: torch reports a capability too) the capability torch
-    reports for ``device`` takes its tier's values, as SGLang keys its rule on it."""
-    ctx = device_context()
-    if ctx is not None:
-        return ctx.beam_all_reduce_limits(tp_size).value
-    import torch
-
-    from ....arch import resolve
-    from ....arch.policies.collectives import beam_all_reduce_limits as rule
-
-    major, minor = torch.cuda.get_device_capability(device)
-    return rule(resolve(f"{major}.{minor}"), tp_size).value
 
 
 @fail_open
@@ -318,11 +236,6 @@ def _beam_token_limits(model: Any, limits: tuple, rows: int) -> Optional[tuple]:
     return attention_max_tokens, topk_max_tokens
 
 
-def beam_all_reduce_limits_here(tp_size: int, device: Any) -> Optional[tuple]:
-    """The replace form (``_all_reduce_limits``' capability span): the tier's limits."""
-    return _beam_limits(tp_size, device)
-
-
 # --- Kimi K3's sequence-parallel collective (srt/layers/communication/k3_sp_collective.py) ---
 
 @fail_open
@@ -338,12 +251,3 @@ def k3_sp_collective_sm() -> Optional[int]:
     return ctx.k3_sp_collective().band_sm
 
 
-def k3_sp_collective_sm_here() -> int:
-    """The replace form of ``get_device_sm()`` in ``_init_state``: the registry's answer,
-    else SGLang's probe."""
-    sm = k3_sp_collective_sm()
-    if sm is not None:
-        return sm
-    from sglang.srt.utils.common import get_device_sm
-
-    return get_device_sm()

@@ -143,72 +143,6 @@ def _fusion_runs_here(ctx: Any, backend: str) -> bool:
     return _fusion_enabled(ctx, backend, nnodes)
 
 
-# --- the replace form (``sglang-arch upstream``: SGLang's SM90/SM100 checks are deleted) ---
-
-
-def resolve_backend_here(backend: str, is_multi_node: bool = False) -> str:
-    """``_resolve_backend``'s whole answer: a backend name, or ``ValueError`` why not.
-
-    Without an NVIDIA GPU fusion cannot run (SGLang's own check refused it off SM90 and
-    SM10x as well).
-    """
-    ctx = routed_context()
-    if ctx is None:
-        raise ArchDecisionError(
-            f"FlashInfer allreduce fusion ({backend}): no NVIDIA GPU resolved"
-        )
-    decision = ctx.fusion(nnodes=2 if is_multi_node else 1, requested=backend, explicit=True)
-    if decision.enabled:
-        return str(decision.backend)
-    raise ArchDecisionError(
-        f"FlashInfer allreduce fusion ({backend}): {decision.reason}"
-    )
-
-
-def fusion_enabled_here(nnodes: int, tp_size: Optional[int] = None) -> bool:
-    """Whether the registry turns FlashInfer all-reduce fusion on unasked on this machine
-    across ``nnodes`` nodes at ``tp_size`` (the auto-enable pass's platform condition)."""
-    try:
-        ctx = routed_context()
-        return ctx is not None and bool(ctx.fusion(nnodes=nnodes, world_size=tp_size).enabled)
-    except Exception as exc:  # off, not a failed start-up
-        logger.warning("FlashInfer all-reduce fusion: registry failed (%s); off", exc)
-        return False
-
-
-def dsv41_custom_plane_here() -> bool:
-    """The replace form of ``get_platform().is_blackwell`` in the auto-enable pass (DeepSeek-V4.1
-    at TP 4 keeps its custom push plane): the tier's Blackwell rule, else SGLang's fact."""
-    try:
-        ctx = routed_context()
-        if ctx is not None:
-            return ctx.dsv41_custom_plane().custom_plane
-    except Exception as exc:  # SGLang's own fact, not a failed start-up
-        logger.warning("DeepSeek-V4.1 push plane: registry failed (%s); SGLang's is_blackwell", exc)
-    from sglang.srt.runtime_context import get_platform
-
-    return bool(get_platform().is_blackwell)
-
-
-def fusion_runs_here() -> bool:
-    """The runtime gate's platform condition: the registry's fusion decision for this
-    machine, the configured backend and node count (decided once, then a dict read)."""
-    try:
-        ctx = device_context()  # as SGLang's import-time flags: no override reaches it
-        if ctx is None:
-            return False
-        from sglang.srt.runtime_context import get_exec, get_parallel
-
-        backend = get_exec().comm.flashinfer_allreduce_fusion_backend
-        if backend is None:
-            return False
-        nnodes = get_parallel().nnodes
-        return _fusion_enabled(ctx, backend, nnodes)
-    except Exception as exc:
-        logger.warning("FlashInfer all-reduce fusion gate: registry failed (%s); off", exc)
-        return False
-
-
 # --- Beam's FlashInfer all-reduce token band (srt/models/beam.py) ---
 
 _BEAM_TP_SIZES = range(2, 65)
@@ -231,15 +165,3 @@ def beam_flashinfer_band_table() -> Optional[dict]:
     return table
 
 
-def beam_flashinfer_band_here(tp_size: int) -> Optional[tuple]:
-    """The replace form (``_flashinfer_ar_band``' table look-up): the tier's band."""
-    ctx = device_context()
-    if ctx is not None:
-        return ctx.beam_flashinfer_band(tp_size).value
-    import torch
-
-    from ....arch import resolve
-    from ....arch.policies.collectives import beam_flashinfer_band as rule
-
-    major, minor = torch.cuda.get_device_capability()
-    return rule(resolve(f"{major}.{minor}"), tp_size).value

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from . import REGISTRY, ArchDecisionError, device_context, fail_open, or_platform_fact, per_machine, routed_context
+from . import REGISTRY, ArchDecisionError, device_context, fail_open, per_machine, routed_context
 
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _FP8 = "sglang.srt.layers.quantization.fp8_utils"
@@ -280,7 +280,7 @@ def refresh_deep_gemm_flags(module: Any) -> None:
         module.DEEPGEMM_PAGED_SPARSE_MQA_LOGITS = False
 
 
-def _gemm_backend_here(module: str, field: str, decide: Any, enum: str, global_name: str) -> bool:
+def _set_gemm_backend(module: str, field: str, decide: Any, enum: str, global_name: str) -> bool:
     ctx = routed_context()
     if ctx is None or not _cuda_platform():
         return False
@@ -305,16 +305,16 @@ def fp8_gemm_config() -> bool:
         return ctx.fp8_gemm(deep_gemm_on=bool(sys.modules[_CONFIGURER].ENABLE_JIT_DEEPGEMM),
                             flashinfer=bool(is_flashinfer_available()))
 
-    return _gemm_backend_here(_FP8, "fp8_gemm_runner_backend", decide, "Fp8GemmRunnerBackend",
-                              "FP8_GEMM_RUNNER_BACKEND")
+    return _set_gemm_backend(_FP8, "fp8_gemm_runner_backend", decide, "Fp8GemmRunnerBackend",
+                             "FP8_GEMM_RUNNER_BACKEND")
 
 
 @fail_open
 def fp4_gemm_config() -> bool:
     """``initialize_fp4_gemm_config``: the registry's NVFP4 GEMM where SGLang's ``auto``
     has no build here (True: set; False: SGLang's own function runs)."""
-    return _gemm_backend_here(_FP4, "fp4_gemm_runner_backend", lambda ctx: ctx.fp4_gemm(),
-                              "Fp4GemmRunnerBackend", "FP4_GEMM_RUNNER_BACKEND")
+    return _set_gemm_backend(_FP4, "fp4_gemm_runner_backend", lambda ctx: ctx.fp4_gemm(),
+                             "Fp4GemmRunnerBackend", "FP4_GEMM_RUNNER_BACKEND")
 
 
 @fail_open
@@ -330,12 +330,6 @@ def bf16_gemm_cutedsl() -> Optional[bool]:
     if sys.modules[_UNQUANT].get_exec().kernel.bf16_gemm_backend != "auto":
         return None
     return ctx.bf16_gemm().choice == "cutedsl"
-
-
-def bf16_gemm_cutedsl_here() -> bool:
-    """The replace form of ``get_platform().is_sm100`` in ``initialize_bf16_gemm_config``'s
-    auto arm: the registry's answer, else SGLang's probe."""
-    return or_platform_fact(bf16_gemm_cutedsl(), "is_sm100")
 
 
 # --- block-FP8 weights' UE8M0 requantization at load (policies/quant.py) ---
@@ -357,22 +351,10 @@ def dense_ue8m0_requant_sm() -> Optional[int]:
     return per_machine(_REQUANT, ctx, "dense", lambda: ctx.dense_ue8m0_requant().check_sm)
 
 
-def dense_ue8m0_requant_sm_here() -> int:
-    """The replace form of ``get_device_sm()`` in ``should_deepgemm_weight_requant_ue8m0``:
-    the registry's answer, else SGLang's probe."""
-    sm = dense_ue8m0_requant_sm()
-    if sm is not None:
-        return sm
-    from sglang.srt.utils import get_device_sm
-
-    return get_device_sm()
-
-
 # --- load-time quantization rules SGLang reads from one platform fact (policies/quant.py) ---
 #
 # The ``scoped_fact`` / ``scoped`` forms: for the call of the function that holds the rule,
-# the fact answers the registry's decision; the series replaces the read with the ``_here``
-# form.  Decided once per machine (``per_machine``); a call costs one dictionary look-up.
+# the fact answers the registry's decision.  Decided once per machine (``per_machine``); a call costs one dictionary look-up.
 
 _QUANT_FACTS: dict = {}
 
@@ -399,19 +381,11 @@ def hopper_bf16_weight_cache() -> Optional[bool]:
     return _cuda_quant_fact("hopper_bf16_weight_cache")
 
 
-def hopper_bf16_weight_cache_here() -> bool:
-    return or_platform_fact(hopper_bf16_weight_cache(), "is_sm90")
-
-
 @fail_open
 def deep_gemm_sm100_block32() -> Optional[bool]:
     """``get_platform().is_sm100`` in ``dispatch_w8a8_block_fp8_linear``'s SM100 arm: block-32
     FP8 on DeepGEMM's SM100 kernel (None where the registry's DeepGEMM is off)."""
     return _cuda_quant_fact("deep_gemm_sm100_block32")
-
-
-def deep_gemm_sm100_block32_here() -> bool:
-    return or_platform_fact(deep_gemm_sm100_block32(), "is_sm100")
 
 
 @fail_open
@@ -421,18 +395,10 @@ def deep_gemm_sm100_fused_activation() -> Optional[bool]:
     return _cuda_quant_fact("deep_gemm_sm100_fused_activation")
 
 
-def deep_gemm_sm100_fused_activation_here() -> bool:
-    return or_platform_fact(deep_gemm_sm100_fused_activation(), "is_sm100")
-
-
 @fail_open
 def triton_mxfp4_persistent() -> Optional[bool]:
     """``get_platform().is_sm100`` in ``_swizzle_mxfp4``: triton_kernels' persistent MXFP4 matmul."""
     return _cuda_quant_fact("triton_mxfp4_persistent")
-
-
-def triton_mxfp4_persistent_here() -> bool:
-    return or_platform_fact(triton_mxfp4_persistent(), "is_sm100")
 
 
 @fail_open
@@ -442,19 +408,11 @@ def marlin_mxfp4_hopper_widths() -> Optional[bool]:
     return _cuda_quant_fact("marlin_mxfp4_hopper_widths")
 
 
-def marlin_mxfp4_hopper_widths_here() -> bool:
-    return or_platform_fact(marlin_mxfp4_hopper_widths(), "is_sm90")
-
-
 @fail_open
 def nvfp4_native_prefill() -> Optional[bool]:
     """``get_platform().is_sm100`` in ``handle_nvfp4_prefill_kv_dequant_dtype``: with an NVFP4
     KV cache and no backend named, whether prefill reads native NVFP4 (``trtllm_mha``)."""
     return _cuda_quant_fact("nvfp4_native_prefill")
-
-
-def nvfp4_native_prefill_here() -> bool:
-    return or_platform_fact(nvfp4_native_prefill(), "is_sm100")
 
 
 @fail_open
@@ -466,23 +424,11 @@ def mxfp8_moe_quantizer_sm107() -> Optional[bool]:
     return _quant_fact("mxfp8_moe_quantizer_sm107", device_context())
 
 
-def mxfp8_moe_quantizer_sm107_here() -> bool:
-    """The replace form of ``_is_sm107_supported()`` in ``_prepare_flashinfer_mxfp8_activations``."""
-    answer = mxfp8_moe_quantizer_sm107()
-    if answer is not None:
-        return answer
-    return bool(sys.modules[_MXFP4]._is_sm107_supported())
-
-
 @fail_open
 def minimax_fp8_index_hopper() -> Optional[bool]:
     """``get_platform().is_sm90`` in ``get_minimax_sparse_index_dtype``: MiniMax's sparse index K
     in FP8 beside an FP8 KV cache (the Hopper Triton decode reads it)."""
     return _cuda_quant_fact("minimax_fp8_index_hopper")
-
-
-def minimax_fp8_index_hopper_here() -> bool:
-    return or_platform_fact(minimax_fp8_index_hopper(), "is_sm90")
 
 
 @fail_open
@@ -491,29 +437,17 @@ def lora_fp8_whole_row_fast_div() -> Optional[bool]:
     FP8 quantizer divides whole rows with fast math.  SGLang binds it at import as a Triton
     ``constexpr`` read only inside ``@triton.jit`` code, so no Python function is there to
     hook: the plugin binds the module value to this answer once the module has run, before
-    Triton compiles anything that reads it (a ``value`` target), and the series writes the
-    replace form into the assignment.  The module reads torch's capability, so the device's
-    context answers, not a platform override."""
+    Triton compiles anything that reads it (a ``value`` target).  The module reads torch's
+    capability, so the device's context answers, not a platform override."""
     return _quant_fact("lora_fp8_whole_row_fast_div", device_context())
-
-
-def lora_fp8_whole_row_fast_div_here() -> bool:
-    """The replace form of the assignment's value: the registry's answer, else SGLang's rule."""
-    answer = lora_fp8_whole_row_fast_div()
-    if answer is not None:
-        return answer
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 
 # --- Tuned GEMM / GEMV paths keyed to one architecture (policies/gemm.py) ---
 #
 # SGLang reads the device's identity inline, per call, to take a path tuned on one GPU.
 # The registry decides each path once per machine (``ctx.gemm_paths()``, cached below);
-# the plugin's ``scoped`` hooks answer the probe the call site reads with that decision,
-# and the series puts the replace forms (``*_here``) in place of the probe calls.  The
-# device is the one SGLang's probes read (none of them reads the platform context), so
+# the plugin's ``scoped`` hooks answer the probe the call site reads with that decision.
+# The device is the one SGLang's probes read (none of them reads the platform context), so
 # these ask ``device_context``.  Each ask answers ``None`` (SGLang's own probe) without an
 # NVIDIA GPU; per call: one dict look-up once the machine's answer is cached.
 
@@ -556,32 +490,12 @@ def bf16_gemm_k3_splitk_sm() -> Optional[int]:
     return _k3_splitk_sm()
 
 
-def bf16_gemm_k3_splitk_sm_here() -> int:
-    """The replace form of ``get_device_sm()`` in the K3 split-K checks."""
-    sm = bf16_gemm_k3_splitk_sm()
-    if sm is not None:
-        return sm
-    from sglang.srt.utils.common import get_device_sm
-
-    return get_device_sm()
-
-
 @fail_open
 def hopper_gemv_sm12x() -> Optional[bool]:
     """What ``_is_sm12x()`` answers in ``hopper_bf16_gemv``'s window and its tile config
     (the two must agree: the SM12x window admits K only the unroll-1 kernel serves)."""
     paths = _gemm_paths()
     return None if paths is None else paths.hopper_gemv_sm12x.on
-
-
-def hopper_gemv_sm12x_here() -> bool:
-    """The replace form of ``_is_sm12x()``: the registry's answer, else SGLang's check."""
-    answer = hopper_gemv_sm12x()
-    if answer is not None:
-        return answer
-    from sglang.kernels.jit.utils import get_jit_cuda_arch
-
-    return get_jit_cuda_arch().major >= 12
 
 
 @fail_open
@@ -592,32 +506,12 @@ def router_gemv_sm100_family() -> Optional[bool]:
     return None if paths is None else paths.router_gemv.on
 
 
-def router_gemv_sm100_family_here(device_index: Optional[int]) -> bool:
-    """The replace form of ``_is_sm100_family(x.device.index)``."""
-    answer = router_gemv_sm100_family()
-    if answer is not None:
-        return answer
-    import torch
-
-    return torch.cuda.get_device_capability(device_index)[0] == 10
-
-
 @fail_open
 def nemotron_prefill_overlap() -> Optional[bool]:
     """What ``is_sm120()`` answers in ``NemotronHMoE._forward_core``: whether the registry
     takes Nemotron-H's prefill overlap on this machine."""
     paths = _gemm_paths()
     return None if paths is None else paths.nemotron_prefill_overlap.on
-
-
-def nemotron_prefill_overlap_here() -> bool:
-    """The replace form of ``is_sm120()`` in ``NemotronHMoE._forward_core``."""
-    answer = nemotron_prefill_overlap()
-    if answer is not None:
-        return answer
-    from sglang.srt.utils import is_sm120
-
-    return is_sm120()
 
 
 @fail_open
@@ -628,23 +522,12 @@ def sbo_deep_gemm_blackwell() -> Optional[bool]:
     return None if paths is None else not paths.sbo_deep_gemm_down_overlap.on
 
 
-def sbo_deep_gemm_blackwell_here() -> bool:
-    """The replace form of ``is_blackwell()`` in the DeepGEMM down-GEMM overlap check."""
-    answer = sbo_deep_gemm_blackwell()
-    if answer is not None:
-        return answer
-    from sglang.srt.utils import is_blackwell
-
-    return bool(is_blackwell())
-
-
 # Paths SGLang keys to a torch read written inline (``torch.cuda.get_device_capability()``
 # compared in a larger function): the capability the comparison reads is answered, once per
 # machine, so that the comparison says the registry's decision: the device's own where
 # SGLang's check already says it, else the capability the path is keyed to (on) or (0, 0)
 # (off, as SGLang's check reads on no GPU of that architecture).  The plugin answers it
-# through the module's torch for the call (``scoped_capability``); the series replaces the
-# read with the ``*_here`` form.
+# through the module's torch for the call (``scoped_capability``).
 
 _PATH_CHECKS = {
     # path: (SGLang's check of the capability, the capability answered for on, for off)
@@ -669,20 +552,10 @@ def _path_capability(path: str) -> Optional[Tuple[int, int]]:
     return _per_machine(path, _decide_capability, path)
 
 
-def _torch_capability() -> Tuple[int, int]:
-    import torch
-
-    return tuple(torch.cuda.get_device_capability())
-
-
 @fail_open
 def qwen4_decode_capability() -> Optional[Tuple[int, int]]:
     """The capability ``prepare_qwen4_decode_comm`` reads (major 10: Qwen's fused decode)."""
     return _path_capability("qwen4_decode_fusion")
-
-
-def qwen4_decode_capability_here() -> Tuple[int, int]:
-    return qwen4_decode_capability() or _torch_capability()
 
 
 @fail_open
@@ -691,18 +564,10 @@ def marlin_lora_decode_capability() -> Optional[Tuple[int, int]]:
     return _path_capability("marlin_lora_b200_decode")
 
 
-def marlin_lora_decode_capability_here() -> Tuple[int, int]:
-    return marlin_lora_decode_capability() or _torch_capability()
-
-
 @fail_open
 def lora_cutedsl_tile_capability() -> Optional[Tuple[int, int]]:
     """The capability the CuTe DSL BF16 LoRA MoE provider's tile set reads (below 10.0: wide tiles)."""
     return _path_capability("lora_cutedsl_wide_tiles")
-
-
-def lora_cutedsl_tile_capability_here() -> Tuple[int, int]:
-    return lora_cutedsl_tile_capability() or _torch_capability()
 
 
 @fail_open
@@ -711,18 +576,10 @@ def muse_spark_gemm_ag_capability() -> Optional[Tuple[int, int]]:
     return _path_capability("muse_spark_gemm_ag")
 
 
-def muse_spark_gemm_ag_capability_here() -> Tuple[int, int]:
-    return muse_spark_gemm_ag_capability() or _torch_capability()
-
-
 @fail_open
 def muse_spark_finalize_ar_capability() -> Optional[Tuple[int, int]]:
     """The capability Muse Spark's finalize AR fusion check reads (major 10)."""
     return _path_capability("muse_spark_finalize_ar")
-
-
-def muse_spark_finalize_ar_capability_here() -> Tuple[int, int]:
-    return muse_spark_finalize_ar_capability() or _torch_capability()
 
 
 # --- DeepSeek-V4: the model's inline Blackwell / Hopper path reads ---
@@ -764,17 +621,6 @@ def dsv4_hopper_path() -> Optional[bool]:
     """The Hopper half of ``dsv4_kernel_paths`` (the V4.1 indexer's paged decode scoring)."""
     paths = dsv4_kernel_paths()
     return None if paths is None else paths[1]
-
-
-def dsv4_blackwell_path_here() -> bool:
-    """The replace form of DeepSeek-V4's inline ``get_platform().is_blackwell``: the
-    registry's answer, else SGLang's fact."""
-    return or_platform_fact(dsv4_blackwell_path(), "is_blackwell")
-
-
-def dsv4_hopper_path_here() -> bool:
-    """The replace form of DeepSeek-V4's inline ``get_platform().is_sm90``."""
-    return or_platform_fact(dsv4_hopper_path(), "is_sm90")
 
 
 # --- DeepSeek-V4.1's indexer (dsv4/v41_indexer.is_sm100_or_newer) ---
@@ -841,18 +687,6 @@ def fused_a_gemm_auto_backend() -> Any:
     return per_machine(_fused_a, ctx, None, decide)
 
 
-def fused_a_gemm_auto_backend_here() -> Any:
-    """The replace form of ``_AUTO_BACKEND`` in ``dsv3_fused_a_gemm``: the registry's backend,
-    else SGLang's rule (the CuTe DSL kernel where ``is_sm120_supported()``, else the JIT one)."""
-    backend = fused_a_gemm_auto_backend()
-    if backend is not None:
-        return backend
-    from sglang.srt.utils.common import is_sm120_supported
-
-    enum = sys.modules[_FUSED_A].FusedAGemmBackend
-    return enum.CUTEDSL if is_sm120_supported() else enum.JIT
-
-
 # --- DeepSeek's shared-expert fusion under Hopper NVFP4 + Marlin ---
 
 
@@ -867,16 +701,6 @@ def shared_experts_hopper_marlin_hold() -> Optional[bool]:
     if ctx is None or not _cuda_platform():
         return None
     return ctx.shared_experts_hopper_marlin_hold().hold
-
-
-def shared_experts_hopper_marlin_hold_here() -> bool:
-    """The replace form of the same probe call: the registry's answer, else SGLang's probe."""
-    answer = shared_experts_hopper_marlin_hold()
-    if answer is not None:
-        return answer
-    from sglang.srt.utils.common import is_sm90_supported
-
-    return bool(is_sm90_supported())
 
 
 # --- DeepSeek's shared expert: the fused NVFP4 GEMM + SwiGLU + quant ---
@@ -895,13 +719,7 @@ def nvfp4_swiglu_fusion() -> Optional[bool]:
     return ctx.nvfp4_swiglu_fusion().fused
 
 
-def nvfp4_swiglu_fusion_here() -> bool:
-    """The replace form of the same fact read: the registry's answer, else SGLang's."""
-    return or_platform_fact(nvfp4_swiglu_fusion(), "is_sm100")
-
-
 # --- DeepSeek-V4.1's index logits dtype (kernels/ops/attention/dsv4/index_logits.py) ---
-_INDEX_LOGITS = "sglang.kernels.ops.attention.dsv4.index_logits"
 _index_logits: Dict[Any, Tuple[Any, Any]] = {}
 
 
@@ -916,14 +734,6 @@ def dsv41_bf16_index_logits() -> Optional[bool]:
     if ctx is None or not _cuda_platform():
         return None
     return per_machine(_index_logits, ctx, None, lambda: ctx.dsv41_bf16_index_logits().bf16)
-
-
-def dsv41_bf16_index_logits_here() -> bool:
-    """The replace form of the same probe call: the registry's answer, else SGLang's probe."""
-    answer = dsv41_bf16_index_logits()
-    if answer is not None:
-        return answer
-    return bool(sys.modules[_INDEX_LOGITS]._is_sm100())
 
 
 # --- the NVFP4 KV cache's dequantize (srt/layers/quantization/kvfp4_tensor.py) ---
@@ -951,18 +761,6 @@ def nvfp4_kv_dequant() -> Optional[Tuple[bool, bool]]:
     return per_machine(_kv_dequant, ctx, None, decide)
 
 
-def nvfp4_kv_dequant_sm100_here() -> bool:
-    """The replace form of ``get_platform().is_sm100`` in the NVFP4 KV dequantize."""
-    facts = nvfp4_kv_dequant()
-    return or_platform_fact(None if facts is None else facts[0], "is_sm100")
-
-
-def nvfp4_kv_dequant_sm120_here() -> bool:
-    """The replace form of ``get_platform().is_sm120`` in the NVFP4 KV dequantize."""
-    facts = nvfp4_kv_dequant()
-    return or_platform_fact(None if facts is None else facts[1], "is_sm120")
-
-
 # --- FlashInfer's FP4 / MXFP8 activation quantize backend ---
 #
 # ``fp4_utils._flashinfer_fp4_quantize_impl`` and ``FlashInferMxfp4TrtllmMoEMethod.
@@ -970,7 +768,6 @@ def nvfp4_kv_dequant_sm120_here() -> bool:
 # (``_flashinfer_fp4_quantize_backend``, ``_MXFP8_QUANTIZE_BACKEND``: ``"cute-dsl" if
 # get_platform().is_sm100 else "cuda"``).  The registry's backend
 # (``policies/quant.flashinfer_quantize_backend``), decided once per machine.
-_FP4_UTILS = "sglang.srt.layers.quantization.fp4_utils"
 _quantize_backend: Dict[Any, Tuple[Any, Any]] = {}
 
 
@@ -993,25 +790,6 @@ def mxfp8_quantize_backend() -> Optional[str]:
     """``_MXFP8_QUANTIZE_BACKEND``: FlashInfer's ``mxfp8_quantize`` backend for the MXFP4
     TRT-LLM MoE's routed input, the registry's; None (SGLang's) without an NVIDIA GPU."""
     return _quantize_backend_of("mxfp8")
-
-
-def _sglang_quantize_backend() -> str:
-    from sglang.srt.runtime_context import get_platform
-
-    return "cute-dsl" if get_platform().is_sm100 else "cuda"
-
-
-def fp4_quantize_backend_here() -> str:
-    """The replace form of ``_flashinfer_fp4_quantize_backend`` in ``_flashinfer_fp4_quantize_impl``:
-    the registry's backend, else SGLang's rule (CuTe DSL on SM100, else CUDA)."""
-    backend = fp4_quantize_backend()
-    return backend if backend is not None else _sglang_quantize_backend()
-
-
-def mxfp8_quantize_backend_here() -> str:
-    """The replace form of ``_MXFP8_QUANTIZE_BACKEND`` in ``quantize_routed_input``."""
-    backend = mxfp8_quantize_backend()
-    return backend if backend is not None else _sglang_quantize_backend()
 
 
 def refresh_fp4_quantize_backend(module: Any) -> None:
