@@ -1,13 +1,12 @@
 """Files the tools read and write: an SGLang source tree (``sglang-arch upstream`` and
-``sglang-arch audit``) and output files (``sglang-arch tune``).  Not part of the registry
-(which the series copies into SGLang): the registry's own reader is ``arch.validate``.
+``sglang-arch audit``) and output files (``sglang-arch tune``).  Not part of the registry:
+the registry's own reader is ``arch.validate``.
 
 Both tools read Python files of a tree the user names.  Every file goes through
 ``read_source``: a regular file (a FIFO, a device or a directory is refused before it is
 opened, so nothing blocks), at most ``MAX_SOURCE_BYTES``, UTF-8; the error names the
-file and what is accepted.  ``syntax_problem`` asks CPython's own parser first: libcst's
-native parser can overflow its stack (a segfault, no message) on nesting CPython refuses
-with an error, so libcst never sees source nested deeper than CPython takes.
+file and what is accepted.  ``python_tree`` is the audit's one parse: CPython's parser,
+with source nested deeper than it takes reported in one line instead of a traceback.
 """
 
 from __future__ import annotations
@@ -53,9 +52,9 @@ def read_source(path: "os.PathLike[str] | str", errors: str = "strict") -> str:
 
 def python_tree(text: str) -> Tuple[Optional[ast.Module], Optional[str]]:
     """CPython's reading of ``text``: (its syntax tree, None); (None, why) when it is nested
-    deeper than CPython's parser takes, which libcst's native parser must not see (it can
-    overflow its stack there); (None, None) for any other syntax error, which may be syntax
-    newer than this Python's: libcst, whose grammar is newer, decides those.  A leading
+    deeper than CPython's parser takes (too many parentheses or indentation levels, a
+    RecursionError or MemoryError in the parser) or holds a NUL byte; (None, None) for any
+    other syntax error, which the caller reports with the parser's own message.  A leading
     UTF-8 byte-order mark is read as CPython reads the file's bytes: not part of the code."""
     if text.startswith("\ufeff"):
         text = text[1:]  # on line 1 only: every line number stays
@@ -69,11 +68,6 @@ def python_tree(text: str) -> Tuple[Optional[ast.Module], Optional[str]]:
         return None, "nested too deeply for Python's parser"
     except ValueError as exc:  # a NUL byte
         return None, str(exc)
-
-
-def syntax_problem(text: str) -> Optional[str]:
-    """Why ``text`` must not reach libcst (None: it may)."""
-    return python_tree(text)[1]
 
 
 # --- writing: one staging primitive for every writer -------------------------------------

@@ -1,7 +1,6 @@
 """DeepSeek-V4's attention default (``--dsv4-attn-backend auto``) and DSpark's commit-KV
 views: the catalog entry of FlashMLA's MegaAttention, the two policies, the hook forms
-that route them (``scoped`` over a probe of another module, ``scoped_fact``) and the
-series edits (``ReplaceCall`` over a locally imported probe, ``ReplaceFact``)."""
+that route them (``scoped`` over a probe of another module, ``scoped_fact``)."""
 
 import sys
 import types
@@ -141,34 +140,6 @@ def test_scoped_fact_answers_one_fact_to_the_module_and_puts_its_getter_back(mon
     assert used[0] is used[1]  # one getter per answer: nothing built per call
     answers[0] = None
     assert hook(user.__dict__["views"]) is None and len(used) == 3 and used[2] is own  # None: SGLang's own
-
-
-# --- series edits ---------------------------------------------------------------------------
-
-DSV4 = '''
-def _default(server_args):
-    from sglang.srt.utils.common import is_sm100_supported, is_npu
-
-    cfg = view(server_args)
-    if cfg.x or not is_sm100_supported():
-        return "flashmla"
-    return "flashmla_mega" if not is_npu() else "flashmla"
-'''
-
-
-DSPARK = '''
-class Draft:
-    def project(self, *, x, pool):
-        return execute(
-            x=x,
-            # views are fine
-            strided=(
-                get_platform().is_blackwell
-                and not pool.uniform_fp8
-            ),
-            other=get_platform().is_sm100,
-        )
-'''
 
 
 # --- an explicit --dsv4-attn-backend flashmla_mega ---------------------------------------------

@@ -223,7 +223,6 @@ def test_machine_bounds_accept_real_deployments(capsys):
 # --- upstream never leaves SRC -------------------------------------------------------
 
 def test_upstream_refuses_a_symlinked_arch_dir_before_writing(tmp_path, capsys):
-    pytest.importorskip("libcst")
     src = tmp_path / "sglang"
     (src / "srt").mkdir(parents=True)
     (src / "__init__.py").write_text("")
@@ -236,7 +235,6 @@ def test_upstream_refuses_a_symlinked_arch_dir_before_writing(tmp_path, capsys):
 
 
 def test_upstream_refuses_a_symlinked_file_inside_arch(tmp_path, capsys):
-    pytest.importorskip("libcst")
     src = tmp_path / "sglang"
     (src / "srt" / "arch").mkdir(parents=True)
     (src / "__init__.py").write_text("")

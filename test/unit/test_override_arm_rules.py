@@ -1,6 +1,6 @@
 """MiniCPM's sparse backend (arch/policies/minicpm.py) and MiniMax-M3.1 NVFP4's arm
-(arch/policies/minimax_m3.py), the guards' MiniCPM rule (glue/attention.py), the catalog's
-``with`` uses and the series' ``ReplaceFact`` edit.
+(arch/policies/minimax_m3.py), the guards' MiniCPM rule (glue/attention.py) and the catalog's
+``with`` uses.
 
 Expected values are written here from their sources, not imported from the registry:
 SGLang 0.5.23 ``model_overrides/minicpm.py:57-62`` (``minicpm_flashinfer`` where
@@ -142,18 +142,6 @@ def test_a_use_runs_only_with_every_kernel_it_needs():
     assert v.runs and all(k in v.reason for k in ("fa4_cute", "tilelang", "flashinfer_fa2"))
     v = catalog.choice_runs("minicpm_sparse", minicpm.FLASHINFER, cap, (13, 0), "fa4+stage1")
     assert not v.runs and "infllm_v2 has no build for 10.0" in v.reason
-
-
-_SOURCE = '''
-def overrides(server_args, hf_config):
-    if envs.DENSE.get():
-        table = {"a": ("fa4" if get_platform().is_blackwell else "fa3")}
-    elif sparse:
-        backend = "minicpm_flashinfer" if get_platform().is_blackwell else "minicpm_flashattn"
-    if not get_platform().is_blackwell:
-        return {"moe_runner_backend": "marlin"}
-    return {}
-'''
 
 
 def test_explain_shows_both_decisions():

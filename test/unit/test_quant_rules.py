@@ -136,28 +136,3 @@ def test_explain_row_and_json_key_for_dense_fp8_scales():
         rows = {label: (value, reason) for label, value, reason, _ in d.named()}
         assert rows["FP8 dense scales"][0] == shown, cap
         assert d.to_dict()["moe_gemm"]["fp8_dense_scales"] == {"ue8m0": ue8m0, "reason": rows["FP8 dense scales"][1]}
-
-
-# --- the series' edit of a module value (ReplaceValue), as fp8_quant.py writes it ---
-
-LORA_FP8_SOURCE = '''"""Fast division only on SM90."""
-
-from __future__ import annotations
-
-import torch
-import triton
-import triton.language as tl
-
-_FAST = tl.constexpr(
-    torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-)
-
-
-@triton.jit
-def quantize(x):
-    if _FAST:
-        return x / 448.0
-    return x
-'''
-
-

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..arch.validate import shown, shown_path
-from ..bounds import MAX_FOLDER_DEPTH, expression_problem
+from ..bounds import MAX_FOLDER_DEPTH
 from ..files import MAX_SOURCE_FILES, SourceError, python_tree, read_source
 
 SCANNED = ("srt", "kernels")
@@ -943,9 +943,6 @@ def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[L
     module = package_module(file)
     lines = source_lines(text) or [""]
     tree, why = python_tree(text)
-    past_bound = expression_problem(text, tree) if tree is not None else None
-    if past_bound is not None:  # libcst, which the series runs on the same files, overflows there
-        return FileScan(file, module, {}, {}, {}, {}, [], lines, problem=past_bound[1], problem_line=past_bound[0])
     if tree is None:
         problem, line = why or "not Python 3 syntax", 0
         if why is None:

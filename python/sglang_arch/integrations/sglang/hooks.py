@@ -1,33 +1,29 @@
-"""The plugin's hooks: each asks one glue function, as a patched SGLang tree does.
+"""The plugin's hooks: each asks one glue function.
 
-The glue (``glue/``) applies the registry's decisions; it is the same code that
-``sglang-arch upstream`` copies into SGLang as ``sglang.srt.arch.glue``.  A hook here
-only connects one glue function to SGLang's HookRegistry: an AROUND hook that asks the
-glue and, when the glue answers ``None`` (no NVIDIA GPU, not CUDA, or an unexpected error
-inside the glue, logged once), calls upstream's original.  The shapes are the guard forms
-the upstream rewriter inserts at the top of a routed function (``upstream/rewriter.py``):
+The glue (``glue/``) applies the registry's decisions.  A hook here only connects one glue
+function to SGLang's HookRegistry: an AROUND hook that asks the glue and, when the glue
+answers ``None`` (no NVIDIA GPU, not CUDA, or an unexpected error inside the glue, logged
+once), calls upstream's original.  The shapes:
 
 - ``answer``: the glue's answer unless it is ``None``, else the original's;
 - ``done``: a true answer means the glue did the work (``TorchSymmMemCommunicator.__init__``);
 - ``check``: the glue raises or does nothing, then the original runs;
 - ``fact``: a platform probe, answered with the device's identity (docs/fallback.md);
 - ``scoped``: for the original's call, one name of its module (a probe it reads inside a
-  larger function, or a table) answers the glue's decision; the series replaces that
-  operand or look-up instead;
+  larger function, or a table) answers the glue's decision;
   (``module``: a probe the function imports locally answers in the module it is imported
   from);
 - ``scoped_fact``: the same for one platform fact a method reads inline
   (``get_platform().is_blackwell``), or several read for one decision (a tuple of names,
   the glue answering a tuple of values): for the original's call, its module's
-  ``get_platform()`` answers SGLang's platform with those facts the glue's; the series
-  replaces each read;
+  ``get_platform()`` answers SGLang's platform with those facts the glue's;
 - ``scoped_capability``: the same for a torch read written inline
   (``torch.cuda.get_device_capability(...)``): for the original's call, its module's
   ``torch`` answers torch with that one function answering the glue's capability (every
-  other attribute torch's own); the series replaces the call;
+  other attribute torch's own);
 - ``scoped_self``: the same for probes a method reads from its instance (bound at init,
   ``self._get_device_sm``): for the original's call, each named attribute of ``self``
-  answers the glue's value; the series replaces the calls with the replace forms;
+  answers the glue's value;
 - ``decides``: the glue answers ``(answer,)`` (the answer may be ``None``), or ``None``
   for the original's.
 
@@ -131,8 +127,7 @@ def scoped(ask: Callable, name: str, value: bool = False, module: Optional[str] 
     inside a larger function; ``value``: a table it reads) answers ``ask()``, or stays
     SGLang's where ``ask`` answers ``None``.  ``module``: the module that holds ``name``
     when it is not the original's (a probe the original imports inside its body, from
-    that module, when it runs); SGLang's own where that module lacks it.  The series
-    replaces the same operand or look-up with the same glue function's replace form."""
+    that module, when it runs); SGLang's own where that module lacks it."""
     asking = _naming_the_kill_switch(ask)
 
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
