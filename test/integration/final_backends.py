@@ -259,6 +259,7 @@ def child(upstream: bool) -> Dict[str, Any]:
         for model in MODELS:
             for mode in modes_of(model):
                 out["cells"][f"{model.name}|{mode}"] = cell(model, mode, gpus, add_norm, built_class, cap)
+        out["indexer"] = v41_indexer()  # last: it marks SGLang's indexer module as on a CUDA device
     out["cpu_s"] = round(time.process_time() - started, 1)
     return out
 
@@ -297,6 +298,55 @@ def registry_decisions(gpus: int) -> Dict[str, Any]:
     else:
         out["fusion"], out["symm_mem"] = None, {"enabled": False}
     return out
+
+
+def v41_indexer() -> Dict[str, Any]:
+    """What DeepSeek-V4.1's full top-k indexer is built with (machine-wide: every V4.1 index
+    layer asks ``v41_indexer.is_sm100_or_newer``, the same for every model and mode): SGLang's
+    own ``make_full_topk_indexer``, and the answer its prefill, candidate sparse table and
+    fused index store read.  ``deep_gemm`` where DeepGEMM's MQA logits are taken, else ``torch``.
+    (Prefill also needs DeepGEMM's dense FP4 indexer installed with a CUDA torch: not here.)"""
+    from sglang.srt.layers.attention.dsv4 import v41_indexer as indexer
+
+    indexer.is_cuda = lambda: True  # this process imported SGLang on a CPU: the simulated GPU is CUDA
+    cached = getattr(indexer.is_sm100_or_newer, "cache_clear", None)  # SGLang's functools.cache, unhooked
+    if cached is not None:
+        cached()
+    try:
+        built = indexer.make_full_topk_indexer(token_to_kv_pool=None, req_to_token=None)
+        picks = indexer.is_sm100_or_newer()
+    except Exception as exc:  # noqa: BLE001 - recorded, and judged as a refusal
+        return {"error": _error(exc)}
+    name = lambda on: "deep_gemm" if on else "torch"  # noqa: E731
+    return {"decode": name(built.use_deep_gemm_decode), "mqa_logits": name(picks)}
+
+
+def judge_indexer(caps: Dict[str, Any], cap: str) -> Dict[str, Any]:
+    """The V4.1 indexer on ``cap``: with the plugin, DeepGEMM only where the catalog runs
+    DeepGEMM on the device and the registry's rule takes it; without it, SGLang's
+    ``major >= 10``."""
+    from sglang_arch.arch import catalog, parse_capability, resolve
+    from sglang_arch.arch.policies.deepseek import dsv41_indexer_deep_gemm
+
+    cuda = tuple(int(x) for x in CUDA.split("."))
+    res = resolve(parse_capability(cap))
+    verdict = catalog.choice_runs("deep_gemm", "jit", res.identities, cuda)
+    runs = verdict is not None and verdict.runs
+    expected = "deep_gemm" if dsv41_indexer_deep_gemm(res, cuda).deep_gemm else "torch"
+    plugin, upstream = caps[cap]["plugin"].get("indexer"), caps[cap]["upstream"].get("indexer")
+    upstream_expected = "deep_gemm" if parse_capability(cap).major >= 10 else "torch"
+    built = [plugin.get(k) for k in ("decode", "mqa_logits")] if plugin else [None]
+    ok = (bool(plugin) and all(b == expected for b in built) and (runs or "deep_gemm" not in built)
+          and bool(upstream) and upstream.get("decode") == upstream_expected)
+    return {"ok": ok, "plugin": plugin, "upstream": upstream, "expected": expected, "deep_gemm_runs": runs,
+            "why": verdict.reason if verdict else "not in the catalog"}
+
+
+def _indexer_show(built: Optional[Dict[str, Any]], deep_gemm_runs: bool) -> str:
+    if not built or "error" in built:
+        return f"`{(built or {}).get('error', 'not recorded')}`"
+    name = built.get("mqa_logits")
+    return f"`{name}`" + (" ✗" if name == "deep_gemm" and not deep_gemm_runs else "")
 
 
 def allreduce(cap, gpus: int, topology: str, symm_mem_outcome, custom_ar_table) -> Dict[str, Any]:
@@ -1012,6 +1062,11 @@ def render(results: Dict[str, Any]) -> str:
                       f"{_show(_symm(ar['upstream']['symm_mem']), ar['upstream_symm_runs'])}); custom all-reduce "
                       f"v2 table `{ar['plugin']['custom_ar_v2']}` (upstream `{ar['upstream']['custom_ar_v2']}`)"
                       f"{'' if ar['ok'] else ' **not the registry' + chr(39) + 's**'}.", ""]
+        ix = judge_indexer(matrix, cap)
+        lines += [f"DeepSeek-V4.1 indexer (every V4.1 index layer's MQA logits): "
+                  f"{_indexer_show(ix['plugin'], ix['deep_gemm_runs'])} (upstream "
+                  f"{_indexer_show(ix['upstream'], ix['deep_gemm_runs'])})"
+                  f"{'' if ix['ok'] else ' **not the registry' + chr(39) + 's**'}.", ""]
         lines += ["| model | mode | " + " | ".join(title for _, title in COLUMNS) + " | upstream, where it differs | "
                   "judged |", "|---|---|" + "---|" * len(COLUMNS) + "---|---|"]
         for model in MODELS:
