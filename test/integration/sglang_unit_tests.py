@@ -1,32 +1,26 @@
-"""Run SGLang's own unit tests for the routed concerns on three trees; print the table.
+"""Run SGLang's own unit tests of the series' areas on each release, unpatched and
+patched; print the table.
 
 A manual step (docs/upstreaming.md, "SGLang's own unit tests"): SGLang's tests live in
-its git repository, not in the wheel, and CI may not reach GitHub.  The tests are never
-committed here; they are fetched at run time into a temporary directory:
+its git repository, not in the wheel, so they are never committed here; DIR is a tree
+with SGLang's ``test/registered/unit/`` layout (a checkout, or the files copied out of
+one):
 
-    python test/integration/sglang_unit_tests.py            # git, tag v0.5.23
-    python test/integration/sglang_unit_tests.py --tests DIR  # a checkout (or any tree
-                                                               # with SGLang's test/ layout)
+    python test/integration/sglang_unit_tests.py --tests DIR [--releases 0.5.21,0.5.22,0.5.23]
 
-The test files are SGLang's ``test/registered/unit/`` files that simulate a GPU with
-``override_platform`` (or patch a platform probe) and exercise a concern the registry
-routes (symmetric memory, custom all-reduce, all-reduce fusion, attention), plus
-``FILES``.  Each runs, with no GPU visible (SGLang's CPU CI), against:
-
-- ``unpatched``: the installed SGLang, sglang-arch disabled (``SGLANG_ARCH_DISABLE=1``);
-- ``plugin``: the installed SGLang with this checkout's plugin;
-- ``patched``: a copy of the installed SGLang patched by ``sglang-arch upstream``
-  (the fixture's own copy and CLI run, ``test_upstream_series.py``), sglang_arch refused
-  on the path.
-
-It prints a Markdown table, test -> outcome per tree, and exits 1 when a test that
-passes unpatched does not pass patched (or through the plugin) and is not one of
-``DIFFERENCES`` (each a documented difference, docs/differences.md).
+For each release it builds two package trees (``releases.package_tree``): ``unpatched``,
+and ``patched`` by ``sglang-arch upstream``. Each selected test file runs on its own
+(pytest, one process per file and tree, in sequence) with only that tree's ``sglang``
+on the path, ``SGLANG_PLUGINS=none`` and ``SGLANG_ARCH_DISABLE=1``. A test file from a
+newer SGLang may fail on an older release unpatched; what counts is that every test that
+passes unpatched passes patched, on the same release. The exit status is 1 when one
+does not.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -39,139 +33,145 @@ from typing import Dict, List
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from helpers import clean_env  # noqa: E402
+from releases import package_tree  # noqa: E402
 
-REPOSITORY = "https://github.com/sgl-project/sglang"
-REF = "v0.5.23"
+RELEASES = ("0.5.21", "0.5.22", "0.5.23")
+KINDS = ("unpatched", "patched")
 UNIT = "test/registered/unit"
-# Found by name as well as by the scan below (the ones routed by name).
+# Taken by name whatever they hold (the tests of the areas the series edits).
 FILES = (
-    f"{UNIT}/layers/test_flashinfer_comm_fusion.py",
-    f"{UNIT}/test_model_overrides.py",
+    "layers/test_flashinfer_comm_fusion.py",
+    "distributed/test_custom_all_reduce_v2_capability.py",
+    "runtime_context/test_split_attention_backend_decisions.py",
+    "layers/attention/test_attention_backend_registry.py",
+    "test_model_overrides.py",
 )
-# A test reads as simulating a GPU when it does one of these...
+# Any other unit-test file that simulates a GPU and names a decision the series edits.
 SIMULATES = re.compile(r"override_platform\(|is_sm\d+_supported|get_device_capability")
-# ...and concerns what the registry routes when it names one of these.
 CONCERNS = re.compile(
-    r"_resolve_backend|_flashinfer_allreduce_fusion_auto_enable|flashinfer_ar_fusion_applies"
-    r"|flashinfer_comm_fusion|get_default_attn_backend|_attention_backend_default"
-    r"|_dsa_kv_cache_dtype_default|_dsa_split_backend_resolution|TorchSymmMem"
-    r"|TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES|custom_all_reduce"
+    r"_resolve_backend|flashinfer_allreduce_fusion|flashinfer_ar_fusion_applies"
+    r"|get_default_attn_backend|_attention_backend_default|attention_registry"
+    r"|TorchSymmMem|TORCH_SYMM_MEM|custom_all_reduce_v2|_get_all_reduce_configs"
 )
-TREES = ("unpatched", "plugin", "patched")
-# test id -> the difference (docs/differences.md) that explains a pass unpatched that is
-# not a pass routed.  Empty: none is expected.
-DIFFERENCES: Dict[str, str] = {}
-
-
-def fetch(ref: str, into: Path) -> Path:
-    """SGLang's unit-test tree at ``ref``: a shallow, sparse git checkout."""
-    def git(*args: str) -> None:
-        subprocess.run(["git", *args], check=True, cwd=into, capture_output=True, text=True)
-
-    git("init", "-q")
-    git("remote", "add", "origin", REPOSITORY)
-    git("sparse-checkout", "set", "--no-cone", f"/{UNIT}/")
-    git("fetch", "-q", "--depth", "1", "--filter=blob:none", "origin", f"refs/tags/{ref}")
-    git("checkout", "-q", "FETCH_HEAD")
-    return into
+RANK = {"failed": 3, "error": 2, "passed": 1, "skipped": 0}
 
 
 def select(tests: Path) -> List[Path]:
-    """``FILES`` that exist, and every unit-test file that simulates a GPU and names a
-    routed concern."""
-    found = {tests / f for f in FILES if (tests / f).is_file()}
-    for path in (tests / UNIT).rglob("test_*.py"):
+    unit = tests / UNIT
+    found = {unit / f for f in FILES if (unit / f).is_file()}
+    for path in unit.rglob("test_*.py"):
         text = path.read_text(encoding="utf-8", errors="replace")
         if SIMULATES.search(text) and CONCERNS.search(text):
             found.add(path)
     return sorted(found)
 
 
-def patched_tree(work: Path) -> Path:
-    """The installed SGLang copied and patched as test_upstream_series.py's fixture does;
-    returns the directory to put on the path."""
-    import test_upstream_series as series
+def build(version: str, kind: str, work: Path) -> Path:
+    """The directory to put on the path: ``work/<version>-<kind>/sglang``."""
+    root = work / f"{version}-{kind}"
+    package = package_tree(version, root)
+    if kind == "patched":
+        cli = Path(sys.executable).with_name("sglang-arch")
+        out = subprocess.run([str(cli if cli.exists() else "sglang-arch"), "upstream", str(package)],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"sglang-arch upstream {package} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
+    return root
 
-    root = work / "sglang-clone"
-    series._copy_sglang(root / "python" / "sglang")
-    run = series._upstream(root, env=series._env(work))
-    if run.returncode != 0:
-        sys.exit(f"sglang-arch upstream failed:\n{run.stdout}{run.stderr}")
-    return root / "python"
+
+def environment(tree: Path) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
+    env.update(PYTHONPATH=str(tree), SGLANG_PLUGINS="none", SGLANG_ARCH_DISABLE="1")
+    return env
 
 
-def run(tree: str, files: List[Path], tests: Path, work: Path, patched: Path) -> Dict[str, str]:
-    """Outcome per test id (``path::Class::test``) on one tree."""
-    import test_upstream_series as series
+def check_import(tree: Path, tests: Path) -> None:
+    code = "import sglang, sys; sys.stdout.write(sglang.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], env=environment(tree), cwd=tests,
+                         capture_output=True, text=True)
+    if out.returncode != 0 or not Path(out.stdout).resolve().is_relative_to(tree.resolve()):
+        sys.exit(f"import sglang does not resolve to {tree}: {out.stdout or out.stderr[-1000:]}")
 
-    report = work / f"{tree}.xml"
-    # No GPU visible: an index no host has (CUDA then shows none; SGLang's test_utils
-    # reads the variable's first character as a digit, so it cannot be empty).
-    hide_gpu = {"CUDA_VISIBLE_DEVICES": "9"}
-    args = ["-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"--junitxml={report}",
-            f"--rootdir={tests}", *map(str, files)]
-    if tree == "patched":  # the patched tree alone, sglang_arch refused (SGLang's CPU CI)
-        env = series._patched_env(patched, **hide_gpu)
-        command = [sys.executable, "-c", series.RUN_TESTS, *args]
-    else:
-        env = clean_env(**hide_gpu)
-        if tree == "unpatched":
-            env.update(SGLANG_ARCH_DISABLE="1", SGLANG_PLUGINS="none")
-        command = [sys.executable, "-m", "pytest", "-W", "ignore", *args]
-    subprocess.run(command, cwd=tests, env=env, capture_output=True, text=True)
+
+def run_file(path: Path, tree: Path, tests: Path, report: Path) -> Dict[str, str]:
+    """Outcome per test id (``file::Class::test``, file relative to the unit folder)."""
+    rel = path.relative_to(tests / UNIT).as_posix()
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                    f"--junitxml={report}", f"--rootdir={tests}", str(path)],
+                   cwd=tests, env=environment(tree), capture_output=True, text=True, timeout=1800)
     if not report.is_file():
-        sys.exit(f"{tree}: pytest wrote no report")
-    outcomes = {}
-    prefix = UNIT.replace("/", ".") + "."
+        return {f"{rel}::(run)": "error"}
+    module = path.relative_to(tests).with_suffix("").as_posix().replace("/", ".")
+    outcomes: Dict[str, str] = {}
     for case in ElementTree.parse(report).iter("testcase"):
-        where = case.get("classname", "").removeprefix(prefix)
-        kinds = {child.tag for child in case}
-        outcome = ("failed" if kinds & {"failure", "error"} else
-                   "skipped" if "skipped" in kinds else "passed")
-        outcomes[f"{where}::{case.get('name')}"] = outcome
+        tags = {child.tag for child in case}
+        outcome = ("failed" if "failure" in tags else "error" if "error" in tags
+                   else "skipped" if "skipped" in tags else "passed")
+        owner = case.get("classname", "")
+        test = (f"{rel}::(collection)" if not owner
+                else "::".join([rel, *filter(None, [owner.removeprefix(module).lstrip(".")]), case.get("name")]))
+        # unittest subtests report the same test more than once: the worst stands.
+        if RANK[outcome] >= RANK.get(outcomes.get(test, "skipped"), 0):
+            outcomes[test] = outcome
     return outcomes
 
 
-def table(results: Dict[str, Dict[str, str]]) -> str:
+def columns(releases) -> List[str]:
+    return [f"{v} {k}" for v in releases for k in KINDS]
+
+
+def table(results: Dict[str, Dict[str, str]], releases) -> str:
+    cols = columns(releases)
     ids = sorted(set().union(*results.values()))
-    lines = ["| test | " + " | ".join(TREES) + " |", "|---|" + "---|" * len(TREES)]
+    files = sorted({t.split("::")[0] for t in ids})
+    lines = ["| file | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for f in files:
+        cells = []
+        for c in cols:
+            got = [o for t, o in results[c].items() if t.split("::")[0] == f]
+            cells.append(" / ".join(f"{got.count(k)} {k}" for k in ("passed", "failed", "error", "skipped")))
+        lines.append(f"| `{f}` | " + " | ".join(cells) + " |")
+    lines += ["", "| test | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for test in ids:
-        lines.append(f"| `{test}` | " + " | ".join(results[t].get(test, "-") for t in TREES) + " |")
+        lines.append(f"| `{test}` | " + " | ".join(results[c].get(test, "-") for c in cols) + " |")
     return "\n".join(lines)
 
 
-def regressions(results: Dict[str, Dict[str, str]]) -> List[str]:
-    """Tests passing unpatched that do not pass routed and are not listed differences."""
-    return [test for test, outcome in sorted(results["unpatched"].items())
-            if outcome == "passed" and test not in DIFFERENCES
-            and any(results[t].get(test) != "passed" for t in ("plugin", "patched"))]
+def regressions(results: Dict[str, Dict[str, str]], releases) -> List[str]:
+    """``release test`` for each test that passes unpatched and not patched."""
+    return [f"{v} {test}" for v in releases
+            for test, outcome in sorted(results[f"{v} unpatched"].items())
+            if outcome == "passed" and results[f"{v} patched"].get(test) != "passed"]
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tests", type=Path, help="a tree with SGLang's test/ layout (default: git, --ref)")
-    parser.add_argument("--ref", default=REF, help=f"the tag to fetch (default {REF})")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    options = parser.parse_args()
+    parser.add_argument("--tests", type=Path, required=True, help=f"a tree with SGLang's {UNIT}/")
+    parser.add_argument("--releases", default=",".join(RELEASES), help="comma-separated (default: %(default)s)")
+    parser.add_argument("--keep", action="store_true", help="keep the trees and reports")
+    options = parser.parse_args(argv)
+    tests = options.tests.resolve()
+    releases = [v.strip() for v in options.releases.split(",") if v.strip()]
+    files = select(tests)
+    if not files:
+        sys.exit(f"no test files of these areas under {tests / UNIT}")
+    print("tests:", *(str(f.relative_to(tests)) for f in files), sep="\n  ", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="sglang-unit-tests-"))
     try:
-        tests = options.tests.resolve() if options.tests else fetch(options.ref, work / "sglang")
-        files = select(tests)
-        if not files:
-            sys.exit(f"no SGLang unit tests for the routed concerns under {tests / UNIT}")
-        print("tests:", *(str(f.relative_to(tests)) for f in files), sep="\n  ", file=sys.stderr)
-        patched = patched_tree(work)
-        results = {tree: run(tree, files, tests, work, patched) for tree in TREES}
-        print(table(results))
-        bad = regressions(results)
-        for test in bad:
-            print(f"REGRESSION {test}: " + ", ".join(f"{t} {results[t].get(test)}" for t in TREES),
-                  file=sys.stderr)
+        results: Dict[str, Dict[str, str]] = {}
+        for version in releases:
+            for kind in KINDS:
+                tree = build(version, kind, work)
+                check_import(tree, tests)
+                column = results.setdefault(f"{version} {kind}", {})
+                for i, path in enumerate(files):
+                    column.update(run_file(path, tree, tests, work / f"{version}-{kind}-{i}.xml"))
+                print(f"ran {version} {kind}", file=sys.stderr)
+        print(table(results, releases))
+        bad = regressions(results, releases)
+        for line in bad:
+            print(f"REGRESSION {line}", file=sys.stderr)
         return 1 if bad else 0
-    except subprocess.CalledProcessError as exc:
-        sys.exit(f"could not fetch SGLang's tests ({' '.join(exc.cmd)}: {exc.stderr.strip()}); "
-                 "pass --tests DIR with a checkout of SGLang")
     finally:
         if options.keep:
             print("kept", work, file=sys.stderr)
