@@ -119,7 +119,7 @@ def test_every_field_is_kept():
               max_cuda="13.1", torch_symm_mem={2: 64, 8: 128}, symm_mem_multimem_world_sizes=[4, 8],
               custom_ar_v2_table="sm90", custom_ar_v2_world_sizes=[2, 4], allreduce_fusion=["trtllm", "mnnvl"],
               allreduce_fusion_multi_node=["mnnvl"], allreduce_fusion_min_cuda="12.3",
-              attention_mha=["fa3"], attention_mla=["flashmla"], lead=["l"], sources=["s"])
+              attention_mha=["fa3"], attention_mla=["flashmla"], lead=["name"], sources=["s"])
     assert p.examples == ("H100",)
     assert (p.smem_per_sm_kib, p.smem_per_block_kib) == (228, 227)
     assert p.features == {"wgmma": "arch"} and p.topology == "nvswitch"
@@ -129,7 +129,7 @@ def test_every_field_is_kept():
     assert (p.custom_ar_v2_table, p.custom_ar_v2_world_sizes) == ("sm90", (2, 4))
     assert (p.allreduce_fusion, p.allreduce_fusion_multi_node) == (("trtllm", "mnnvl"), ("mnnvl",))
     assert p.allreduce_fusion_min_cuda == (12, 3)
-    assert (p.attention_mha, p.attention_mla, p.lead, p.sources) == (("fa3",), ("flashmla",), ("l",), ("s",))
+    assert (p.attention_mha, p.attention_mla, p.lead, p.sources) == (("fa3",), ("flashmla",), ("name",), ("s",))
 
 
 @pytest.mark.parametrize("field, low, high", [
