@@ -179,15 +179,29 @@ def _resolve(capability: Capability) -> Resolution:
     return Resolution(capability, ARCH_TIERS[matched], matched, match)
 
 
+# SGLang's platform fact for each major that has listed kernels: it carries the CUDA
+# floor of that family's kernels (12.3 on Hopper, 12.8 on Blackwell), and names the
+# family where a test describes a GPU by its facts alone (override_platform).
+_FAMILY_FACTS = {9: "is_sm90", 10: "is_sm100", 12: "is_sm120"}
+
+
 def device_capability() -> Optional[Capability]:
-    """The CUDA device's capability, or None off CUDA (ROCm reports one too)."""
+    """The CUDA device's capability, or None off CUDA (ROCm reports one too).
+
+    Where SGLang's platform context describes another family than the device's own
+    (``override_platform(is_sm100=True)`` in a test, on any machine), that family's
+    first capability: the registry decides for the GPU the context describes.
+    """
     platform = get_platform()
-    if not platform.is_cuda:
-        return None
-    major, minor = platform.device_capability
-    if major is None:
-        return None
-    return (major, minor)
+    capability = None
+    if platform.is_cuda:
+        major, minor = platform.device_capability
+        if major is not None:
+            capability = (major, minor)
+    for major, fact in _FAMILY_FACTS.items():
+        if getattr(platform, fact) and (capability is None or capability[0] != major):
+            return (major, 0)
+    return capability
 
 
 def _device_tier(
@@ -205,11 +219,10 @@ def _listed(kernels: Dict, key, capability: Optional[Capability]) -> bool:
 
 
 def _toolkit_supports(capability: Capability) -> bool:
-    # SGLang's platform probes carry the CUDA floors: 12.3 for Hopper kernels,
-    # 12.8 for Blackwell ones.
-    if capability[0] == 9:
-        return get_platform().is_sm90
-    return capability[0] < 9 or get_platform().is_blackwell
+    if capability[0] < 9:
+        return True
+    fact = _FAMILY_FACTS.get(capability[0])
+    return fact is not None and getattr(get_platform(), fact)
 
 
 def symm_mem_max_size(world_size: int, capability: Optional[Capability] = None) -> int:

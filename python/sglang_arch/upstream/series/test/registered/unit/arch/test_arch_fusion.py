@@ -9,14 +9,15 @@ from sglang.test.test_utils import CustomTestCase
 register_cpu_ci(est_time=5, suite="stage-a-cpu-only")
 
 
-def _gpu(capability):
+def _gpu(capability, cuda=True):
+    """Simulate a CUDA GPU of ``capability`` whose toolkit meets every floor."""
     major = capability[0]
     return override_platform(
-        is_cuda=True,
+        is_cuda=cuda,
         device_capability=capability,
-        is_sm90=major == 9,
-        is_sm100=major == 10,
-        is_blackwell=major in (10, 11, 12),
+        is_sm90=cuda and major == 9,
+        is_sm100=cuda and major == 10,
+        is_sm120=cuda and major == 12,
     )
 
 

@@ -15,7 +15,8 @@ def _gpu(capability, cuda=True):
         is_cuda=cuda,
         device_capability=capability,
         is_sm90=cuda and major == 9,
-        is_blackwell=cuda and major in (10, 11, 12),
+        is_sm100=cuda and major == 10,
+        is_sm120=cuda and major == 12,
     )
 
 
@@ -73,6 +74,15 @@ class TestResolution(CustomTestCase):
             for capabilities in kernels.values():
                 for capability in capabilities:
                     self.assertIn(capability, registry.ARCH_TIERS)
+
+    def test_a_gpu_described_by_its_family_facts_alone(self):
+        # SGLang's tests describe a GPU by its facts (override_platform(is_sm100=True)).
+        with override_platform(is_sm100=True):
+            self.assertEqual(registry.device_capability(), (10, 0))
+            self.assertEqual(registry.allreduce_fusion_auto_backend(True), "mnnvl")
+        with override_platform(is_sm90=True, is_sm100=False):
+            self.assertEqual(registry.device_capability()[0], 9)
+            self.assertEqual(registry.attention_backend(use_mla=False), "fa3")
 
     def test_off_cuda_nothing_is_tuned(self):
         # ROCm reports a CUDA-like capability (9.4 on MI300); it must not read as Hopper.
