@@ -43,9 +43,6 @@ DECODE_TOKENS, HIDDEN = 64, 4096
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cpu", action="store_true")
-    parser.add_argument("--patched", action="store_true",
-                        help="a tree patched by `sglang-arch upstream` (no plugin): the registry is "
-                             "sglang.srt.arch, and SGLang's own probes are given the simulated device's facts")
     parser.add_argument("--stub-missing", action="append", default=[], metavar="PACKAGE",
                         help="stand in for a kernel package that is not installed (the GPU host has no "
                              "sgl_kernel: its wheel is too large to carry); reported in the output")
@@ -67,21 +64,18 @@ def main() -> int:
     from sglang.srt.layers.layer_boundary import exit as boundary_exit
     from sglang.srt.layers.layer_boundary.fusions import allreduce as fusion_stage
     from sglang.srt.layers.layer_boundary.residual import add_norm
-    from sglang_arch.integrations.sglang.plan import (
-        SIMULATED_MACHINE,
-        simulated_torch_device,
-        upstream_platform_facts,
-    )
+    from sglang_arch.integrations.sglang import _state as plugin_state
+    from sglang_arch.integrations.sglang.plan import SIMULATED_MACHINE, simulated_torch_device
 
-    registry = "sglang.srt.arch" if args.patched else "sglang_arch.arch"
-    ctx = importlib.import_module(f"{registry}.runtime").current()
-    traits_class = importlib.import_module(f"{registry}.policies.attention").ModelTraits
+    ctx = importlib.import_module("sglang_arch.arch.runtime").current()
+    traits_class = importlib.import_module("sglang_arch.arch.policies.attention").ModelTraits
     res = ctx.resolution
     cap = res.requested
     gpus = len(ctx.node.gpus)
     out = {"machine": {"capability": str(cap), "gpus": gpus, "topology": ctx.topology.name,
                        "tier": str(res.resolved), "match": res.match},
            "import_s": round(import_s, 1),
+           "hooks_applied": plugin_state.get("applied"),
            "stubbed": stubbed,
            # The modules that imported the fusion gate by name hold the module's own function,
            # and (through the plugin) that is the routed one: early routing.
@@ -100,10 +94,7 @@ def main() -> int:
         add_norm._is_cuda = True
         add_norm._is_flashinfer_available = True
         faked = contextlib.ExitStack()
-        facts = dict(SIMULATED_MACHINE)
-        if args.patched:  # the tree's probes are SGLang's own: they see the simulated device this way
-            facts.update(upstream_platform_facts(cap, ctx.cuda))
-        faked.enter_context(override_platform(**facts))
+        faked.enter_context(override_platform(**SIMULATED_MACHINE))
         faked.enter_context(simulated_torch_device(cap))
     else:
         faked = contextlib.ExitStack()
@@ -112,7 +103,7 @@ def main() -> int:
     out["registry_attention"] = {
         kind: list(_pair(ctx.attention_default(traits_class(kind=kind, cuda=ctx.cuda)))) for kind in ("mha", "mla")}
     with faked:
-        platform = get_platform()  # SGLang's own facts: the routed probes, or the tree's own
+        platform = get_platform()  # SGLang's own facts: the routed probes
         out["identity"] = {"device_capability": list(platform.device_capability), "device_sm": platform.device_sm,
                            "is_sm120": bool(platform.is_sm120)}
         out["attention"] = {kind: attention(kind, gpus, ctx) for kind in MODELS}

@@ -150,7 +150,7 @@ def _register() -> None:
         text = startup.line(startup.machine_words(node, ctx.topology.name), ctx.decisions(), off, len(kept))
     else:
         text = f"sglang-arch: no NVIDIA GPU ({node.source}), SGLang decides"
-    _state["line"] = text
+    _state.update(line=text, applied=how)
     logger.log(logging.INFO if startup.is_rank_zero() else logging.DEBUG, "%s", text)
     logger.debug("sglang-arch: %s; routed: %s (hooks applied %s)", _describe(ctx), ", ".join(routed) or "nothing",
                  how)
