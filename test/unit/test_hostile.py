@@ -430,7 +430,8 @@ def test_invalid_booleans(monkeypatch, capsys, plugin_log):
     monkeypatch.setenv("SGLANG_ARCH_DISABLE", "maybe")
     plugin.register()
     lines = plugin_log
-    assert len(lines) == 1 and "SGLANG_ARCH_DISABLE='maybe' is not a boolean" in lines[0]
+    assert len(lines) == 1 and "SGLANG_ARCH_DISABLE='maybe': not a decision: maybe; accepted:" in lines[0]
+    assert "symm_mem, custom_all_reduce, fusion, attention" in lines[0]
     assert not plugin._state["registered"]
 
 
