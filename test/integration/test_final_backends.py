@@ -57,29 +57,12 @@ def test_built_kernels_run_and_are_the_registrys(judged, cell):
     assert not bad, json.dumps(bad, indent=1)
 
 
-# DeepSeek-V4.1's indexer took DeepGEMM on every major >= 10 with the plugin on; the registry's
-# answer (glue.moe.dsv41_indexer_deep_gemm) reaches SGLang once the plugin has a target for
-# v41_indexer.is_sm100_or_newer (integrations/sglang/targets.py, with its recorded fingerprint).
-INDEXER_PENDING = {"no plugin target for v41_indexer.is_sm100_or_newer yet":
-                   ["10.7", "11.0", "10.5", "11.5", "12.3", "13.0"]}
-INDEXER_PENDING_REASON = {cap: reason for reason, caps in INDEXER_PENDING.items() for cap in caps}
-
-
-def _indexer_cap(cap):
-    reason = INDEXER_PENDING_REASON.get(cap)
-    return pytest.param(cap, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [], id=cap)
-
-
-@pytest.mark.parametrize("cap", [_indexer_cap(cap) for cap in fb.capabilities()])
+@pytest.mark.parametrize("cap", fb.capabilities())
 def test_the_v41_indexer_takes_deep_gemm_only_where_it_has_a_build(results, cap):
     """``sglang-arch explain 10.7`` says DeepGEMM has no build there; SGLang's V4.1 indexer
     must not take it there either (decode, and the answer prefill and the index store read)."""
     verdict = fb.judge_indexer(results["caps"], cap)
     assert verdict["ok"], verdict
-
-
-def test_indexer_pending_are_capabilities_of_the_matrix():
-    assert set(INDEXER_PENDING_REASON) <= set(fb.capabilities())
 
 
 @pytest.mark.parametrize("cap", fb.capabilities())

@@ -75,6 +75,8 @@ BODIES = {
             'de088abf82f6ddc6',
         'sglang.srt.layers.attention.dsa_backend.DeepseekSparseAttnBackend.set_dsa_prefill_impl':
             '965048ab7a71a8df',
+        'sglang.srt.layers.attention.dsv4.v41_indexer.is_sm100_or_newer':
+            '82ee40fea0b1b07a',
         'sglang.srt.layers.attention.dsv4.v41_indexer.scoring.decode_scores':
             '51962876404d2e6b',
         'sglang.srt.layers.attention.linear.gdn_backend.flashinfer_gdn_prefill_default':

@@ -484,6 +484,10 @@ def all_targets() -> List[Target]:
                scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "x"), ("get_platform",)),
         Target("DeepSeek-V4 kernel paths", f"{_DSV4_MHC}._combine",
                scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "state", "quantized"), ("get_platform",)),
+        # DeepSeek-V4.1's indexer: DeepGEMM's MQA logits (decode, prefill, the candidate sparse
+        # table, the fused index store) or torch; never DeepGEMM where it has no build.
+        Target("DeepSeek-V4 kernel paths", "sglang.srt.layers.attention.dsv4.v41_indexer.is_sm100_or_newer",
+               answer(moe.dsv41_indexer_deep_gemm), ()),
         Target("DeepSeek-V4 kernel paths", f"{_V41_SCORING}.decode_scores",
                scoped_fact(moe.dsv4_hopper_path, "is_sm90"), DSV4_DECODE_SCORES_PARAMS, ("get_platform",)),
         # The DeepSeek family's router GEMM: SGLang's tiny BF16 GEMM (up to 16 rows) or cuBLAS;
