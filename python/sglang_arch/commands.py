@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from typing import Optional, Tuple
@@ -59,7 +58,9 @@ def toolkit_version(explicit: Optional[str]) -> Tuple[Tuple[int, int], str]:
             return parse_version(explicit), "--cuda"
         except ValueError as exc:
             raise ValueError(f"argument --cuda: {exc}") from None
-    nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if os.environ.get("CUDA_HOME") else None)
+    from .toolkit import find_nvcc
+
+    nvcc, where = find_nvcc()  # torch's extension-build order: CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda
     nvcc_failed = False  # an nvcc that is there but gave no release (timed out, failed): said if torch is used
     if nvcc and os.path.exists(nvcc):
         version, nvcc_said = _nvcc_release(nvcc)
@@ -67,9 +68,9 @@ def toolkit_version(explicit: Optional[str]) -> Tuple[Tuple[int, int], str]:
             return version, nvcc
         nvcc_failed = True
     elif nvcc:
-        nvcc_said = f"{nvcc} does not exist (CUDA_HOME)"
+        nvcc_said = f"{nvcc} does not exist ({where})"
     else:
-        nvcc_said = "no nvcc on PATH and CUDA_HOME unset"
+        nvcc_said = where
     try:
         import torch
 

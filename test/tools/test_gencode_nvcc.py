@@ -61,7 +61,8 @@ def test_missing_nvcc_says_not_found(tmp_path, no_cuda_torch):
     no_cuda_torch.setenv("PATH", str(tmp_path))
     with pytest.raises(ValueError) as e:
         commands.toolkit_version(None)
-    assert str(e.value) == ("no CUDA toolkit found: no nvcc on PATH and CUDA_HOME unset; torch has no CUDA; "
+    assert str(e.value) == ("no CUDA toolkit found: CUDA_HOME and CUDA_PATH unset, no nvcc on PATH and no "
+                            "/nonexistent/cuda; torch has no CUDA; "
                             "pass --cuda X.Y")
 
 
@@ -149,3 +150,18 @@ def test_no_nvcc_falls_back_to_torch_without_a_warning(tmp_path, cuda_torch, cap
     cuda_torch.setenv("PATH", str(tmp_path))
     assert commands.toolkit_version(None) == ((12, 8), "torch.version.cuda")
     assert capsys.readouterr().err == ""
+
+
+def test_cuda_home_wins_over_the_nvcc_on_path(tmp_path, no_cuda_torch):
+    """torch's extension builds (``_find_cuda_home``) take CUDA_HOME first: gencode names that
+    toolkit's targets, not those of an older nvcc first on PATH."""
+    home = tmp_path / "cuda-13.0"
+    _fake_nvcc(home / "bin", 'echo "Cuda compilation tools, release 13.0, V13.0.48"')
+    older = _fake_nvcc(tmp_path / "bin", 'echo "Cuda compilation tools, release 12.4, V12.4.131"')
+    no_cuda_torch.setenv("PATH", f"{older.parent}{os.pathsep}{os.environ['PATH']}")
+    assert commands.toolkit_version(None) == ((12, 4), str(older))
+    no_cuda_torch.setenv("CUDA_HOME", str(home))
+    assert commands.toolkit_version(None) == ((13, 0), str(home / "bin" / "nvcc"))
+    no_cuda_torch.delenv("CUDA_HOME")
+    no_cuda_torch.setenv("CUDA_PATH", str(home))
+    assert commands.toolkit_version(None) == ((13, 0), str(home / "bin" / "nvcc"))
