@@ -10,14 +10,14 @@ Kind of a site: ``decision`` (picks a backend, a size, on/off), ``gate`` (which 
 kernel can run here, a requirement check) or ``fact`` (the identity itself, used by
 other sites).  Status of a site, per routing:
 
-``routed``    the registry takes it: inside a function the routing hooks or guards (or a
-              module-level name it defines, a table its glue reads, state its routed
-              ``__init__`` sets), or covered by a target or step (``covers``); in a
-              routed function whose own body still runs (``Routing.answers``: scoped
-              hooks, the series' edits of a name or a fact; ``Routing.by_lines``: its
-              edits of some conditions, by the lines applying them rewrites) a site only
-              where it reads what is answered there, under a check hook or guard (which
-              declares first) its decisions; else its own reads give its status
+``routed``    the registry takes it: inside a function the routing hooks or replaces (or a
+              module-level name it defines or deletes, a table its glue reads, state its
+              routed ``__init__`` sets), or covered by a target (``covers``); in a routed
+              function whose own body still runs (``Routing.answers``: scoped hooks;
+              ``Routing.by_lines``: the series' edits of some of its lines, by the lines
+              they replace) a site only where it reads what is answered there or sits on
+              an edited line, under a check hook (which declares first) its decisions;
+              else its own reads give its status
 ``probe``     a gate or fact whose capability values all come from a platform probe at the
               time it is evaluated (the device's identity, the same through the plugin and
               in a patched tree)
@@ -252,10 +252,8 @@ class _Resolver:
         if kind == "decision" and not answered and plan is None:
             return None
         if plan is not None:
-            lines = self._changed_lines(scan, plan)
-            if lines is None:  # the plan does not apply to this tree: what such an edit reads
-                answered = answered | r.line_fallback.get(fn, frozenset())
-            elif raw.line in lines:
+            lines = self._changed_lines(scan, plan)  # None: the edits do not apply to this tree
+            if lines is not None and raw.line in lines:
                 return None
         if any(answered_name(e.name) in answered for e in raw.exprs):
             return None
@@ -320,7 +318,7 @@ class _Resolver:
             here = "" if other is scan else f" in {other.file}"
             if st == "unrouted":
                 return "unrouted", f"uses {e.name}{here}, cached at import: {reason}"
-            bound = f"{other.module}.{e.name}" in r.values and (other is scan or r.values_reach_importers)
+            bound = f"{other.module}.{e.name}" in r.values and other is scan
             if st == "routed" and bound:
                 return "routed", f"uses {e.name}{here}, bound at import by the registry: {reason}"
             return "probe", f"uses {e.name}{here}, cached at import: {reason}"

@@ -64,26 +64,20 @@ class Routing:
     uses: Dict[str, str] = field(default_factory=dict)  # module-level name the glue reads -> target
     covers: Dict[str, str] = field(default_factory=dict)  # "module.qualname[:check]" -> reason
     import_time_probes: bool = True
-    # "module.name" of module values the registry binds at import (the plugin's value targets,
-    # the series' ReplaceValue): a decision reading one reads the registry's decision
+    # "module.name" of module values the plugin's value targets bind at import: a decision
+    # reading one in the same module reads the registry's decision (the plugin binds the
+    # module's name only: a Triton constexpr is read by its own module's kernels, so modules
+    # that import the value by name keep SGLang's)
     values: Set[str] = field(default_factory=set)
-    # whether a module that imports such a value by name sees the registry's: the series
-    # rewrites the assignment itself; the plugin binds the module's name only (a Triton
-    # constexpr is read by its own module's kernels), so importers keep SGLang's value
-    values_reach_importers: bool = False
     # Routed functions whose own body still runs (the plugin's check and scoped hooks, the
-    # series' replace edits and check guards): path -> the names answered inside it (none for
-    # a check).  A gate or fact there that reads none of them is the device's, not routed.
+    # series' edits of some lines): path -> the names answered inside it (none for a check).
+    # A gate or fact there that reads none of them is the device's, not routed.
     answers: Dict[str, FrozenSet[str]] = field(default_factory=dict)
     replaced: Set[str] = field(default_factory=set)  # routed functions whose body a hook or guard replaces
-    # Routed functions where the series rewrites some conditions and leaves the rest (an
-    # operand of a condition, the arms that read a fact, the one conditional holding a
-    # marker): path -> the module's plan; what is answered there are the lines the plan
-    # rewrites (the resolver applies it to the scanned source: ``changed_lines``).
+    # Routed functions the series edits in part: path -> its edits of that module's file; what
+    # is answered there are the lines they replace (``changed_lines`` on the scanned source;
+    # where they do not apply, the series would leave the site out: nothing is answered).
     by_lines: Dict[str, object] = field(default_factory=dict)
-    # where the plan does not apply to the scanned tree (``changed_lines`` is None), the names
-    # such an edit reads: every fact for operands and arms, the marker edit's fact
-    line_fallback: Dict[str, FrozenSet[str]] = field(default_factory=dict)
 
     def answer_more(self, path: str, names: Optional[Iterable[str]]) -> None:
         """``names`` answered inside ``path``'s running body; ``None``: the body is replaced
@@ -173,7 +167,7 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
     from ..integrations.sglang.targets import FACT_HELPERS
     from ..upstream import steps as steps_mod
 
-    routing = Routing("patched", import_time_probes=True, values_reach_importers=True)
+    routing = Routing("patched", import_time_probes=True)
     # The series leaves SGLang's platform probes in place: they answer the device's own
     # identity, which is what the plugin's routed probes answer too (docs/fallback.md), so
     # a read of them is `probe` in both columns.
