@@ -17,7 +17,6 @@ at world sizes 2 to 8 with and without multicast.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import itertools
 import json
@@ -27,7 +26,7 @@ import sys
 from types import SimpleNamespace
 from unittest import mock
 
-from upstream_oracle import FUSION_REQUESTS, MODELS, NOT_CUDA_ALIKE, call, model_config, model_key, server_args
+from upstream_oracle import FUSION_REQUESTS, MODELS, call, device, model_config, model_key, server_args
 
 CAPABILITIES = [(6, 1), (7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (9, 5), (10, 0), (10, 3), (10, 5), (10, 7),
                 (10, 9), (11, 0), (11, 5), (12, 0), (12, 1), (12, 5), (13, 0)]
@@ -42,28 +41,9 @@ def main() -> int:
     from sglang.srt.distributed.device_communicators.configs import custom_all_reduce_v2 as car
     from sglang.srt.layers import flashinfer_comm_fusion
     from sglang.srt.layers.layer_boundary.residual import add_norm
-    from sglang.srt.runtime_context import _PLATFORM_PROBES, _PLATFORM_VALUES, override_platform
-    from sglang.srt.utils import common
+    from sglang.srt.runtime_context import override_platform
 
-    probes = [getattr(common, n) for n in list(_PLATFORM_PROBES.values()) + list(_PLATFORM_VALUES.values())]
     tables = {name: getattr(car, f"_{name}_configs")(132) for name in ("sm90", "sm100", "sm107")}
-
-    @contextlib.contextmanager
-    def device(cap, cuda):
-        props = SimpleNamespace(multi_processor_count=132)
-        with mock.patch.object(torch.cuda, "is_available", lambda: True), \
-                mock.patch.object(torch.cuda, "is_initialized", lambda: True), \
-                mock.patch.object(torch.cuda, "get_device_capability", lambda *a, **k: tuple(cap)), \
-                mock.patch.object(torch.cuda, "get_device_properties", lambda *a, **k: props), \
-                mock.patch.object(torch.version, "cuda", f"{cuda[0]}.{cuda[1]}"):
-            for fn in probes + [common.is_cuda]:
-                getattr(fn, "cache_clear", lambda: None)()
-            try:
-                with override_platform(**NOT_CUDA_ALIKE):
-                    yield
-            finally:
-                for fn in probes + [common.is_cuda]:
-                    getattr(fn, "cache_clear", lambda: None)()
 
     def symm_mem(world_size, multicast):
         handle = SimpleNamespace(multicast_ptr=multicast)

@@ -66,13 +66,40 @@ def call(fn, *args):
         return "ValueError"
 
 
+@contextlib.contextmanager
+def device(cap, cuda, num_sms=132):
+    """A CUDA GPU of capability ``cap`` under torch CUDA ``cuda``, the way SGLang's probes see
+    one: torch's device queries answer for it and every probe cache is cleared around it."""
+    from unittest import mock
+
+    import torch
+    from sglang.srt.runtime_context import _PLATFORM_PROBES, _PLATFORM_VALUES, override_platform
+    from sglang.srt.utils import common
+
+    probes = [getattr(common, n) for n in list(_PLATFORM_PROBES.values()) + list(_PLATFORM_VALUES.values())]
+    props = SimpleNamespace(multi_processor_count=num_sms)
+    with mock.patch.object(torch.cuda, "is_available", lambda: True), \
+            mock.patch.object(torch.cuda, "is_initialized", lambda: True), \
+            mock.patch.object(torch.cuda, "get_device_capability", lambda *a, **k: tuple(cap)), \
+            mock.patch.object(torch.cuda, "get_device_properties", lambda *a, **k: props), \
+            mock.patch.object(torch.version, "cuda", f"{cuda[0]}.{cuda[1]}"):
+        # is_initialized: so that get_device_sm asks torch, not NVML
+        for fn in probes + [common.is_cuda]:
+            getattr(fn, "cache_clear", lambda: None)()
+        try:
+            with override_platform(**NOT_CUDA_ALIKE):
+                yield
+        finally:
+            for fn in probes + [common.is_cuda]:
+                getattr(fn, "cache_clear", lambda: None)()
+
+
 def main() -> int:
     if os.environ.get("SGLANG_ARCH_DISABLE") != "1" or [k for k in os.environ if k.startswith("SGLANG_ARCH_")
                                                         and k != "SGLANG_ARCH_DISABLE"]:
         sys.exit("upstream_oracle: run with SGLANG_ARCH_DISABLE=1 and no other SGLANG_ARCH_* variable")
     spec = json.loads(sys.argv[1])
     logging.disable(logging.CRITICAL)
-    import torch
     from sglang.srt.arg_groups import model_override_base
     from sglang.srt.distributed.device_communicators import (
         all_reduce_utils,
@@ -105,24 +132,6 @@ def main() -> int:
     if loaded:
         sys.exit(f"upstream_oracle: sglang-arch's plugin or registry is loaded: {loaded[:5]}")
 
-    @contextlib.contextmanager
-    def device(cap, cuda):
-        saved = (torch.cuda.is_available, torch.cuda.is_initialized, torch.cuda.get_device_capability,
-                 torch.version.cuda)
-        torch.cuda.is_available = lambda: True
-        torch.cuda.is_initialized = lambda: True  # so get_device_sm asks torch, not NVML
-        torch.cuda.get_device_capability = lambda *a, **k: tuple(cap)
-        torch.version.cuda = f"{cuda[0]}.{cuda[1]}"
-        for fn in probes + [common.is_cuda]:
-            getattr(fn, "cache_clear", lambda: None)()
-        try:
-            with override_platform(**NOT_CUDA_ALIKE):
-                yield
-        finally:
-            (torch.cuda.is_available, torch.cuda.is_initialized, torch.cuda.get_device_capability,
-             torch.version.cuda) = saved
-            for fn in probes + [common.is_cuda]:
-                getattr(fn, "cache_clear", lambda: None)()
 
     out = {"facts": {}, "attention": {}, "fusion": {}}
     for cap, cuda in itertools.product(spec["fact_capabilities"], spec["cudas"]):
