@@ -87,7 +87,7 @@ def test_a_second_run_changes_nothing(clone):
     assert _git(root, "status", "--porcelain") == ""
 
 
-def test_formatters_and_pyflakes_find_nothing_new(clone):
+def test_black_isort_ruff_and_pyflakes_find_nothing_new(clone):
     _, root, _ = clone
     for path in _changed(root):
         if not path.endswith(".py") or not (root / path).exists():
@@ -95,7 +95,8 @@ def test_formatters_and_pyflakes_find_nothing_new(clone):
         base = _git(root, "show", f"HEAD~5:{path}") if path in _git(root, "ls-tree", "-r", "--name-only",
                                                                      "HEAD~5") else None
         for tool in (["black", "--check", "-q"], ["isort", "--check-only", "-q", "--profile", "black",
-                                                   "-p", "sglang"]):
+                                                   "-p", "sglang"],
+                     ["ruff", "check", "-q", "--select=F401", "--stdin-filename", path]):
             after = subprocess.run([str(BIN / tool[0]), *tool[1:], path], cwd=root).returncode
             before = 0 if base is None else subprocess.run([str(BIN / tool[0]), *tool[1:], "-"], input=base,
                                                            text=True, capture_output=True).returncode
