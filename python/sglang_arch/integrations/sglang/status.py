@@ -14,6 +14,10 @@ from .switches import SwitchError
 
 __all__ = ["SwitchError", "read", "lines"]
 
+# (SGLang's package folder, target) -> why the target keeps SGLang's code (None: it is routed).
+# SGLang's files are read once a process: reading them is most of `show`'s time.
+_CHECKED: Dict[tuple, Any] = {}
+
 
 def read() -> Dict[str, Any]:
     """The plugin's state on this machine; raises :class:`SwitchError` for an unreadable
@@ -32,14 +36,17 @@ def read() -> Dict[str, Any]:
         from .fingerprint import installed_root
         from .targets import all_targets, file_problem, forget_files
 
-        if installed_root() is not None:
+        root = installed_root()
+        if root is not None:
             for target in all_targets():
                 if switches.decision_of(target.concern) in off:
                     continue
                 total += 1
-                problem = file_problem(target)
-                if problem:
-                    kept.append({"target": target.path, "reason": problem})
+                key = (str(root), installed, target.path)
+                if key not in _CHECKED:
+                    _CHECKED[key] = file_problem(target)
+                if _CHECKED[key]:
+                    kept.append({"target": target.path, "reason": _CHECKED[key]})
             forget_files()
     from .known_bodies import SUPPORTED
 
