@@ -57,9 +57,19 @@ def line(machine: str, d: Any, off: FrozenSet[str] = frozenset(), kept: int = 0)
     if kept:
         parts.append(f"{kept} hook{'s' if kept != 1 else ''} kept SGLang's")
     text = PREFIX + "; ".join(parts)
-    if len(text) > MAX_LENGTH and off:  # the names of many decisions: their count instead
+    # Too long: first the names of the decisions off become their count, then the kept hooks'
+    # words shorten, then a mixed node's architectures become their count.
+    if len(text) > MAX_LENGTH and off:
         parts[-2 if kept else -1] = f"off: {len(off)} of {len(DECISIONS)} decisions"
         text = PREFIX + "; ".join(parts)
+    if len(text) > MAX_LENGTH and kept:
+        parts[-1] = f"{kept} kept SGLang's"
+        text = PREFIX + "; ".join(parts)
+    if len(text) > MAX_LENGTH:
+        count, archs, *rest = machine.split(" ")
+        if "+" in archs:
+            parts[0] = parts[0].replace(machine, " ".join([count, f"{archs.count('+') + 1} archs", *rest]), 1)
+            text = PREFIX + "; ".join(parts)
     return text if len(text) <= MAX_LENGTH else text[:MAX_LENGTH - 3] + "..."
 
 
