@@ -516,7 +516,8 @@ TWO_SHOT = Site(
 
 STEPS: Tuple[Step, ...] = (
     Step(1, "registry", "GPU architecture registry", "PR-1-registry.md",
-         adds=("srt/arch/__init__.py", "srt/arch/registry.py"), tests=("test_arch_registry.py",)),
+         adds=("srt/arch/__init__.py", "srt/arch/registry.py", "test/arch_utils.py"),
+         tests=("test_arch_registry.py",)),
     Step(2, "collectives", "torch symm mem and custom all-reduce v2", "PR-2-collectives.md",
          tests=("test_arch_collectives.py",), sites=(SYMM_MEM_SIZES, CUSTOM_AR_V2)),
     Step(3, "fusion", "FlashInfer all-reduce fusion", "PR-3-fusion.md",

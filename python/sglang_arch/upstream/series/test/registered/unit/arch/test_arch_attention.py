@@ -1,23 +1,11 @@
 import unittest
 
 from sglang.srt.arch import registry
-from sglang.srt.runtime_context import override_platform
+from sglang.test.arch_utils import simulate_gpu
 from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
 
 register_cpu_ci(est_time=5, suite="stage-a-cpu-only")
-
-
-def _gpu(capability, cuda=True):
-    """Simulate a CUDA GPU of ``capability`` whose toolkit meets every floor."""
-    major = capability[0]
-    return override_platform(
-        is_cuda=cuda,
-        device_capability=capability,
-        is_sm90=cuda and major == 9,
-        is_sm100=cuda and major == 10,
-        is_sm120=cuda and major == 12,
-    )
 
 
 class TestAttentionPreference(CustomTestCase):
@@ -32,7 +20,7 @@ class TestAttentionPreference(CustomTestCase):
             (10, 5): (None, "flashinfer"),
         }
         for capability, (mha, mla) in expected.items():
-            with _gpu(capability):
+            with simulate_gpu(capability):
                 self.assertEqual(registry.attention_backend(use_mla=False), mha)
                 self.assertEqual(registry.attention_backend(use_mla=True), mla)
 
@@ -48,7 +36,7 @@ class TestExplicitBackendCheck(CustomTestCase):
             ((8, 9), "trtllm_mha", False),
         ]
         for capability, backend, use_mla in refused:
-            with _gpu(capability):
+            with simulate_gpu(capability):
                 with self.assertRaisesRegex(ValueError, backend):
                     registry.check_attention_backend(backend, use_mla)
 
@@ -62,7 +50,7 @@ class TestExplicitBackendCheck(CustomTestCase):
             ((13, 0), "triton", False),
         ]
         for capability, backend, use_mla in accepted:
-            with _gpu(capability):
+            with simulate_gpu(capability):
                 registry.check_attention_backend(backend, use_mla)
 
 

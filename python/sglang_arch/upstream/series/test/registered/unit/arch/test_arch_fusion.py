@@ -2,23 +2,11 @@ import unittest
 
 from sglang.srt.arch import registry
 from sglang.srt.layers import flashinfer_comm_fusion as fusion
-from sglang.srt.runtime_context import override_platform
+from sglang.test.arch_utils import simulate_gpu
 from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
 
 register_cpu_ci(est_time=5, suite="stage-a-cpu-only")
-
-
-def _gpu(capability, cuda=True):
-    """Simulate a CUDA GPU of ``capability`` whose toolkit meets every floor."""
-    major = capability[0]
-    return override_platform(
-        is_cuda=cuda,
-        device_capability=capability,
-        is_sm90=cuda and major == 9,
-        is_sm100=cuda and major == 10,
-        is_sm120=cuda and major == 12,
-    )
 
 
 def _resolve(backend, nnodes):
@@ -33,7 +21,7 @@ class TestAllReduceFusionBackend(CustomTestCase):
             return None
 
     def test_hopper(self):
-        with _gpu((9, 0)):
+        with simulate_gpu((9, 0)):
             self.assertEqual(self._resolved("auto", 1), "trtllm")
             self.assertIsNone(self._resolved("auto", 2))
             self.assertEqual(self._resolved("mnnvl", 1), "mnnvl")
@@ -43,7 +31,7 @@ class TestAllReduceFusionBackend(CustomTestCase):
 
     def test_blackwell(self):
         for capability in ((10, 0), (10, 3)):
-            with _gpu(capability):
+            with simulate_gpu(capability):
                 self.assertEqual(self._resolved("auto", 1), "mnnvl")
                 self.assertEqual(self._resolved("auto", 2), "mnnvl")
                 self.assertEqual(self._resolved("cutedsl", 2), "cutedsl")
@@ -52,7 +40,7 @@ class TestAllReduceFusionBackend(CustomTestCase):
 
     def test_sm12x_explicit_trtllm_single_node(self):
         for capability in ((12, 0), (12, 1)):
-            with _gpu(capability):
+            with simulate_gpu(capability):
                 self.assertEqual(self._resolved("auto", 1), "trtllm")
                 self.assertEqual(self._resolved("trtllm", 1), "trtllm")
                 self.assertIsNone(self._resolved("mnnvl", 1))
@@ -62,16 +50,16 @@ class TestAllReduceFusionBackend(CustomTestCase):
 
     def test_unlisted_gpus_are_refused(self):
         for capability in ((8, 0), (10, 5), (11, 0), (13, 0)):
-            with _gpu(capability):
+            with simulate_gpu(capability):
                 with self.assertRaises(ValueError):
                     _resolve("auto", 1)
                 self.assertFalse(registry.allreduce_fusion_auto_enable())
 
     def test_auto_enable(self):
-        with _gpu((9, 0)):
+        with simulate_gpu((9, 0)):
             self.assertTrue(registry.allreduce_fusion_auto_enable(False))
             self.assertFalse(registry.allreduce_fusion_auto_enable(True))
-        with _gpu((10, 0)):
+        with simulate_gpu((10, 0)):
             self.assertTrue(registry.allreduce_fusion_auto_enable(True))
 
 

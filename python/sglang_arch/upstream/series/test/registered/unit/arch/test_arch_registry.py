@@ -2,22 +2,11 @@ import unittest
 
 from sglang.srt.arch import registry
 from sglang.srt.runtime_context import override_platform
+from sglang.test.arch_utils import simulate_gpu
 from sglang.test.ci.ci_register import register_cpu_ci
 from sglang.test.test_utils import CustomTestCase
 
 register_cpu_ci(est_time=5, suite="stage-a-cpu-only")
-
-
-def _gpu(capability, cuda=True):
-    """Simulate a CUDA GPU of ``capability`` whose toolkit meets every floor."""
-    major = capability[0]
-    return override_platform(
-        is_cuda=cuda,
-        device_capability=capability,
-        is_sm90=cuda and major == 9,
-        is_sm100=cuda and major == 10,
-        is_sm120=cuda and major == 12,
-    )
 
 
 class TestResolution(CustomTestCase):
@@ -62,7 +51,7 @@ class TestResolution(CustomTestCase):
 
     def test_fallback_never_lends_a_kernel(self):
         # 10.5 takes 10.3's sizes and preferences, but no kernel list names it.
-        with _gpu((10, 5)):
+        with simulate_gpu((10, 5)):
             self.assertEqual(registry.symm_mem_max_size(8), 128 * registry.MiB)
             self.assertEqual(registry.allreduce_fusion_backends(), ())
             self.assertIsNone(registry.attention_backend(use_mla=False))
@@ -86,7 +75,7 @@ class TestResolution(CustomTestCase):
 
     def test_off_cuda_nothing_is_tuned(self):
         # ROCm reports a CUDA-like capability (9.4 on MI300); it must not read as Hopper.
-        with _gpu((9, 4), cuda=False):
+        with simulate_gpu((9, 4), cuda=False):
             self.assertIsNone(registry.device_capability())
             self.assertEqual(registry.symm_mem_max_size(8), 0)
             self.assertEqual(registry.allreduce_fusion_backends(), ())
