@@ -5,7 +5,7 @@ import importlib.util
 import textwrap
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sglang_arch.arch import TOPOLOGIES, decide, default_registry, resolve
 from sglang_arch.arch.capability import Capability
@@ -54,6 +54,9 @@ MACHINES = st.tuples(
 
 @settings(max_examples=300, deadline=None)
 @given(MACHINES)
+# A mixed node with decisions off and kept hooks: once past 200 characters.
+@example(("10.0", "nvswitch", 1, 1, frozenset({"custom_all_reduce", "fusion"}), 10, True))
+@example(("10.7", "pcie-p2p", 72, 2, frozenset(NAMES) - {"attention"}, 90, True))
 def test_the_start_up_line_fits_200_characters_and_says_the_decisions(machine):
     cap, topology, gpus, kinds, off, kept, mixed = machine
     if topology == "single":

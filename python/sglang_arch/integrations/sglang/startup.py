@@ -63,7 +63,7 @@ def line(machine: str, d: Any, off: FrozenSet[str] = frozenset(), kept: int = 0)
         parts[-2 if kept else -1] = f"off: {len(off)} of {len(DECISIONS)} decisions"
         text = PREFIX + "; ".join(parts)
     if len(text) > MAX_LENGTH and kept:
-        parts[-1] = f"{kept} kept SGLang's"
+        parts[-1] = f"{kept} hook{'s' if kept != 1 else ''} kept"
         text = PREFIX + "; ".join(parts)
     if len(text) > MAX_LENGTH:
         count, archs, *rest = machine.split(" ")
