@@ -25,6 +25,7 @@ import copy
 import hashlib
 import importlib.util
 import inspect
+import linecache
 import os
 import textwrap
 from typing import Any, Dict, Iterable, List, Optional
@@ -43,15 +44,23 @@ def _drop_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def of_node(node: ast.AST) -> str:
-    """The fingerprint of one definition or assignment (docstrings dropped, positions ignored)."""
-    dumped = ast.dump(_drop_docstrings(copy.deepcopy(node)), annotate_fields=True, include_attributes=False)
+def of_node(node: ast.AST, owned: bool = False) -> str:
+    """The fingerprint of one definition or assignment (docstrings dropped, positions ignored).
+    ``owned``: the node was parsed for this call alone, so its docstrings are dropped in place
+    (copying a tree is most of the cost of a fingerprint)."""
+    dumped = ast.dump(_drop_docstrings(node if owned else copy.deepcopy(node)), annotate_fields=True,
+                      include_attributes=False)
     return hashlib.sha256(dumped.encode()).hexdigest()[:16]
 
 
 def of_object(function: Any) -> Optional[str]:
     """The fingerprint of a live function's definition, or None where its source cannot be read
-    (a builtin, a function made at run time, a missing file)."""
+    (a builtin, a function made at run time, a missing file).  A function's lines are found
+    from its code object (``inspect.getsource`` looks its module up among every loaded one,
+    most of the plugin's start-up cost); anything else goes through ``inspect``."""
+    quick = _of_code(function)
+    if quick is not None:
+        return quick
     try:
         source = textwrap.dedent(inspect.getsource(function))
         tree = ast.parse(source)
@@ -59,7 +68,30 @@ def of_object(function: Any) -> Optional[str]:
         return None
     if not tree.body or not isinstance(tree.body[0], _DEFS):
         return None
-    return of_node(tree.body[0])
+    return of_node(tree.body[0], owned=True)
+
+
+def _of_code(function: Any) -> Optional[str]:
+    """:func:`of_object` for a plain function, from its file's lines (None: use ``inspect``)."""
+    code = getattr(function, "__code__", None)
+    name = getattr(function, "__name__", None)
+    if code is None or not name:
+        return None
+    lines = linecache.getlines(code.co_filename)
+    first = code.co_firstlineno - 1  # the first decorator's line, or the def's
+    if not 0 <= first < len(lines):
+        return None
+    found = _def_lines(lines, name, first, min(len(lines), first + 50), _indent(lines[first]))
+    if not found:
+        return None
+    start = found[0]
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines[_decorated_start(lines, start):_block_end(lines, start)])))
+    except (SyntaxError, IndentationError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return of_node(tree.body[0], owned=True)
 
 
 def _statements(body: Iterable[ast.stmt]) -> List[ast.stmt]:
@@ -231,7 +263,7 @@ def of_lines(lines: List[str], qualname: str) -> Optional[str]:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], _DEFS):
         return None
-    return of_node(tree.body[0])
+    return of_node(tree.body[0], owned=True)
 
 
 def of_file(path: str, qualname: str, cache: Optional[Dict[str, Any]] = None) -> Optional[str]:
