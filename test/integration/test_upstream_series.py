@@ -218,7 +218,7 @@ def test_the_patched_tree_decides_as_sglang_except_the_documented_differences(tm
 def _series_registry():
     import importlib.util
 
-    path = Path(steps.__file__).parent / "series/python/sglang/srt/arch/registry.py"
+    path = Path(steps.__file__).parent / "series/package/srt/arch/registry.py"
     spec = importlib.util.spec_from_file_location("series_arch_registry", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up

@@ -248,7 +248,7 @@ def plan_series(tree: Tree) -> List[StepResult]:
     for step in STEPS:
         result = StepResult(step)
         for rel in step.adds:
-            _plan_new_file(result, rel, "package", series_file(f"python/sglang/{rel}"), read(rel))
+            _plan_new_file(result, rel, "package", series_file(f"package/{rel}"), read(rel))
         if read(REGISTRY) is None and not any(rel == REGISTRY for rel, _ in result.owned):
             result.skipped = f"{ARCH_DIR}/registry.py is not in this tree (step 1 left out)"
         else:

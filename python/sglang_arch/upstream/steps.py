@@ -56,7 +56,7 @@ class Step:
     key: str
     title: str
     pr_name: str  # templates/pr/<pr_name>
-    adds: Tuple[str, ...] = ()  # files under series/python/sglang/ (package-relative)
+    adds: Tuple[str, ...] = ()  # files under series/package/ (relative to the sglang package)
     tests: Tuple[str, ...] = ()  # files under series/test/registered/unit/arch/
     sites: Tuple[Site, ...] = ()
 
