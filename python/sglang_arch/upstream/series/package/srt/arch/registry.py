@@ -15,9 +15,8 @@ is built for, and a preference is used only where its kernel is listed.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
@@ -34,7 +33,7 @@ MiB = 1024 * 1024
 class ArchTier:
     name: str
     # Torch symmetric memory: world size -> largest all-reduce payload in bytes.
-    symm_mem_max_sizes: Dict[int, int] = dataclasses.field(default_factory=dict)
+    symm_mem_max_sizes: Dict[int, int] = field(default_factory=dict)
     # World sizes where symmetric memory uses multimem (NVLS multicast);
     # the others use two-shot.
     symm_mem_multimem_world_sizes: Tuple[int, ...] = ()
@@ -94,13 +93,11 @@ ARCH_TIERS: Dict[Capability, ArchTier] = {
     (8, 9): ArchTier(name="Ada Lovelace"),
     (9, 0): _HOPPER,
     (10, 0): _BLACKWELL,
-    (10, 3): dataclasses.replace(_BLACKWELL, name="Blackwell Ultra"),
-    (10, 7): dataclasses.replace(
-        _BLACKWELL, name="Rubin", custom_all_reduce_v2_table="sm107"
-    ),
+    (10, 3): replace(_BLACKWELL, name="Blackwell Ultra"),
+    (10, 7): replace(_BLACKWELL, name="Rubin", custom_all_reduce_v2_table="sm107"),
     (11, 0): ArchTier(name="Jetson Thor"),
     (12, 0): _BLACKWELL_RTX,
-    (12, 1): dataclasses.replace(_BLACKWELL_RTX, name="GB10"),
+    (12, 1): replace(_BLACKWELL_RTX, name="GB10"),
 }
 
 # The capabilities each kernel is built for. A fallback tier never extends
