@@ -288,6 +288,33 @@ def of_file(path: str, qualname: str, cache: Optional[Dict[str, Any]] = None) ->
     return None if node is None else of_node(node)
 
 
+def file_digest(path: str) -> Optional[str]:
+    """A hash of a module file's bytes (None: unreadable).  A file whose digest is recorded for
+    a supported release holds exactly that release's definitions: no need to parse it."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def recorded_fingerprint(root: str, path: str, target_path: str) -> Optional[str]:
+    """The recorded fingerprint of ``target_path`` where the file ``path`` (under ``root``) is
+    byte for byte the one a supported release recorded; else None (parse it)."""
+    from . import known_bodies
+
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    digest = None
+    for release in known_bodies.SUPPORTED:
+        expected = known_bodies.FILES.get(release, {}).get(rel)
+        if expected is None:
+            continue
+        digest = digest or file_digest(path)
+        if digest == expected:
+            return known_bodies.BODIES.get(release, {}).get(target_path)
+    return None
+
+
 def releases_with(path: str, value: Optional[str]) -> List[str]:
     """The supported releases whose recorded definition of ``path`` has fingerprint ``value``."""
     from . import known_bodies

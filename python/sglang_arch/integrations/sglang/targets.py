@@ -670,7 +670,11 @@ def live_fingerprint(target: Target, function: Any = None) -> Optional[str]:
             _LIVE[key] = found
         return found
     path = _module_path(target.module)
-    return None if path is None else fingerprint.of_file(path, target.attr, _FILES)
+    if path is None:
+        return None
+    root = fingerprint.installed_root()
+    quick = None if root is None else fingerprint.recorded_fingerprint(root, path, target.path)
+    return quick if quick is not None else fingerprint.of_file(path, target.attr, _FILES)
 
 
 def body_problem(target: Target, function: Any = None) -> Optional[str]:
@@ -698,7 +702,14 @@ def file_problem(target: Target) -> Optional[str]:
     problem = body_problem(target)
     if problem:
         return problem
-    text = "".join(_FILES.get(("lines", path)) or [])
+    lines = _FILES.get(("lines", path))
+    if lines is None:  # the file's digest was a recorded release's: it was not parsed
+        try:
+            with open(path, encoding="utf-8") as fh:
+                lines = _FILES[("lines", path)] = fh.readlines()
+        except (OSError, UnicodeDecodeError):
+            lines = []
+    text = "".join(lines)
     missing = [name for name in target.uses if not re.search(rf"\b{re.escape(name)}\b", text)]
     if missing:  # (a name the file never mentions; one it mentions is checked on import)
         return f"{target.path}: its module no longer has {', '.join(missing)}"
