@@ -1,8 +1,9 @@
 """Plan and apply the upstream patch series on an SGLang source tree.
 
 Planning reads the tree and computes every step's file changes in memory, each step on
-top of the previous ones (steps 3 and 4 both touch ``arg_groups/overrides.py``); a step
-whose call sites do not all match is dropped whole, so no concern is ever half routed.
+top of the previous ones (steps 2 and 5 both edit ``torch_symm_mem.py``); a site whose
+release text is not in the tree is left out whole (``steps.plan_sites``) and the rest of
+its step lands; a step whose registry is missing is skipped.
 Applying is one transaction (``files.Transaction``): every planned file is checked and
 staged beside its target, then each step's files are put in place and, with
 ``into_git``, committed on their own with the PR text of ``templates/pr/`` as the
@@ -16,23 +17,22 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from .. import __version__, interrupts
+from .. import interrupts
 from ..arch.validate import shown_path
 from ..files import Transaction, Write, folder_lock, read_source
 from . import texts
 from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
 
 ARCH_DIR = "srt/arch"
+REGISTRY = f"{ARCH_DIR}/registry.py"
 # SGLang's registered-test layout (git clone only): the series' own tests, relative to SRC.
 TESTS_DIR = "test/registered/unit/arch"
 NO_TEST_TREE = "no tests written: an installed package has no test tree (SGLang's tests live in a git clone)"
@@ -262,8 +262,6 @@ def plan_series(tree: Tree) -> List[StepResult]:
         results.append(result)
     return results
 
-
-REGISTRY = f"{ARCH_DIR}/registry.py"
 
 
 def _plan_new_file(result: StepResult, rel: str, base: str, text: str, old: Optional[str]) -> None:
