@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import os
+import re
+import tokenize
 import time
 from pathlib import Path
 
@@ -354,6 +357,135 @@ def test_no_unrouted_decision_in_the_three_concerns(installed):
                      and (s.scope == name or s.scope.startswith(name + ".") or _assigned(s) == (name.split(".")[-1],))]
     assert len(core) >= 8, [(s.file, s.line) for s in core]
     assert [(s.file, s.line, s.patched) for s in core if s.patched != "routed"] == []
+
+
+# --- an independent sample: SGLang's capability reads found by grep, not by the scanner ---
+#
+# What the scanner finds is checked against a plain reading of the source that shares none
+# of its rules: every code token (comments and strings dropped by ``tokenize``) that calls a
+# probe or reads the device's capability or name, outside imports and ``def`` lines.  Each
+# such line must be a site of the audit (anywhere in its innermost statement), classified,
+# and, where it is a decision in the three concerns or MoE / quantization / GEMM, routed.
+GREP = re.compile(r"\b_?(is_sm\d+\w*|is_blackwell\w*|is_hopper\w*)\b|\bget_device_capability\(|\bget_device_sm\("
+                  r"|\bget_device_name\(|\bget_jit_cuda_arch\(|\.device_capability\b|\.device_sm\b")
+# Names the grep matches that read no device: (file, name) -> why.
+NOT_A_READ = {
+    ("kernels/ops/attention/flash_attn/cute/interface.py", "is_sm90_range"):
+        "a head-dimension range FA4's SM90 kernel accepts ('8 <= head_dim <= 256'), named for the kernel",
+}
+ROUTED_CONCERNS = ("collectives", "fusion", "attention/", "moe", "quantization", "gemm")
+
+
+def _statement_spans(tree):
+    spans, skip = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            skip.update(range(node.lineno, node.end_lineno + 1))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            skip.update(range(node.lineno, node.body[0].lineno))
+        if isinstance(node, (ast.If, ast.While)):
+            spans.append((node.test.lineno, node.test.end_lineno))
+        elif isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                                 ast.For, ast.With, ast.Try)):
+            spans.append((node.lineno, node.end_lineno))
+    return spans, skip
+
+
+def _grep_hits(root):
+    """(file, line, (first, last) line of its innermost statement, the name matched)."""
+    for base in ("srt", "kernels"):
+        for folder, dirs, files in os.walk(os.path.join(root, base)):
+            dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "test", "tests", "testing"))
+            for name in sorted(files):
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(folder, name)
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
+                if not GREP.search(text):
+                    continue
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                spans, skip = _statement_spans(ast.parse(text))
+                code = {}
+                for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+                    if tok.type in (tokenize.NAME, tokenize.OP, tokenize.NUMBER):
+                        code[tok.start[0]] = code.get(tok.start[0], "") + " " + tok.string
+                for line, joined in sorted(code.items()):
+                    match = GREP.search(re.sub(r" ?([.(]) ?", r"\1", joined))
+                    if match is None or line in skip:
+                        continue
+                    inner = [sp for sp in spans if sp[0] <= line <= sp[1]]
+                    span = min(inner, key=lambda sp: sp[1] - sp[0]) if inner else (line, line)
+                    yield rel, line, span, match.group(0).strip(".(")
+
+
+@pytest.fixture(scope="module")
+def grep_hits(installed):
+    return list(_grep_hits(SGLANG))
+
+
+def test_every_capability_read_a_grep_finds_is_a_classified_site(installed, grep_hits):
+    from sglang_arch.audit.classify import CONCERNS, KINDS
+
+    by_line = {(s.file, s.line): s for s in installed.sites}
+    missed, found = [], []
+    for file, line, (first, last), name in grep_hits:
+        if (file, name) in NOT_A_READ:
+            continue
+        sites = [by_line[(file, n)] for n in range(first, last + 1) if (file, n) in by_line]
+        if not sites:
+            missed.append(f"{file}:{line} {name}")
+        found += sites
+    assert len(grep_hits) > 500  # the grep reads the release, not an empty tree
+    assert missed == []
+    assert all(s.kind in KINDS and s.concern in CONCERNS for s in found)
+    unrouted = {(s.file, s.line, s.concern) for s in found
+                if s.kind == "decision" and s.concern.startswith(ROUTED_CONCERNS) and s.plugin != "routed"}
+    assert unrouted == set()
+
+
+# The server settings a decision can write, read from the text of the block under its ``if``
+# (indentation, no ``ast``): a decision that writes settings of one concern only is filed there.
+SETTINGS = (
+    ("attention/", re.compile(r"^(prefill_|decode_|speculative_draft_|mm_|dsv4_)?attention_backend$")),
+    ("moe", re.compile(r"^moe_(runner|a2a)_backend$")),
+    ("gemm", re.compile(r"^fp[48]_gemm(_runner)?_backend$")),
+    ("fusion", re.compile(r"^enable_flashinfer_allreduce_fusion$")),
+    ("collectives", re.compile(r"^(enable_torch_symm_mem|disable_custom_all_reduce)$")),
+)
+_WRITES = re.compile(r"[.\[\"' ](\w+)[\"']?\]?\s*=(?!=)|[\"'](\w+)[\"']\s*:|\b(\w+)=(?!=)")
+
+
+def _written_concerns(lines, line):
+    head = lines[line - 1]
+    indent = len(head) - len(head.lstrip())
+    block = []
+    for text in lines[line:line + 40]:
+        if text.strip() and len(text) - len(text.lstrip()) <= indent:
+            break
+        block.append(text)
+    names = {n for m in _WRITES.finditer("\n".join(block)) for n in m.groups() if n}
+    return {concern for concern, rx in SETTINGS for n in names if rx.match(n)}
+
+
+def test_decisions_that_write_one_concerns_settings_are_filed_there(installed, grep_hits):
+    by_line = {(s.file, s.line): s for s in installed.sites}
+    texts, checked, wrong = {}, 0, []
+    for file, line, _, _ in grep_hits:
+        site = by_line.get((file, line))
+        if site is None or site.kind != "decision":
+            continue
+        lines = texts.setdefault(file, Path(SGLANG, file).read_text(errors="replace").splitlines())
+        if not lines[line - 1].lstrip().startswith(("if ", "elif ")):
+            continue
+        written = _written_concerns(lines, line)
+        if len(written) != 1:
+            continue
+        checked += 1
+        (concern,) = written
+        if not site.concern.startswith(concern):
+            wrong.append(f"{file}:{line} filed {site.concern}, writes {concern}")
+    assert checked >= 10, checked
+    assert wrong == []
 
 
 # --- linear time over generated pathological files (no sglang needed) -------------------

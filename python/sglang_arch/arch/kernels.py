@@ -230,6 +230,15 @@ KERNELS: Dict[str, Dict[str, Any]] = {
                     "sglang 0.5.23 kernels/jit/include/sgl_kernel/distributed/ptx.cuh: the multimem loads and stores "
                     "it uses need SGL_ARCH_HOPPER_OR_GREATER ('only supported on Hopper or later architecture')"],
     },
+    "sglang_jit_k3_ar_fusion": {
+        "summary": "Kimi K3's fused all-reduce (+ residual / RMSNorm): 1shot multicast push over CustomAllReduceV2's "
+                   "workspace and NVLS 2shot (sglang/kernels JIT, nvcc for the device)",
+        "targets": ["jit:9.0+"],
+        "sources": ["sglang 0.5.23 kernels/ops/communication/all_reduce_residual.py: load_jit of "
+                    "kimi_k3/comm/ar_fusion.cuh for the running device's arch (get_jit_cuda_arch)",
+                    "sglang 0.5.23 kernels/jit/csrc/kimi_k3/comm/ar_fusion.cuh: multimem.ld_reduce / multimem.st, "
+                    "which need SGL_ARCH_HOPPER_OR_GREATER (sgl_kernel/distributed/ptx.cuh)"],
+    },
     "sglang_jit_attn_res_tma": {
         "summary": "Kimi K3's attention-residual aggregation fused with the SP collective (attn_res_fused_tma, "
                    "sglang/kernels JIT for the device with its arch-specific target)",
@@ -768,6 +777,10 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     "k3_sp_collective": {
         "sp": [{"kernel": "sglang_jit_sp_collective"}],
         "attn_res": [{"kernel": "sglang_jit_attn_res_tma"}],
+    },
+    # Kimi K3's fused all-reduce (SGLANG_K3_AR_FUSION; auto-probed on SM 100 / 103)
+    "k3_ar_fusion": {
+        "fused": [{"kernel": "sglang_jit_k3_ar_fusion"}],
     },
     # --flashinfer-allreduce-fusion-backend
     "fusion": {

@@ -83,6 +83,9 @@ class MachineContext:
     def k3_sp_collective(self) -> collectives.K3SpDecision:
         return collectives.k3_sp_collective(self._res())
 
+    def k3_ar_fusion(self) -> collectives.K3SpDecision:
+        return collectives.k3_ar_fusion(self._res())
+
     def beam_flashinfer_band(self, tp_size: int) -> collectives.TokenLimits:
         return collectives.beam_flashinfer_band(self._res(), tp_size)
 

@@ -44,7 +44,7 @@ import re
 from functools import lru_cache
 from typing import Optional, Sequence, Tuple
 
-from .scan import IDENTITY_CALLS, PROBE_NAME, RawSite
+from .scan import COMPILE_ARCH_CALL, IDENTITY_CALLS, PROBE_NAME, RawSite
 
 CONCERNS = ("collectives", "fusion", "attention/mha", "attention/mla", "attention/dsa", "attention/linear",
             "attention/other", "moe", "quantization", "gemm", "speculative", "platform", "other")
@@ -75,12 +75,66 @@ CONCERN_RULES: Tuple[Tuple[str, str], ...] = (
     # what is none of the concerns above, named (so its words outvote an attention class
     # or file around it): rope, multi-stream overlap and its batch-size limits, and
     # hyper-connections (mHC, ``MHC`` below: read only in a function's or a bound name)
-    ("other", r"\brope\b|\brotary\b|\bmulti stream\b|\balt stream\b|\bbs limit\b|\bstream overlap\b"),
+    ("other", r"\brope\b|\brotary\b|\bmulti stream\b|\balt stream\b|\bbs limit\b|\bstream overlap\b"
+              r"|\b(ts|launch|tuned|pinned) config\b|\btactic\b"),
 )
 # mHC names what a function or a bound name is about; on a line it is often only the
 # module a helper comes from (``mhc.fused_mhc_tp_ok(...)`` beside a fused all-reduce).
 MHC = re.compile(r"\bm?hc\b|\bhyper connections?\b")
 _RULES = tuple((concern, re.compile(rx)) for concern, rx in CONCERN_RULES)
+
+# What a decision selects, read from the structure of the code it controls (``Context.selects``,
+# scan.py) before any words: the server setting it writes (an attribute, a keyword, a string
+# key; its pattern must match the whole name) or an attention backend it names as a value.
+# A concern here is what the value configures, so it holds however the names around the
+# check read (``if not <cap>: return {}`` before ``{"decode_attention_backend": ...}``).
+SELECTED_FIELDS: Tuple[Tuple[str, str], ...] = (
+    ("fusion", r"enable_flashinfer_allreduce_fusion|\w*all_?reduce_fusion\w*|\w*ar_fusion\w*"),
+    ("collectives", r"enable_(torch_)?symm_mem|disable_custom_all_reduce|enable_nccl_nvls|\w*custom_all_reduce\w*"
+                    r"|\w*symm_mem\w*_sizes?"),
+    ("attention", r"(prefill_|decode_|speculative_draft_|draft_|mm_|vit_|dsv4_|linear_)?(attention|attn)_backend"
+                  r"|linear_attn_\w*backend|(nsa|dsa)_(prefill|decode)\w*_backend|fa_impl_ver|attn_impl"),
+    ("moe", r"moe_runner_backend|moe_a2a_backend|moe_backend"),
+    ("gemm", r"(fp8|fp4|bf16|w8a8)_gemm(_runner)?_backend|gemm_backend"),
+    ("quantization", r"kv_cache_dtype|quantization"),
+)
+_SELECTED_FIELDS = tuple((c, re.compile(rx)) for c, rx in SELECTED_FIELDS)
+# Attention backends named as values (SGLang's --attention-backend choices that name nothing else:
+# ``triton`` and ``flashinfer`` also name MoE runners and fusion backends, so they are not read).
+SELECTED_ATTENTION_VALUES = frozenset({
+    "fa3", "fa4", "trtllm_mha", "trtllm_mla", "cutlass_mla", "flashmla", "flashmla_sparse", "flashmla_kv",
+    "flashmla_auto", "flex_attention", "torch_native", "minicpm_flashattn", "minicpm_flashinfer", "fa3_sparse",
+})
+
+
+# A kernel's launch parameters: a decision that sets only these decides how a kernel launches
+# (a cluster size, warps, stages, a tile, a split), not which backend runs: ``other``.
+LAUNCH_FIELDS = re.compile(r"(cluster_size|num_warps|num_stages|num_ctas|threads_per_\w+|split_k|\w*block_(m|n|k)|"
+                           r"block_size_\w+|tile_\w+|\w*_tile|rows_per_prog|num_sms|launch_pdl|bs_limit)", re.IGNORECASE)
+
+
+def selected_concern(selects: Sequence[str]) -> Optional[str]:
+    """The concern of what ``selects`` configures (``SELECTED_FIELDS``, then the attention
+    backends among its values); the one named most often, ties to ``SELECTED_FIELDS`` order.
+    ``other`` where every setting it writes is a kernel's launch parameter."""
+    fields = [s.partition(":")[2] for s in selects if s.startswith("field:")]
+    if fields and all(LAUNCH_FIELDS.fullmatch(f) for f in fields):
+        return "other"
+    counts = {}
+    for item in selects:
+        what, _, name = item.partition(":")
+        if what == "field":
+            for concern, rx in _SELECTED_FIELDS:
+                if rx.fullmatch(name):
+                    counts[concern] = counts.get(concern, 0) + 1
+                    break
+        elif name in SELECTED_ATTENTION_VALUES:
+            counts["attention"] = counts.get("attention", 0) + 1
+    if not counts:
+        return None
+    order = [c for c, _ in SELECTED_FIELDS]
+    return max(counts, key=lambda c: (counts[c], -order.index(c)))
+
 
 # Attention kind from a backend name, the site's words or the file (first match wins).
 ATTENTION_KINDS: Tuple[Tuple[str, str], ...] = (
@@ -97,7 +151,7 @@ ATTENTION_KINDS: Tuple[Tuple[str, str], ...] = (
 ARCH_KERNEL = re.compile(r"\bsm (8|9|10|11|12)\d( ?[af])?\b|\bsm (80|86|89|90|100|103|110|120|121)\b"
                          r"|\btcgen 05\b|\bwgmma\b|\btmem\b")
 # A function whose name says it checks whether something can run here.
-SUPPORT_CHECK = re.compile(r"(^|_)(supported|supports?|available|compatible|can_use|can_run|requires?)(_|$)|"
+SUPPORT_CHECK = re.compile(r"(^|_)(supported|supports?|available|compatible|can_use|can_run|requires?|eligible)(_|$)|"
                            r"^_?(is|can|check|has)_.*(supported|available|compatible|ok)$")
 
 # What a site decides when it picks a dtype: the precision a value is stored or computed
@@ -156,6 +210,17 @@ def concern_for(site: RawSite, kind: str = "decision") -> str:
         return "quantization"
     layers = (site.code, function, " ".join(site.context.binds), site.context.words,
               " ".join(scope[:-1] if site.function else scope))
+    if site.context.exits and site.function:
+        # an early exit decides whether its function's work happens: where nothing above names
+        # that work, the module the function serves does (``k3_ar_fusion._get_state``)
+        layers += (site.file.rsplit("/", 1)[-1][:-3],)
+    selected = selected_concern(site.context.selects) if kind == "decision" else None
+    if selected is not None:
+        if selected != "attention":
+            return selected
+        values = " ".join(v.partition(":")[2] for v in site.context.selects)
+        sub = attention_kind(values + " " + " ".join(layers))
+        return f"attention/{sub if sub != 'other' else attention_kind(site.file.rsplit('/', 1)[-1])}"
     for i, layer in enumerate(layers):
         concern = _concern_in(layer, named_other=i < 3, mhc=i in (1, 2))
         if concern is not None:
@@ -210,6 +275,8 @@ def kind_for(site: RawSite, gate_reason: Optional[str] = None) -> Tuple[str, str
         return "fact", metadata
     if "window" in kinds:
         return "gate", "a kernel's capability window: what it is built for"
+    if site.exprs and all(e.name == f"{COMPILE_ARCH_CALL}()" for e in site.exprs):
+        return "gate", "the architecture a CuTe DSL kernel is compiled for: code generation for its target"
     if ctx.role == "assert":
         return "gate", "asserts a requirement of the code it guards"
     if ctx.role == "test" and ctx.raises:

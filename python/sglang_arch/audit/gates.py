@@ -126,7 +126,38 @@ KERNEL_GATES: Sequence[KernelGate] = (
                "architecture (Sm80 / Sm90 / Sm100 kernels)"),
     KernelGate(_FA4, "_validate_head_dims", "compute_capability",
                "FA4's head dims per architecture's kernels"),
+    KernelGate(_FA4, "_flash_attn_fwd", "use_dedicated_hd256_kernel",
+               "FA4 (CuTe DSL): 'hd=256 2CTA forward uses dedicated kernel (Blackwell family)', the kernel class "
+               "compiled for arch // 10 in [10, 11]"),
+    KernelGate(_FA4, "flash_attn_varlen_func", "get_forward_host(runtime_arch)",
+               "FA4 (CuTe DSL): the forward host compiled for the device's architecture ('get_forward_host'; "
+               "None where no kernel of that architecture exists)"),
     KernelGate(_EXTEND, "_get_block_sizes_for_extend_attention", "CUDA_CAPABILITY", _SMEM),
+    KernelGate("srt/layers/moe/fused_moe_triton/triton_kernels_moe.py", "", "if get_platform().is_sm120:",
+               "triton_kernels' persistent matmul (TMA gather / scatter) off where it has no support: 'use the "
+               "regular gather/scatter implementation for unsupported devices'"),
+    KernelGate("srt/layers/moe/moe_runner/deep_gemm_sm120.py", "use_swizzle", "return not _is_sm120",
+               "the activation layout SM120's DeepGEMM kernel reads: 'SM120's contiguous GEMM consumes "
+               "standard-layout activations only'"),
+    KernelGate("srt/layers/moe/moe_runner/deep_gemm_sm120.py", "allows_masked_standard_layout",
+               "return not _is_sm120",
+               "'SM120 cannot serve the masked-standard layout for DSV4 shapes: its varlen activation kernel "
+               "requires D // 8 >= num_experts'"),
+    KernelGate("srt/layers/moe/moe_runner/deep_gemm_sm120.py", "_eligible", "_is_sm120",
+               "whether SM120's own contiguous DeepGEMM MoE kernel serves the batch: it exists for SM120 alone"),
+    KernelGate("srt/layers/quantization/fp8_utils.py", "_get_flashinfer_groupwise_backend", "if major >= 12:",
+               "the FlashInfer FP8 groupwise GEMM kernel each architecture has: 'SM120/121: CUTLASS only. "
+               "SM100/103: TRTLLM only.'"),
+    KernelGate("srt/mem_cache/deepseek_v4_memory_pool.py", "select_dsv4_kv_layout",
+               'if mode == "auto" and not is_sm100:',
+               "the V4.1 KV cache layouts' kernels: 'the V4.1 KV cache layouts need an SM100 / SM103 GPU' "
+               "(auto keeps the V4 layout elsewhere)"),
+    KernelGate("srt/utils/common.py", "is_mnnvl_fabric_device", 'if any(tag in name for tag in ("GB200", "GB300")):',
+               "whether the GPU sits on an NVLink fabric, hardware it has or not: 'The GB200/GB300 superchips are "
+               "recognized by device name. Other NVLink fabric parts ... are recognized by NVML'"),
+    KernelGate("kernels/kda_kernels/sm120_fp8.py", "try_sm120_fp8_linear", "use_kda_gemm",
+               "the SM120 FP8 KDA GEMM runtime, built for capability (12, 0) alone ('capability == (12, 0) and "
+               "... _has_kda_runtime()'), else the caller's own GEMM"),
     # requirements of the kernel that runs, set from the model's hooks
     KernelGate("srt/models/deepseek_common/attention_backend_handler.py", "handle_attention_fa4",
                "if not get_platform().is_sm100_or_sm110:",

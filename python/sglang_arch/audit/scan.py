@@ -7,7 +7,9 @@ architecture.  What the line holds is recorded as ``Expr``s (one line may hold s
               ``get_device_properties(...).major/.minor``, ``X.device_capability``,
               ``X.get_device_capability()`` of something that is not a probe helper,
               ``get_jit_cuda_arch()`` (the JIT's device architecture), ``get_device_name()``
-              (the device's identity by name)
+              (the device's identity by name), a helper named for what it returns
+              (``get_compute_capability(dev)``, ``_sm_ver()``, ``_get_device_arch()``:
+              ``CAPABILITY_HELPER_CALL``), a CuTe DSL kernel's target (``get_arch_enum()``)
 ``probe``     a call of a probe helper (``is_sm90_supported()``, ``is_blackwell()``,
               ``get_device_sm()``, ``get_device_capability()``, ``_is_sm10x()``...)
 ``platform``  ``get_platform().is_sm100`` / ``current_platform.device_capability``...
@@ -55,6 +57,16 @@ SKIP_PREFIXES = ("srt/arch/",)  # sglang-arch's own registry, copied into a patc
 PROBE_NAME = re.compile(r"^_?(is_sm\d+\w*|is_blackwell\w*|is_hopper\w*|get_device_sm|get_device_capability|"
                         r"is_sm\d+x\w*)$")
 IDENTITY_CALLS = ("get_jit_cuda_arch", "get_device_name")  # identity read without a probe helper
+# A helper whose name says it returns the device's capability or architecture
+# (``get_compute_capability(dev)``, ``convrot_int8_local_capability()``, ``_sm_ver()``,
+# ``_get_sm_version(dev)``, ``_get_device_arch()``): its value is the identity, read through
+# that helper, and is followed to its uses like a direct read.  Not a requirement
+# (``get_min_capability()``: what a scheme needs, checked where it is compared).
+CAPABILITY_HELPER_CALL = re.compile(r"^_?(get_)?(compute_|device_|cuda_|\w+_local_)?capability$|^_?(get_)?device_capacity$"
+                                    r"|^_?(get_)?sm_ver(sion)?$|^_?(get_)?device_arch$")
+# The architecture a CuTe DSL kernel is being compiled for (``BaseDSL._get_dsl().get_arch_enum()``):
+# what the compiled code targets, so its checks are gates (``classify.kind_for``).
+COMPILE_ARCH_CALL = "get_arch_enum"
 CAP_NAME = re.compile(r"^_*(device_)?(capability|compute_capability|cuda_capability|cap|cc|sm|sm_version|"
                       r"device_sm|sm_arch|arch_major|cc_major|sm_major|major_cap|capability_major|gpu_arch|"
                       r"sm_count_arch|cuda_arch|arch)$")
@@ -72,7 +84,8 @@ GPU_NAME = re.compile(r"^(NVIDIA[ _])?(A10|A100|A30|A40|A800|B100|B200|B300|GB20
 # adjacent, so a search is linear in the text (``test_audit.py`` times it).
 _B = r"[ \t]*"
 STRONG = (r"get_device_capability|get_device_properties|device_capability|is_sm\d|is_blackwell|is_hopper|"
-          r"get_device_sm|get_jit_cuda_arch|get_device_name|get_platform|"
+          r"get_device_sm|get_jit_cuda_arch|get_device_name|get_platform|_capability\(|device_capacity\(|_sm_ver|"
+          r"device_arch\(|get_arch_enum\(|"
           r"CapabilityRequirement\.cuda\(|min_sm|max_sm|min_capability|max_capability|sm_version|device_sm"
           rf"|(?:^|\{{){_B}(?:\({_B})?(?:7|8|9|1[0-3])(?:{_B},{_B}\d{_B}\))?{_B}:(?!=)"
           rf"|(?:^|\{{){_B}\({_B}\({_B}(?:7|8|9|1[0-3]){_B},"
@@ -148,6 +161,12 @@ class Context:
     conditional: bool = False
     log: bool = False
     controls: str = ""  # words of the code the check controls, without the probes' names
+    # What the controlled code selects, read from its structure (``_selects``): the settings
+    # it writes (``field:<name>``: an assigned attribute or name, a keyword, a string key)
+    # and the strings it picks (``value:<text>``); ``classify.py`` files a decision by them
+    # before it reads any words.
+    selects: Tuple[str, ...] = ()
+    exits: bool = False  # a test whose only branch leaves early: it decides whether the function's work runs
 
 
 @dataclass
@@ -389,6 +408,56 @@ def _words(nodes: Sequence[ast.AST], limit: int = CONTEXT_WORDS, probes: bool = 
     return out
 
 
+def _selects(nodes: Sequence[ast.AST], limit: int = CONTEXT_WORDS) -> Tuple[str, ...]:
+    """What ``nodes`` select, from their structure, at most ``limit`` entries: the settings
+    they write (an assigned name or attribute, a subscript's string key, a keyword of a
+    call, a dict's string key: ``field:<name>``) and the short strings they hold
+    (``value:<text>``).  A log call's arguments are not read (a message selects nothing)."""
+    out: List[str] = []
+    todo = list(reversed(nodes))
+    while todo and len(out) < limit:
+        node = todo.pop()
+        if isinstance(node, ast.Expr) and _is_log_call(node.value) or isinstance(node, ast.Raise):
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in _assign_targets(node):
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Name):
+                        out.append(f"field:{sub.id}")
+                    elif isinstance(sub, ast.Attribute):
+                        out.append(f"field:{sub.attr}")
+                    elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant) and isinstance(
+                            sub.slice.value, str):
+                        out.append(f"field:{sub.slice.value}")
+            value = getattr(node, "value", None)
+            if value is not None:
+                todo.append(value)
+            continue
+        if isinstance(node, ast.keyword) and node.arg:
+            out.append(f"field:{node.arg}")
+        elif isinstance(node, ast.Dict):
+            out.extend(f"field:{k.value}" for k in node.keys
+                       if isinstance(k, ast.Constant) and isinstance(k.value, str) and len(k.value) <= 60)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) <= 60:
+            out.append(f"value:{node.value}")
+        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+    return tuple(dict.fromkeys(out[:limit]))
+
+
+def _exits(body: Sequence[ast.stmt]) -> bool:
+    """A branch that only leaves (``return`` of nothing, ``None``, ``False`` or an empty container, ``continue``,
+    ``break``), after logging at most: an early exit, whose decision is the code after it."""
+    stmts = [s for s in body if not (isinstance(s, ast.Expr) and _is_log_call(s.value))]
+    if len(stmts) != 1:
+        return False
+    st = stmts[0]
+    if isinstance(st, (ast.Continue, ast.Break)):
+        return True
+    return isinstance(st, ast.Return) and (st.value is None or isinstance(st.value, ast.Constant) and (
+        st.value.value is None or st.value.value is False) or (
+        isinstance(st.value, (ast.Dict, ast.Tuple, ast.List)) and not list(ast.iter_child_nodes(st.value))[:1]))
+
+
 _LOG_CALLS = re.compile(r"(^|\.)(debug|info|warning|warn|error|exception|critical|print|print_warning|"
                         r"warning_once|info_once|print_warning_once|log)$")
 
@@ -456,6 +525,7 @@ class _Visitor(ast.NodeVisitor):
         self.stmt_lines: Set[int] = set()
         self.stmt_loads: Set[str] = set()
         self.launchers: Set[str] = set()
+        self.rest: List[Sequence[ast.stmt]] = []  # the statements after the one being visited, per block
 
     # -- scopes -----------------------------------------------------------------------
     @property
@@ -528,8 +598,12 @@ class _Visitor(ast.NodeVisitor):
         self._pop()
 
     def _block(self, body: Sequence[ast.stmt]) -> None:
-        for st in body:
-            self.visit(st)
+        for i, st in enumerate(body):
+            self.rest.append(body[i + 1:])
+            try:
+                self.visit(st)
+            finally:
+                self.rest.pop()
 
     # -- statements -------------------------------------------------------------------
     def visit(self, node: ast.AST) -> None:
@@ -602,7 +676,9 @@ class _Visitor(ast.NodeVisitor):
         capability (a platform or device-type check, a None check), the other arm a constant
         default.  Such a value is the identity (or nothing), not a pick."""
         for arm, default in ((node.body, node.orelse), (node.orelse, node.body)):
-            if not _constant_default(default):
+            # a constant, or the value the test checks for None (``read() if x is None else x``)
+            if not (_constant_default(default) or isinstance(default, ast.Name) and _none_check(node.test) and any(
+                    isinstance(n, ast.Name) and n.id == default.id for n in ast.walk(node.test))):
                 continue
             if not [e for e in self._origins(arm) if e.kind != "untraced"]:
                 continue
@@ -633,6 +709,14 @@ class _Visitor(ast.NodeVisitor):
             self._bind([node.target], node.value)
 
     def _bind(self, targets: List[ast.expr], value: ast.expr) -> None:
+        alias = value.id if isinstance(value, ast.Name) else value.attr if _self_attr(value) else ""
+        traced = self._lookup(self.vars, alias) if isinstance(value, ast.Name) else self._self_attr_origins(value)
+        if alias and not traced and PROBE_NAME.match(alias) and any(
+                _self_attr(t) or isinstance(t, ast.Name) for t in targets):
+            # the probe itself under another name (``self._is_blackwell = is_blackwell``,
+            # ``is_blackwell = self._is_blackwell``): its calls under that name are sites of their own
+            self._add(value, Expr("probe", alias, (self.imports.get(alias) or (self.module, None))[0]))
+            return
         if isinstance(value, ast.Call) and dotted(value.func).endswith("get_device_properties"):
             for t in targets:
                 self.props[-1].update(_target_names(t))
@@ -677,13 +761,18 @@ class _Visitor(ast.NodeVisitor):
             if isinstance(owner, (ast.If, ast.While)):
                 branches = list(owner.body) + list(owner.orelse)
                 raises = _only_raises(owner.body) and not owner.orelse
+                # an early exit (``if not <cap>: return None``) decides what the code after it does
+                after = list(self.rest[-1]) if (isinstance(owner, ast.If) and not owner.orelse and self.rest
+                                                and _exits(owner.body)) else []
                 return Context("test", _join(_words([owner.test] + branches) + scope_words), raises=raises,
                                logs=_only_logs(owner.body, owner.orelse),
-                               controls=_join(_words(branches, probes=False)))
+                               controls=_join(_words(branches, probes=False)),
+                               selects=_selects(branches + after), exits=bool(after))
             return Context("test", _join(_words([stmt] if stmt is not None else [owner]) + scope_words),
                            controls=_join(_words([owner.body, owner.orelse], probes=False)),
                            binds=tuple(n for t in _assign_targets(stmt) for n in _target_names(t) + [_self_attr(t)]
-                                       if n) if stmt is not None else ())
+                                       if n) if stmt is not None else (),
+                           selects=_selects([stmt] if stmt is not None else [owner.body, owner.orelse]))
         if stmt is None:
             return Context()
         words = _join(_words([stmt]) + scope_words)
@@ -701,9 +790,10 @@ class _Visitor(ast.NodeVisitor):
             conditional = isinstance(value, (ast.IfExp, ast.Dict, ast.Lambda)) and not (
                 isinstance(value, ast.IfExp) and self._guarded_read(value) is not None)
             return Context("bind" if plain else "other", words, binds=names, conditional=conditional,
-                           controls=_join(_words([value], probes=False)) if value is not None else "")
+                           controls=_join(_words([value], probes=False)) if value is not None else "",
+                           selects=_selects([stmt]))
         if isinstance(stmt, ast.Return):
-            return Context("return", words, controls=_join(_words([stmt], probes=False)))
+            return Context("return", words, controls=_join(_words([stmt], probes=False)), selects=_selects([stmt]))
         if isinstance(stmt, ast.Assert):
             return Context("assert", words)
         if id(node) in self.passed:
@@ -731,6 +821,8 @@ class _Visitor(ast.NodeVisitor):
             return Expr("read", name.replace("()", ""))
         if last in IDENTITY_CALLS:
             return Expr("read", f"{name.replace('()', '')}()")
+        if last == COMPILE_ARCH_CALL or CAPABILITY_HELPER_CALL.match(last) and not PROBE_NAME.match(last):
+            return Expr("read", f"{last}()")
         if PROBE_NAME.match(last):
             if "." in name:
                 base = name.rsplit(".", 1)[0]
@@ -786,6 +878,9 @@ class _Visitor(ast.NodeVisitor):
             return []
         if isinstance(node, ast.Call):
             e = self._call_expr(node)
+            if e is None and isinstance(node.func, ast.Attribute):
+                # a method of a capability value (``arch.is_family_of(Arch.sm_103f)``, ``cap.to_int()``)
+                return [o for o in self._origins(node.func.value, depth + 1) if o.kind != "untraced"]
             return [e] if e is not None and e.kind in ("read", "probe", "platform") else []
         if isinstance(node, ast.Attribute):
             e = self._attr_expr(node)

@@ -286,6 +286,32 @@ def k3_sp_collective(res: Resolution) -> K3SpDecision:
                                        "(then SGLang's per-device table decides)")
 
 
+# SGLang 0.5.23 srt/layers/communication/k3_ar_fusion.py, Kimi K3's fused all-reduce
+# (SGLANG_K3_AR_FUSION): unset, ``_get_state`` auto-probes it only where ``get_device_sm()``
+# is 100 or 103 ("Auto-enabled on SM100/SM103 when CustomAllReduceV2 with multicast is
+# available"); set, it is tried anywhere.  The band is a preference (its kernels are JIT-built
+# for the device, SM90+), so the tier's SM decides it where the catalog runs the kernels.
+K3_AR_FUSION = "k3_ar_fusion"  # the kernel catalog's name for the fusion's kernels
+
+
+def k3_ar_fusion(res: Resolution) -> K3SpDecision:
+    """Whether Kimi K3's fused all-reduce is auto-probed on this device's tier (``band_sm``:
+    what ``get_device_sm()`` answers the probe; 0 or the device's own SM outside the band)."""
+    tier = res.resolved
+    where = f"tier {tier} ({res.match})"
+    own = res.requested.sm
+    refused = own if own not in K3_SP_SMS else 0
+    if tier.sm not in K3_SP_SMS:
+        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is outside the K3 all-reduce fusion's "
+                                            "auto band (SM 10.0, 10.3): the regular all-reduce")
+    verdict = catalog.choice_runs(K3_AR_FUSION, "fused", res.identities)
+    if not verdict.runs:
+        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is in the K3 all-reduce fusion's auto band, "
+                                            f"but on {res.requested} {verdict.reason}: the regular all-reduce")
+    return K3SpDecision(True, tier.sm, f"{where}: SM {tier.sm} is in the K3 all-reduce fusion's auto band "
+                                       "(then SGLang's own checks: no symm-mem, no EP all-to-all, multicast)")
+
+
 # --- DeepSeek-V4.1's plane at TP 4: the custom push plane or FlashInfer's fusion ----------------
 #
 # ``_flashinfer_allreduce_fusion_auto_enable`` (``arg_groups/overrides.py:978-985``) does not

@@ -85,6 +85,8 @@ BODIES = {
             '318106c10faac1c1',
         'sglang.srt.layers.attention.vision.VisionAttention._determine_attention_backend':
             '41cfa2c5b1812e71',
+        'sglang.srt.layers.communication.k3_ar_fusion._get_state':
+            '0dc9887c44a52b0e',
         'sglang.srt.layers.communication.k3_sp_collective._init_state':
             '4249243678a6ec70',
         'sglang.srt.layers.deep_gemm_wrapper.configurer._compute_enable_deep_gemm':
@@ -248,6 +250,8 @@ FILES = {
             '68e28d7c28d8795a',
         'sglang/srt/layers/attention/vision.py':
             'cf52c360c4ad29d2',
+        'sglang/srt/layers/communication/k3_ar_fusion.py':
+            'eeb65607272ffdaa',
         'sglang/srt/layers/communication/k3_sp_collective.py':
             '1f62e1e8abf34659',
         'sglang/srt/layers/deep_gemm_wrapper/configurer.py':

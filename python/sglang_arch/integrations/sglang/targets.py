@@ -69,6 +69,7 @@ _BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
 _DSV4_HOOK = "sglang.srt.arg_groups.deepseek_v4_hook"
 _DSPARK = "sglang.srt.models.deepseek_v4_dspark.DeepseekV4ForCausalLMDSpark"
 _K3_SP = "sglang.srt.layers.communication.k3_sp_collective"
+_K3_AR = "sglang.srt.layers.communication.k3_ar_fusion"
 _CUTEDSL_GEMM = "sglang.kernels.ops.gemm.cutedsl_bf16_gemm"
 _GEMV = "sglang.kernels.ops.gemm.hopper_bf16_gemv"
 _ROUTER_GEMV = "sglang.kernels.ops.gemm.muse_spark_router_gemv_cutedsl"
@@ -169,6 +170,7 @@ _DECLARED_BACKEND_SITES = (
     f"{_MO}.olmo2._olmo2_overrides:if get_platform().is_cuda and get_platform().is_sm100:",
     f"{_MO}.olmo2._olmo2_overrides:elif get_platform().is_cuda and get_platform().device_sm >= 80:",
     f"{_MO}.qwen3_5._qwen3_5_hybrid_overrides:if not get_platform().is_sm100 or cfg.attention_backend is not None:",
+    f"{_MO}.kimi_k3._kimi_k3_overrides:if not (get_platform().is_sm100 and get_platform().device_sm in (100, 103)):",
     f"{_OVERRIDES}._step3p_overrides:if get_platform().is_blackwell:",
     f"{_OVERRIDES}._step3p_overrides:elif get_platform().is_sm90:",
 )
@@ -179,13 +181,26 @@ _DRAFT_AND_SERVER_BACKEND_SITES = (
     f"{_MO}.nemotron_h._nemotron_h_overrides:if get_platform().is_blackwell and is_attention_backend_not_set(cfg):",
     f"{_MO}.nemotron_h._nemotron_h_overrides:if get_platform().is_sm100 and cfg.speculative_eagle_topk in (",
 )
+# Kimi-K3's DSPARK draft default (trtllm_mha on is_sm100): the DSPARK draft is built by the
+# draft backend factory, guarded.
+_DRAFT_FACTORY_SITES = (
+    "sglang.srt.arg_groups.kimi_k3_hook.apply_kimi_k3_spec_backend_defaults:and get_platform().is_sm100",
+)
+# MiniCPM's sparse backend picks FlashAttention 4 or 3 inside its constructor by is_blackwell
+# (``fa_impl_ver``): the build guard judges the path it builds, "<fa4|fa3>+<top-k path>", by
+# the catalog (``policies/minicpm.kind`` reads the same fact), and builds the other MiniCPM
+# sparse backend where that path has no build here.
+_MINICPM_KERNEL_SITES = (
+    "sglang.srt.layers.attention.minicpm.backend.MiniCPMSparseBackend.__init__:if use_blackwell:",
+)
 # DFLASH's draft backend fallback: built by the draft model runner only.
 _DRAFT_RUNNER_SITES = (
     "sglang.srt.arg_groups.speculative_hook._resolve_dflash_draft_attention_backend:"
     "if not current_platform.is_out_of_tree() and get_platform().is_sm100:",
 )
 # Every site the attention guards take, in one tuple.
-ATTENTION_GUARD_COVERS = _DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES + _DRAFT_RUNNER_SITES
+ATTENTION_GUARD_COVERS = (_DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES + _DRAFT_RUNNER_SITES
+                          + _DRAFT_FACTORY_SITES + _MINICPM_KERNEL_SITES)
 
 
 # Decisions elsewhere in SGLang that the MoE pass's guard judges (``covers``; the glue is
@@ -316,6 +331,10 @@ def all_targets() -> List[Target]:
         # the registry's SM.
         Target("K3 SP collective", f"{_K3_SP}._init_state",
                scoped(collectives.k3_sp_collective_sm, "get_device_sm", module=_COMMON), ()),
+        # Kimi K3's fused all-reduce: the auto-probe of _get_state imports get_device_sm the
+        # same way and reads it for the fusion's SM band.
+        Target("K3 all-reduce fusion", f"{_K3_AR}._get_state",
+               scoped(collectives.k3_ar_fusion_sm, "get_device_sm", module=_COMMON), ()),
         Target("Beam fused all-reduce", f"{_BEAM_MODEL}._all_reduce_limits",
                decides(collectives.beam_all_reduce_limits), ("self", "hidden_states"),
                ("torch", "get_parallel", "get_forward", "_beam_owns_tp_boundaries",
@@ -339,10 +358,10 @@ def all_targets() -> List[Target]:
         # The build guard: what a model runner and the speculative draft finally build.
         Target("attention build guard", f"{_SETUP}.resolve_attention_backend_strs",
                answer(attention.built_backends), ("model_runner",), ("ResolvedAttentionBackendStr",),
-               covers=_DECLARED_BACKEND_SITES + _DRAFT_AND_SERVER_BACKEND_SITES + _DRAFT_RUNNER_SITES),
+               covers=ATTENTION_GUARD_COVERS),
         Target("attention build guard", f"{_DRAFT}._create_backend", check(attention.guard_draft_backend),
                ("self", "backend_name", "backend_map", "error_template", "stamps_children"),
-               covers=_DRAFT_AND_SERVER_BACKEND_SITES),
+               covers=_DRAFT_AND_SERVER_BACKEND_SITES + _DRAFT_FACTORY_SITES),
         Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_decode_backend",
                answer(attention.hybrid_linear_draft_decode), ("self",)),
         Target("speculative draft attention", f"{_DRAFT}._create_hybrid_linear_attn_prefill_backend",

@@ -251,3 +251,14 @@ def k3_sp_collective_sm() -> Optional[int]:
     return ctx.k3_sp_collective().band_sm
 
 
+
+
+def k3_ar_fusion_sm() -> Optional[int]:
+    """What ``get_device_sm()`` answers while K3's all-reduce fusion auto-probe (``_get_state``,
+    ``SGLANG_K3_AR_FUSION`` unset) reads it: the registry's SM (policies/collectives.k3_ar_fusion:
+    the tier's where the fusion may be auto-enabled, else one outside the band).  None (SGLang's
+    probe) without an NVIDIA GPU."""
+    ctx = device_context()
+    if ctx is None:
+        return None
+    return ctx.k3_ar_fusion().band_sm
