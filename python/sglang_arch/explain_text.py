@@ -69,12 +69,31 @@ def _phases(prefill: str, decode: str) -> List[str]:
     return [f"prefill {prefill}", f"decode  {decode}"]
 
 
+def stock_gemm(d: Decisions) -> dict:
+    """Stock SGLang's MoE / GEMM answer on the device itself (not on the registry's tier: on an
+    unknown GPU SGLang's rules read the device's own capability), per ``gemm_rows`` name."""
+    cap = d.resolution.requested
+    theirs = stock.moe_gemm(cap)
+    out = {"FP8 block GEMM": theirs["fp8_gemm"], "FP4 GEMM": theirs["fp4_gemm"], "DeepGEMM": theirs["deep_gemm"]}
+    for name in d.gemm_rows():
+        if name.startswith("MoE runner "):
+            out[name] = stock.moe_runner(cap, name[len("MoE runner "):])
+    return out
+
+
+def _gemm_changed(d: Decisions) -> List[Tuple[str, str, str]]:
+    """(name, ours, stock SGLang's on the device) of the MoE / GEMM rows that differ."""
+    theirs = stock_gemm(d)
+    rows = [(name, c.choice or "refused", theirs.get(name, c.upstream)) for name, c in d.gemm_rows().items()]
+    return [row for row in rows if row[1] != row[2]]
+
+
 def _gemm_summary(d: Decisions) -> str:
     rows = d.gemm_rows()
-    changed = [(name, c) for name, c in rows.items() if c.changed]
+    changed = _gemm_changed(d)
     if not changed:
         return f"{len(rows)} choices (MoE runners per quantization, FP8 / FP4 GEMM, DeepGEMM), all as stock SGLang"
-    listed = "; ".join(f"{name} {c.choice or 'refused'} (stock {c.upstream})" for name, c in changed)
+    listed = "; ".join(f"{name} {ours} (stock {theirs})" for name, ours, theirs in changed)
     verb = "differs" if len(changed) == 1 else "differ"
     return f"{len(rows)} choices, {len(changed)} {verb} from stock SGLang: {listed}"
 
@@ -127,11 +146,16 @@ def model_rows(d: Decisions) -> List[str]:
     """``--all``: every model-specific row, its value on the row, reasons under it."""
     lines = ["", "model-specific decisions (for the models that have them)"]
     named = [row for row in d.named() if row[0] not in ("attention MHA", "attention MLA")]
+    changed = {name: theirs for name, _, theirs in _gemm_changed(d)}
     for name, c in d.gemm_rows().items():
-        mark = "" if not c.changed else f" (stock: {c.upstream})"
+        mark = f" (stock: {changed[name]})" if name in changed else ""
         named.append((name, (c.choice or "refused") + mark, c.reason, ()))
     for label, value, reason, dropped in named:
-        lines.extend(_wrap(value, 0, f"{label:<{LABEL_W}}"))
+        if len(label) >= LABEL_W:  # a long name on a line of its own: never run into its value
+            lines.append(label)
+            lines.extend(_wrap(value, LABEL_W))
+        else:
+            lines.extend(_wrap(value, 0, f"{label:<{LABEL_W}}"))
         for choice, why in dropped:
             lines.extend(_wrap(f"{choice}: {why}", LABEL_W, "dropped "))
         lines.extend(_wrap(reason, LABEL_W, "why: "))

@@ -149,6 +149,12 @@ def moe_gemm(cap: Capability) -> Dict[str, str]:
             "fp4_gemm": moe.upstream_fp4_gemm(cap)}
 
 
+def moe_runner(cap: Capability, kind: str) -> str:
+    """SGLang's MoE runner for ``auto`` for experts of ``kind`` on ``cap`` (``policies/moe.py``'s
+    ``upstream_moe_runner``, the rule the registry's tests compare with SGLang's code)."""
+    return moe.upstream_moe_runner(cap, kind)
+
+
 def decide(cap: Capability, topology: Topology, world_size: int, nnodes: int = 1, cuda: Cuda = (13, 0)) -> StockDecisions:
     return StockDecisions(symm_mem=symm_mem(cap, topology, world_size),
                           custom_allreduce=custom_allreduce(cap, topology, world_size),

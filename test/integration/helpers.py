@@ -1,5 +1,6 @@
 """Helpers shared by the integration tests."""
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -98,8 +99,26 @@ def _warm_server(env):
                 server.wait()
                 return None
             servers[key] = (server, sock)
+            if not _warm.get("cleanup"):
+                _warm["cleanup"] = True
+                atexit.register(_stop_warm_servers)
             _warm["cpu"] += float(ready[1])
         return servers[key][1] if servers[key] else None
+
+
+def _stop_warm_servers():
+    """At exit: every warm start stopped and its folder (the socket's) removed."""
+    for entry in _warm["servers"].values():
+        if not entry:
+            continue
+        server, sock = entry
+        try:
+            server.stdin.close()
+            server.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            server.kill()
+            server.wait()
+        shutil.rmtree(os.path.dirname(sock), ignore_errors=True)
 
 
 def run_python(args, env, cwd=None, timeout=None, warm=True):

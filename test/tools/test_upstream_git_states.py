@@ -81,7 +81,17 @@ def bisect(root):
     git(root, "bisect", "start", "HEAD", "HEAD~3")
 
 
+def squash(root):
+    git(root, "reset", "-q", "--hard")
+    git(root, "checkout", "-q", "-b", "other")
+    (root / "other.txt").write_text("theirs\n")
+    commit_all(root, "theirs")
+    git(root, "checkout", "-q", "main")
+    git(root, "merge", "--squash", "other")
+
+
 @pytest.mark.parametrize("make, marker, named", [
+    (squash, "SQUASH_MSG", "a squash merge (its prepared message) is in progress"),
     (merge, "MERGE_HEAD", "a merge is in progress"),
     (cherry_pick, "CHERRY_PICK_HEAD", "a cherry-pick is in progress"),
     (revert, "REVERT_HEAD", "a revert is in progress"),
@@ -118,3 +128,21 @@ def test_the_operation_checked_is_the_work_trees_own(tmp_path, monkeypatch, caps
     assert main(["upstream", str(linked), "--into-git"]) == 2
     assert "a merge is in progress" in capsys.readouterr().err
     assert main(["upstream", str(root), "--into-git"]) == 0  # the main work tree has none
+
+
+@pytest.mark.parametrize("mark", ["--assume-unchanged", "--skip-worktree"])
+def test_into_git_refuses_a_written_file_git_hides(tmp_path, monkeypatch, capsys, mark):
+    """An edit of a file marked assume-unchanged or skip-worktree is invisible to ``git status``:
+    the series would commit it unseen (and clear the mark).  Refused, naming the file."""
+    root = small_repo(tmp_path / "repo")
+    target = root / "python" / "sglang" / "srt" / "m1.py"
+    target.write_text("M1 = 1\n# a local tweak\n")
+    git(root, "update-index", mark, "python/sglang/srt/m1.py")
+    before = state(root)
+    monkeypatch.setattr(series, "plan_series", plan)
+    code = main(["upstream", str(root), "--into-git"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "assume-unchanged or skip-worktree" in err and "m1.py" in err and "accepted:" in err, err
+    assert state(root) == before and "a local tweak" in target.read_text()
+    assert git(root, "ls-files", "-v", "python/sglang/srt/m1.py")[:1] in ("h", "S")

@@ -58,7 +58,10 @@ def test_flashinfers_dequantize_builds_where_its_check_accepts(cap, runs):
 def test_quantize_backend_on_every_exact_tier_is_sglangs_import_time_pick(which, tier, cuda):
     res = resolve(tier)
     expected = "cute-dsl" if upstream_fact("is_sm100", res.requested, cuda) else "cuda"
-    assert quant.flashinfer_quantize_backend(res, which, cuda).backend == expected
+    got = quant.flashinfer_quantize_backend(res, which, cuda).backend
+    # None: neither backend builds here and SGLang's own value (``expected``) stays
+    assert got == expected or (got is None and not catalog.choice_runs(quant.QUANTIZE_DECISIONS[which], expected,
+                                                                        res.requested, cuda).runs)
 
 
 def test_quantize_backend_on_10_5_keeps_cute_dsl_off_where_cute_dsl_has_no_build():
@@ -67,13 +70,24 @@ def test_quantize_backend_on_10_5_keeps_cute_dsl_off_where_cute_dsl_has_no_build
     mxfp8 = quant.flashinfer_quantize_backend(res, "mxfp8", (13, 0))
     assert mxfp8.backend == "cuda" and "no build" in mxfp8.reason  # FlashInfer's CUDA MXFP8 quantize builds
     fp4 = quant.flashinfer_quantize_backend(res, "fp4", (13, 0))
-    assert fp4.backend == "cute-dsl"  # neither builds for 10.5 (no '105' module): the tier's pick stands
+    assert fp4.backend is None and "picks none" in fp4.reason  # neither builds for 10.5 (no '105' module)
 
 
 @pytest.mark.parametrize("cap", ["11.5", "12.3", "13.0"])
-def test_quantize_backend_on_other_unknown_gpus_is_cuda(cap):
-    for which in ("fp4", "mxfp8"):
-        assert quant.flashinfer_quantize_backend(resolve(cap), which, (13, 0)).backend == "cuda"
+def test_quantize_backend_on_other_unknown_gpus_is_cuda_where_it_builds(cap):
+    assert quant.flashinfer_quantize_backend(resolve(cap), "mxfp8", (13, 0)).backend == "cuda"
+    assert quant.flashinfer_quantize_backend(resolve(cap), "fp4", (13, 0)).backend is None  # no FP4 build there
+
+
+@pytest.mark.parametrize("which", ["fp4", "mxfp8"])
+@pytest.mark.parametrize("cap", ["7.0", "8.0", "9.0", "9.5", "10.0", "10.5", "11.0", "11.5", "12.0", "12.3", "13.0",
+                                 "15.2"])
+def test_a_quantize_backend_the_registry_picks_always_builds_on_the_device(which, cap):
+    res = resolve(cap)
+    decision = quant.flashinfer_quantize_backend(res, which, (13, 0))
+    if decision.backend is not None:
+        verdict = catalog.choice_runs(quant.QUANTIZE_DECISIONS[which], decision.backend, res.requested, (13, 0))
+        assert verdict is None or verdict.runs, decision.reason
 
 
 @pytest.mark.parametrize("cap,cute,fp4_cuda", [("9.0", False, True), ("10.0", True, True), ("10.5", False, False),
@@ -113,13 +127,14 @@ def machine(monkeypatch):
 
 
 @pytest.mark.parametrize("cap,facts,backend", [("9.0", (False, False), "cuda"), ("10.0", (True, False), "cute-dsl"),
-                                               ("12.0", (False, True), "cuda"), ("12.3", (False, False), "cuda")])
+                                               ("12.0", (False, True), "cuda"), ("12.3", (False, False), None)])
 def test_glue_answers_the_registrys_decisions(machine, cap, facts, backend):
     from sglang_arch.integrations.sglang.glue import moe
 
     machine(cap)
     assert moe.nvfp4_kv_dequant() == facts
-    assert moe.fp4_quantize_backend() == backend and moe.mxfp8_quantize_backend() == backend
+    # on 12.3 FlashInfer's FP4 quantize has no build: no pick, SGLang's own value stays
+    assert moe.fp4_quantize_backend() == backend and moe.mxfp8_quantize_backend() == (backend or "cuda")
 
 
 def test_glue_without_an_nvidia_gpu_leaves_sglangs_pick(machine):
@@ -177,7 +192,7 @@ def test_modelopts_fake_registration_is_filed_as_metadata():
 
 @pytest.mark.parametrize("cap,dequant,fp4,mxfp8", [("10.0", "flashinfer", "cute-dsl", "cute-dsl"),
                                                    ("9.0", "SGLang's fallback", "cuda", "cuda"),
-                                                   ("10.5", "SGLang's fallback", "cute-dsl", "cuda")])
+                                                   ("10.5", "SGLang's fallback", "SGLang's own", "cuda")])
 def test_explain_shows_the_dequantize_and_the_quantize_backends(cap, dequant, fp4, mxfp8):
     from sglang_arch.arch.decisions import explain
 
@@ -187,4 +202,5 @@ def test_explain_shows_the_dequantize_and_the_quantize_backends(cap, dequant, fp
     assert (rows["FlashInfer FP4 quantize"], rows["FlashInfer MXFP8 quantize"]) == (fp4, mxfp8)
     moe_gemm = decisions.to_dict()["moe_gemm"]
     assert moe_gemm["kv_dequant"]["flashinfer"] is (dequant == "flashinfer")
-    assert {k: v["backend"] for k, v in moe_gemm["quantize_backends"].items()} == {"fp4": fp4, "mxfp8": mxfp8}
+    shown = {k: v["backend"] or "SGLang's own" for k, v in moe_gemm["quantize_backends"].items()}
+    assert shown == {"fp4": fp4, "mxfp8": mxfp8}

@@ -361,3 +361,25 @@ def test_nvml_names_each_mig_device_both_ways(monkeypatch):
     assert mig == {"MIG-aaaa-1": 0, "MIG-aaaa-2": 0, "MIG-bbbb-1": 1, "MIG-GPU-0f0f/1/0": 0,
                    "MIG-GPU-0f0f/2/0": 0, "MIG-GPU-1e1e/1/0": 1}
     assert visible_indices(os.environ["CUDA_VISIBLE_DEVICES"], 2, uuids, mig) == [1]
+
+
+def test_a_huge_nccl_config_is_read_in_bounded_memory_and_time(tmp_path):
+    """A file past NCCL_CONF_MAX_BYTES is read up to the bound, line by line in bounded
+    pieces: a definition past it is not seen, one before it is, and a line of hundreds of MiB
+    without a newline keeps no more than its name and value, ``_NCCL_LINE_KEPT`` bytes each."""
+    import importlib
+    import time
+
+    detect = importlib.import_module("sglang_arch.arch.detect")
+    huge = tmp_path / "nccl.conf"
+    with open(huge, "wb") as fh:
+        fh.write(b"NCCL_EARLY=1\n")
+        fh.truncate(detect.NCCL_CONF_MAX_BYTES + (8 << 20))  # zeros: one line with no newline
+        fh.seek(0, 2)
+        fh.write(b"\nNCCL_LATE=0\n")
+    start = time.monotonic()
+    assert detect.nccl_env("NCCL_EARLY", {}, [str(huge)]) == "1"
+    assert detect.nccl_env("NCCL_LATE", {}, [str(huge)]) is None  # past the bound
+    assert time.monotonic() - start < 20
+    with open(huge, "rb") as fh:
+        assert max(len(line) for line in detect._bounded_lines(fh)) <= 2 * detect._NCCL_LINE_KEPT + 2

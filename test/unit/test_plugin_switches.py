@@ -25,6 +25,20 @@ def test_values_name_the_decisions_they_turn_off(value, off):
     assert switches.parse(value) == frozenset(off)
 
 
+@pytest.mark.parametrize("value", ["1,fusion", "all,moe", "0,fusion", "off,moe", "fusion,true"])
+def test_all_or_none_stands_alone_never_in_a_list(value):
+    with pytest.raises(switches.SwitchError) as err:
+        switches.parse(value)
+    assert "stands alone" in str(err.value) and "accepted:" in str(err.value)
+
+
+@pytest.mark.parametrize("value", [",", " , ,", ",,"])
+def test_a_list_names_at_least_one_decision(value):
+    with pytest.raises(switches.SwitchError):
+        switches.parse(value)
+    assert switches.parse("fusion,,symm_mem") == switches.parse("fusion,symm_mem")  # empty items are ignored
+
+
 @given(st.lists(st.sampled_from(NAMES + ["fusoin", "symm-mem", "2", "*"]), min_size=1, max_size=4))
 def test_a_name_that_is_no_decision_is_refused_in_one_line_naming_the_accepted_ones(names):
     value = ",".join(names)

@@ -104,7 +104,7 @@ class Decisions:
             if self.fused_a_gemm is not None else ()) + (
             (("NVFP4 KV dequantize", "flashinfer" if self.kv_dequant.flashinfer else "SGLang's fallback",
               self.kv_dequant.reason, ()),) if self.kv_dequant is not None else ()) + tuple(
-            (f"FlashInfer {which.upper()} quantize", q.backend, q.reason, ())
+            (f"FlashInfer {which.upper()} quantize", q.backend or "SGLang's own", q.reason, ())
             for which, q in (self.quantize_backends or {}).items())
 
     def to_dict(self) -> Dict[str, Any]:

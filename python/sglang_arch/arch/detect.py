@@ -12,11 +12,11 @@ import logging
 import os
 import stat
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .capability import Capability, parse_capability
 from .registry import MATCH_KINDS, Resolution, resolve
-from .topology import TOPOLOGIES, Topology, default_topology, parse_topology
+from .topology import TOPOLOGIES, Topology, check_machine_topology, default_topology, parse_topology
 from .validate import MAX_GPUS_PER_NODE, parse_int, shown
 
 logger = logging.getLogger("sglang_arch")
@@ -96,6 +96,11 @@ def simulated_node(capability: Optional[str] = None, topology: Optional[str] = N
         topo = _parse_env(parse_topology, topo_text, ENV_TOPOLOGY)
     else:
         topo = default_topology(resolve(cap).profile.topology, count)
+    where = "" if topology is not None or topo_text is None else f"{ENV_TOPOLOGY}: "
+    try:
+        check_machine_topology(topo, count)
+    except ValueError as exc:
+        raise ValueError(f"{where}{exc}") from None
     gpus = tuple(Gpu(i, f"simulated sm_{cap.sm}", cap) for i in range(count))
     return Node(gpus, topo, "simulated", (f"simulated by {ENV_CAPABILITY}={cap}" if capability is None else "simulated",))
 
@@ -119,8 +124,9 @@ def _parse_env(parser: Callable, text: str, name: str):
 def _apply_topology_env(node: Node) -> Node:
     forced = os.environ.get(ENV_TOPOLOGY)
     if forced:
-        node = replace(node, topology=_parse_env(parse_topology, forced, ENV_TOPOLOGY),
-                       notes=node.notes + (f"topology set by {ENV_TOPOLOGY}",))
+        topology = _parse_env(parse_topology, forced, ENV_TOPOLOGY)
+        _parse_env(lambda t: check_machine_topology(t, len(node.gpus)), topology, ENV_TOPOLOGY)
+        node = replace(node, topology=topology, notes=node.notes + (f"topology set by {ENV_TOPOLOGY}",))
     return _apply_multicast_env(node)
 
 
@@ -211,7 +217,8 @@ def nccl_env(name: str, environ: Mapping[str, str], files: Optional[Sequence[str
     """A variable as NCCL's ``ncclGetEnv`` sees it: the environment, else the first definition
     in the user's configuration file (``nccl_user_conf``), then in /etc/nccl.conf.
 
-    Each file is read as param.cc ``setEnvFile`` reads it, whatever its size: lines split at
+    Each file is read as param.cc ``setEnvFile`` reads it, up to its first
+    ``NCCL_CONF_MAX_BYTES`` (64 MiB; NCCL reads on): lines split at
     newline bytes, a line starting with '#' skipped, one trailing newline and then one
     carriage return dropped; the name
     runs to the first '=' or NUL byte (a NUL first skips the line) and keeps at most 1023
@@ -232,6 +239,56 @@ def nccl_env(name: str, environ: Mapping[str, str], files: Optional[Sequence[str
     return None
 
 
+# The most of an NCCL configuration file read (``nccl_env``): its first 64 MiB.  A definition
+# past it is not seen (NCCL reads on); no real configuration comes near it, and a huge file
+# must not stall every start-up.
+NCCL_CONF_MAX_BYTES = 64 << 20
+_NCCL_CHUNK = 1 << 20
+# Of a line only this much of its name (the bytes before its first '=') and of its value can
+# matter: NCCL keeps 1023 bytes of each; one more byte of the name tells a longer name apart,
+# one more of the value keeps a carriage return that ends it.
+_NCCL_LINE_KEPT = NCCL_FIELD_BYTES + 2
+
+
+def _bounded_lines(f) -> Iterator[bytes]:
+    """The lines of ``f`` from its first ``NCCL_CONF_MAX_BYTES``, each as ``_nccl_file_value``
+    reads it but compact: cut at its first NUL byte (C reads no further), its name and its
+    value each cut to ``_NCCL_LINE_KEPT`` bytes, a newline after.  Memory and time are bounded
+    whatever the file holds (a 6 GB line with no newline included), and each line reads as
+    the whole line would."""
+    keep = _NCCL_LINE_KEPT
+    name, value, eq, nul, seen = bytearray(), bytearray(), False, False, False
+    left = NCCL_CONF_MAX_BYTES
+    while left > 0:
+        chunk = f.read(min(_NCCL_CHUNK, left))
+        if not chunk:
+            break
+        left -= len(chunk)
+        pos = 0
+        while pos <= len(chunk):
+            nl = chunk.find(b"\n", pos)
+            seg = chunk[pos:len(chunk) if nl == -1 else nl]
+            seen = seen or bool(seg) or nl != -1
+            if not nul:
+                z = seg.find(b"\0")
+                if z != -1:
+                    seg, nul = seg[:z], True
+                if not eq:
+                    e = seg.find(b"=")
+                    name += seg[:max(0, min(len(seg) if e == -1 else e, keep - len(name)))]
+                    if e != -1:
+                        eq, seg = True, seg[e + 1:]
+                if eq:
+                    value += seg[:max(0, keep - len(value))]
+            if nl == -1:
+                break
+            yield bytes(name) + (b"=" + bytes(value) if eq else b"") + b"\n"
+            name, value, eq, nul, seen = bytearray(), bytearray(), False, False, False
+            pos = nl + 1
+    if seen:
+        yield bytes(name) + (b"=" + bytes(value) if eq else b"")
+
+
 def _nccl_file_value(path: str, wanted: bytes) -> Optional[bytes]:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
@@ -241,7 +298,7 @@ def _nccl_file_value(path: str, wanted: bytes) -> Optional[bytes]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         with os.fdopen(os.dup(fd), "rb") as f:
-            for line in f:
+            for line in _bounded_lines(f):
                 line = line.split(b"\0", 1)[0]  # C reads the line up to its first NUL byte
                 if line[:1] == b"#":
                     continue

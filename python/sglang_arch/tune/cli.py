@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from .. import args as cli_args
 from ..arch.capability import parse_capability
-from ..arch.topology import TOPOLOGIES
+from ..arch.topology import TOPOLOGIES, parse_topology
 from ..arch.validate import (
     MAX_FILE_BYTES,
     MAX_GPUS_PER_NODE,
@@ -95,10 +95,20 @@ def _refuse_resolve_as(what: str) -> None:
                          f"{ENV_RESOLVE_AS} (the override is written for the measured device's own tier)")
 
 
+def _refuse_single(what: str, topology: Optional[str]) -> None:
+    """``tune`` measures two GPUs or more: a one-GPU topology cannot describe the run."""
+    if topology is not None and parse_topology(topology).name == "single":
+        others = ", ".join(t for t in TOPOLOGIES if t != "single")
+        raise ValueError(f"tune {what}: --topology single is one GPU, but tune measures 2 GPUs or more; accepted: "
+                         f"one of {others}, or no --topology (the node's own)")
+
+
 def cmd_tune_fusion(args: argparse.Namespace) -> int:
     from ..arch import detect, node_resolution, parse_topology
     from . import collectives as tc
     from . import fusion as tf
+
+    _refuse_single("fusion", args.topology)
 
     if args.out is not None:
         if not args.out.strip():
@@ -150,6 +160,8 @@ def cmd_tune_fusion(args: argparse.Namespace) -> int:
 
 def cmd_tune_collectives(args: argparse.Namespace) -> int:
     from . import collectives as tc
+
+    _refuse_single("collectives", args.topology)
 
     # Outputs checked (and probed) before anything is read or measured: a folder that does not
     # exist, a read-only one, a FIFO, a device, both naming one file.
@@ -269,6 +281,10 @@ def load_results(path: str) -> Dict[str, Any]:
     topo = saved.get("topology")
     need(topo is None or (isinstance(topo, str) and topo.strip().lower() in TOPOLOGIES), "topology", topo,
          f"one of {', '.join(TOPOLOGIES)}, or null")
+    # every run measures 2 GPUs or more (run.world_sizes): never on one GPU's topology
+    need(topo is None or topo.strip().lower() != "single", "topology", topo,
+         f"a topology of more than one GPU ({', '.join(t for t in TOPOLOGIES if t != 'single')}), or null: "
+         "the measured world sizes are 2 or more")
     ms = run.get("measurements")
     need(isinstance(ms, list) and len(ms) <= MAX_MEASUREMENTS, "run.measurements", ms,
          f"a list of at most {MAX_MEASUREMENTS} objects")

@@ -56,6 +56,7 @@ IN_PROGRESS = (
     ("rebase-apply", "a rebase (or git am)", "git rebase --continue / git am --continue, or --abort"),
     ("sequencer", "a cherry-pick or revert sequence", "git cherry-pick --continue, or --quit"),
     ("BISECT_LOG", "a bisect", "git bisect reset"),
+    ("SQUASH_MSG", "a squash merge (its prepared message)", "git commit, or git reset --merge"),
 )
 
 
@@ -442,7 +443,7 @@ class _Git:
         self.transaction: Optional[Transaction] = None
 
     def refuse_in_progress(self) -> None:
-        """A merge, cherry-pick, revert, rebase, ``git am`` or bisect in progress is refused:
+        """A merge (plain or squash), cherry-pick, revert, rebase, ``git am`` or bisect in progress is refused:
         the series' first commit would conclude it (or land in the middle of it)."""
         names = [name for name, _, _ in IN_PROGRESS]
         out = _git(self.root, "rev-parse", *[arg for name in names for arg in ("--git-path", name)])
@@ -470,6 +471,17 @@ class _Git:
         if out.returncode != 0:
             raise ValueError(f"--into-git: git status failed: {out.stderr.strip()}")
         dirty = [line[3:] for line in out.stdout.splitlines() if line.strip()]
+        # git status does not look at files marked assume-unchanged ("h") or skip-worktree ("S"):
+        # an edit of them would be committed unseen, and the mark lost
+        marks = _git(self.root, "ls-files", "-v", "--", *paths)
+        if marks.returncode != 0:
+            raise ValueError(f"--into-git: git ls-files failed: {marks.stderr.strip()}")
+        hidden = [line[2:] for line in marks.stdout.splitlines() if line[:1] == "S" or line[:1].islower()]
+        if hidden:
+            shown = ", ".join(hidden[:3]) + (f" and {len(hidden) - 3} more" if len(hidden) > 3 else "")
+            raise ValueError(f"--into-git: files the series writes are marked assume-unchanged or skip-worktree "
+                             f"({shown}): git hides their edits; accepted: unmarked files (git update-index "
+                             f"--no-assume-unchanged --no-skip-worktree), committed or stashed")
         if dirty:
             shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
             raise ValueError(f"--into-git: uncommitted changes in files the series writes ({shown}): an earlier "

@@ -249,14 +249,16 @@ def nvfp4_kv_dequant(res: Resolution, cuda: Optional[Tuple[int, int]] = (13, 0))
 # "cuda"``.  Both backends quantize the same format (FlashInfer's CuTe DSL kernels, "SM100+", and
 # its CUDA ones); the SM100 fact picks one: a decision.  The registry asks the rule of the tier
 # and keeps the CuTe DSL kernels only where CuTe DSL builds them for the device, else the CUDA
-# ones where they build; where neither builds, the tier's pick (nothing runs either way).
+# ones where they build; where neither builds, no pick: SGLang's own import-time value stays
+# (nothing of FlashInfer's quantize runs here either way, and the registry picks no kernel
+# the catalog says cannot run).
 QUANTIZE_DECISIONS = {"fp4": "flashinfer_fp4_quantize", "mxfp8": "flashinfer_mxfp8_quantize"}
 CUTE_DSL, CUDA = "cute-dsl", "cuda"
 
 
 @dataclass(frozen=True)
 class QuantizeBackend:
-    backend: str  # FlashInfer's ``backend=`` value: "cute-dsl" or "cuda"
+    backend: Optional[str]  # FlashInfer's ``backend=`` value: "cute-dsl" or "cuda"; None: SGLang's own stays
     reason: str
 
 
@@ -276,8 +278,10 @@ def flashinfer_quantize_backend(res: Resolution, which: str,
         if pick == CUTE_DSL and alternative is not None and alternative.runs:
             return QuantizeBackend(other, f"{rule}, but on {res.requested} {verdict.reason}: {other} "
                                           f"({alternative.reason})")
-        return QuantizeBackend(pick, f"{rule}; on {res.requested} {verdict.reason}, and no other backend is "
-                                     "taken for it: the tier's pick")
+        why = f"; {alternative.reason}" if alternative is not None else ""
+        return QuantizeBackend(None, f"{rule}; on {res.requested} {verdict.reason}{why}: neither of FlashInfer's "
+                                     "quantize kernels builds here, so the registry picks none (SGLang's own "
+                                     "import-time value stays)")
     return QuantizeBackend(pick, f"{rule} ({verdict.reason if verdict else pick})")
 
 

@@ -404,7 +404,10 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
                                f"--timeout up to {MAX_WORKER_TIMEOUT_S} s") from None
         lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
         if out.returncode != 0 or not lines:
-            tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+            text = (out.stderr or out.stdout).strip().splitlines()
+            # an argument parser's own "error:" line says what was wrong; else the last line
+            errors = [line for line in text if "error:" in line]
+            tail = errors[-1:] or text[-1:] or ["no output"]
             raise RuntimeError(f"the {mode} worker failed: {tail[0]}")
         try:
             return json.loads(lines[-1])

@@ -51,6 +51,10 @@ def check_extra(extra: Sequence[str]) -> None:
     parser takes: the flag, an abbreviation of it (argparse accepts unambiguous prefixes),
     ``--flag=value``."""
     for token in extra:
+        if token in ("-h", "--help"):
+            raise ValueError(f"plan: {token} after '--' asks SGLang for its help, not for a plan; accepted: "
+                             "python -m sglang.launch_server --help (SGLang's server arguments), or "
+                             "sglang-arch plan --help")
         name = token.split("=", 1)[0]
         if not name.startswith("--") or len(name) < 4:
             continue

@@ -6,7 +6,9 @@ Values (surrounding white space and case ignored):
 - ``1`` / ``true`` / ``yes`` / ``on`` / ``all``: the plugin off, SGLang decides everything
   (the meaning the variable has always had);
 - a comma-separated list of decision names (:data:`DECISIONS`), e.g. ``fusion,symm_mem``:
-  those decisions stay SGLang's, every other one is routed.
+  those decisions stay SGLang's, every other one is routed.  The words above stand alone
+  (``1,fusion`` is refused: all or some?); empty items between commas are ignored, and a
+  list names at least one decision.
 
 A value with a name that is not a decision is refused in one line naming the accepted ones.
 Inside SGLang that keeps the whole plugin out (one warning): whoever set the variable meant
@@ -29,7 +31,7 @@ VARIABLE = "SGLANG_ARCH_DISABLE"
 DECISIONS: Dict[str, Tuple[str, ...]] = {
     "symm_mem": ("torch symm mem",),
     "custom_all_reduce": ("custom all-reduce v2",),
-    "fusion": ("all-reduce fusion", "Beam fused all-reduce", "K3 SP collective"),
+    "fusion": ("all-reduce fusion", "Beam fused all-reduce", "K3 SP collective", "K3 all-reduce fusion"),
     "attention": ("attention backend", "FA4 page size", "attention build guard", "speculative draft attention",
                   "linear attention", "vision attention", "audio attention", "DSA attention",
                   "DeepSeek-V4 attention", "MiniCPM sparse attention", "MiniMax-M3 NVFP4 arm"),
@@ -63,13 +65,15 @@ def parse(value: Optional[str]) -> FrozenSet[str]:
     if text in _TRUE:
         return ALL
     names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [name for name in names if name not in DECISIONS and name not in _TRUE]
+    shown = value if len(value or "") <= 80 else (value or "")[:77] + "..."
+    switches = [name for name in names if name in _TRUE or name in _FALSE]
+    if switches:  # "1,fusion": all and some at once, or "0,fusion": none and some
+        raise SwitchError(f"{VARIABLE}={shown!r}: {', '.join(switches)} turns everything on or off and stands "
+                          f"alone, not in a list of decisions; accepted: {ACCEPTED}")
+    unknown = [name for name in names if name not in DECISIONS]
     if unknown or not names:
-        shown = value if len(value or "") <= 80 else (value or "")[:77] + "..."
         raise SwitchError(f"{VARIABLE}={shown!r}: not a decision: {', '.join(unknown) or 'none named'}; "
                           f"accepted: {ACCEPTED}")
-    if any(name in _TRUE for name in names):
-        return ALL
     return frozenset(names)
 
 
