@@ -145,6 +145,34 @@ def test_a_locally_tuned_table_is_left_out_naming_its_values(tmp_path):
     assert "arch_registry" in (package / "srt/arg_groups/model_override_base.py").read_text()
 
 
+def test_a_crlf_checkout_takes_every_site_and_keeps_its_line_endings(tmp_path):
+    """A checkout with CRLF endings (core.autocrlf, eol=crlf) holds the release's lines ending
+    in \r\n: every site lands as on LF files, and each file it edits keeps CRLF."""
+    package = package_tree("0.5.23", tmp_path)
+    for path in package.rglob("*.py"):
+        path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    out = _upstream(package)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "left out" not in out.stdout, out.stdout
+    edited = package / "srt/arg_groups/model_override_base.py"
+    data = edited.read_bytes()
+    assert b"arch_registry" in data and b"\n" not in data.replace(b"\r\n", b"")
+
+
+def test_a_site_whose_lines_are_all_there_names_where_the_release_differs(tmp_path):
+    """A line added inside a site's text (every release line still there): the report names the
+    release's line after which the tree's differs."""
+    package = package_tree("0.5.23", tmp_path)
+    sizes = package / "srt/distributed/device_communicators/torch_symm_mem.py"
+    text = sizes.read_text()
+    marker = "_WORLD_SIZES_MULTIMEM = {"
+    assert marker in text
+    sizes.write_text(text.replace(marker, marker + "\n    12: [4, 6, 8],", 1))
+    out = _upstream(package)
+    assert out.returncode == 1, out.stdout
+    assert "(after '_WORLD_SIZES_MULTIMEM = {' the release has '9: [4, 6, 8],')" in out.stdout, out.stdout
+
+
 def test_the_docs_are_the_texts_committed_to_the_installed_release():
     for name, text in texts.pr_docs(INSTALLED).items():
         assert (ROOT / texts.DOCS_DIR / name).read_text() == text, f"run python -m sglang_arch.upstream.texts ({name})"

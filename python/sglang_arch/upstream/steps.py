@@ -15,7 +15,7 @@ changes nothing.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -98,12 +98,22 @@ def plan_sites(step: Step, read) -> StepPlan:
     return plan
 
 
+def _in_file_endings(edit: Edit, text: Optional[str]) -> Edit:
+    """``edit`` with the line endings of the file it edits: a checkout with CRLF endings
+    (``core.autocrlf``, ``eol=crlf``) holds the release's lines ending in ``\r\n``."""
+    if text is None or "\r\n" not in text:
+        return edit
+    crlf = lambda t: None if t is None else t.replace("\r\n", "\n").replace("\n", "\r\n")  # noqa: E731
+    return replace(edit, old=crlf(edit.old), new=crlf(edit.new))
+
+
 def _apply_site(site: Site, texts: Dict[str, Optional[str]]):
-    done = all(_already(edit, texts[edit.path]) for edit in site.edits)
+    edits = [_in_file_endings(edit, texts[edit.path]) for edit in site.edits]
+    done = all(_already(edit, texts[edit.path]) for edit in edits)
     if done:
         return ALREADY, "", {}
     new = dict(texts)
-    for edit in site.edits:
+    for edit in edits:
         text = new[edit.path]
         if text is None:
             return LEFT_OUT, f"{edit.path} is not in this tree", {}
@@ -134,7 +144,15 @@ def _differs(site: Site, path: str, text: str, expected: str) -> str:
         return (f"{path}: {'; '.join(changed)} differ from SGLang's release; the series never replaces "
                 "values you changed (move them into the registry's tier table by hand)")
     first = next((line.strip() for line in expected.splitlines() if line.strip() and line not in text), None)
-    where = f"first line not found: {first!r}" if first else "its lines are there, but not as in the release"
+    if first:
+        where = f"first line not found: {first!r}"
+    else:  # every line is there, in another order or with lines between: name where the release's run breaks
+        lines = expected.splitlines(keepends=True)
+        run = next((k for k in range(len(lines), 0, -1) if "".join(lines[:k]) in text), 0)
+        after = next((line.strip() for line in reversed(lines[:run]) if line.strip()), None)
+        expected_next = next((line.strip() for line in lines[run:] if line.strip()), None)
+        where = (f"after {after!r} the release has {expected_next!r}" if after and expected_next else
+                 f"its lines are there, but not in the release's order from {expected_next or after!r}")
     return f"{path}: its code differs from the releases the series was written for ({where})"
 
 
