@@ -145,3 +145,30 @@ def test_a_long_override_name_still_fits(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     assert max(len(line) for line in out.splitlines()) <= explain_text.WIDTH
     assert out.startswith("device    12.0 -> tier 12.0 NNNN")
+
+
+@pytest.mark.parametrize("cap", ["13.0", "10.5", "11.5", "12.3", "12.0", "9.0"])
+def test_the_moe_gemm_stock_is_sglangs_on_the_device_as_json_says(capsys, cap):
+    """The text's "stock" for FP8 / FP4 GEMM and DeepGEMM is stock SGLang's answer on the device
+    itself (what ``--json``'s ``stock_sglang`` and ``plan`` say), never the fallback tier's."""
+    d = json.loads(run(capsys, "explain", cap, "--all", "--json")[1])
+    theirs = d["stock_sglang"]["moe_gemm"]
+    out = run(capsys, "explain", cap, "--all")[1]
+    for label, key in (("FP8 block GEMM", "fp8_gemm"), ("FP4 GEMM", "fp4_gemm"), ("DeepGEMM", "deep_gemm")):
+        row = next(line for line in out.splitlines() if line.startswith(label))
+        ours = row[explain_text.LABEL_W:].split(" (stock: ")[0].strip()
+        assert f"(stock: {theirs[key]})" in row if ours != theirs[key] else "(stock:" not in row, (cap, row)
+
+
+@given(cap=st.sampled_from(list(ARCHITECTURES) + ["13.0", "10.5", "15.2"]))
+@settings(max_examples=30, **SETTINGS)
+def test_a_long_row_name_never_runs_into_its_value(capsys, cap):
+    out = run(capsys, "explain", cap, "--all")[1].splitlines()
+    rows = out[out.index("model-specific decisions (for the models that have them)") + 1:]
+    d = explain(cap)
+    labels = sorted([row[0] for row in d.named()] + list(d.gemm_rows()), key=len, reverse=True)
+    assert rows
+    for line in rows:
+        if line[:1].strip():  # a row's first line: its name alone, or its name, a blank and its value
+            label = next(name for name in labels if line.startswith(name))
+            assert line == label or line[len(label)] == " ", line

@@ -219,3 +219,28 @@ def test_resolution_is_cached_and_cheap():
     reg = default_registry()
     assert reg.resolve("12.0") is reg.resolve((12, 0))
     assert isinstance(reg.resolve(120).requested, Capability)
+
+
+@pytest.mark.parametrize("value,size", [("512 KiB", 512 << 10), ("1536KiB", 1536 << 10), ("4096 B", 4096),
+                                        ("4 B", 4), ("2 MiB", 2 << 20), (3, 3 << 20)])
+def test_a_symm_mem_size_is_whole_4_byte_words_in_one_spelling(value, size):
+    from sglang_arch.arch.profile import symm_size_bytes
+
+    assert symm_size_bytes(value, "field 'torch_symm_mem.8'") == size
+
+
+@pytest.mark.parametrize("value", ["5 B", "6 B", "2 B", " 1 MiB", "1 MiB ", "1  MiB", "1\tMiB", "0 B", "1025 MiB"])
+def test_a_symm_mem_size_off_the_words_or_the_spelling_is_refused(value):
+    from sglang_arch.arch.profile import symm_size_bytes
+
+    with pytest.raises(TableError) as err:
+        symm_size_bytes(value, "field 'torch_symm_mem.8'")
+    assert "multiple of 4 bytes" in str(err.value) and "torch_symm_mem.8" in str(err.value)
+
+
+def test_an_inherits_cycle_names_every_entry_of_it():
+    from sglang_arch.arch.profile import flatten_entries
+
+    with pytest.raises(TableError) as err:
+        flatten_entries({"12.0": {"inherits": "12.1"}, "12.1": {"inherits": "12.0"}}, "arch.toml")
+    assert "12.0 -> 12.1 -> 12.0" in str(err.value) or "12.1 -> 12.0 -> 12.1" in str(err.value)

@@ -103,7 +103,9 @@ def flatten_entries(raw: Mapping[str, Mapping[str, Any]], where: str) -> Dict[Ca
                 raise TableError(f"{where}: entry {cap}: field 'inherits' names {shown(entry.get('inherits'))}, "
                                  f"which has no entry")
             if parent in chain or parent == cap:
-                raise TableError(f"{where}: entry {cap}: 'inherits' forms a cycle through {parent}")
+                loop = (chain[chain.index(parent):] if parent in chain else ()) + (cap, parent)
+                raise TableError(f"{where}: 'inherits' forms a cycle: {' -> '.join(map(str, loop))} (each entry "
+                                 f"names the next); accepted: inherits chains that end at an entry without one")
             merged.update(build(parent, chain + (cap,)))
             merged.pop("lead", None)
             merged.pop("sources", None)
@@ -234,15 +236,16 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
 _SIZE_RE = re.compile(r"([0-9]{1,10}) ?(B|KiB|MiB)")
 _SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": MIB}
 SYMM_SIZE_ACCEPTED = (f"an integer 1-{SYMM_MEM_MAX_MIB} (MiB), or a string '<n> B', '<n> KiB' or '<n> MiB' "
-                      f"from 4 B to {SYMM_MEM_MAX_MIB} MiB")
+                      f"(one space or none before the unit, nothing around) of a multiple of 4 bytes from 4 B "
+                      f"to {SYMM_MEM_MAX_MIB} MiB")
 
 
 def symm_size_bytes(value: Any, ctx: str) -> int:
     """A ``torch_symm_mem`` size in bytes: MiB as an integer, or a string with its unit."""
     if isinstance(value, str):
-        m = _SIZE_RE.fullmatch(value.strip())
+        m = _SIZE_RE.fullmatch(value)
         size = int(m.group(1)) * _SIZE_UNITS[m.group(2)] if m else 0
-        if 4 <= size <= SYMM_MEM_MAX_MIB * MIB:
+        if 4 <= size <= SYMM_MEM_MAX_MIB * MIB and size % 4 == 0:  # whole 4-byte words, as tune measures
             return size
         raise TableError(f"{ctx}: expected {SYMM_SIZE_ACCEPTED}, got {shown(value)}")
     try:

@@ -182,13 +182,15 @@ def confine(tree: Tree, rel: str, base: str = "package") -> Path:
     except ValueError:
         raise ValueError(f"{path}: outside {tree.src}; refused") from None
     current = tree.src
-    for part in parts:
+    for i, part in enumerate(parts):
         if part in ("..", ".", ""):
             raise ValueError(f"{path}: path with '{part}' refused")
         current = current / part
         if current.is_symlink():
-            raise ValueError(f"{current}: is a symlink; upstream writes only real files and folders inside "
-                             f"{tree.src} (replace the link with a folder, or remove it)")
+            kind = "file" if i == len(parts) - 1 else "folder"
+            raise ValueError(f"{current}: is a symlink; accepted: a real {kind} there (upstream writes only real "
+                             f"files and folders inside {tree.src}: replace the link with the {kind} it points "
+                             f"to, or remove it)")
     resolved = path.resolve()
     if resolved != tree.src and tree.src not in resolved.parents:
         raise ValueError(f"{path}: resolves outside {tree.src} ({resolved}); refused")
