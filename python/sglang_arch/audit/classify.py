@@ -1,8 +1,14 @@
 """What a capability site decides: its concern and its kind, the rules as data in one place.
 
-Concern: from what the site decides, never from its file's folder or name.  A site that
+Concern: from what the site decides, never from its file's folder.  A site that
 picks a dtype (its function's or its bound name ends in ``dtype``) decides a precision:
-quantization.  Otherwise the words are read in layers (``concern_for``): the site's own
+quantization.  A decision is then filed by what the code it controls selects
+(``Context.selects``, ``selected_concern``): a server setting it writes
+(``SELECTED_FIELDS``: an assigned attribute, a keyword, a string key), an attention backend it
+names as a value; a decision that sets only a kernel's launch parameters (``LAUNCH_FIELDS``)
+is ``other``.  An early exit (``if not <cap>: return None``) selects what the code after it
+does, and where nothing names that work, its module's name does (the last layer below).
+Otherwise the words are read in layers (``concern_for``): the site's own
 line; the function it is in; the names it binds; the code its check controls (the
 branches of its ``if``, the statement it is in); the class it is in.  The first layer
 that names a concern decides (the concern named most often in it; ties go to

@@ -71,8 +71,10 @@ def render_markdown(report: Report) -> str:
         "kernel's capability window, an `assert`, a check whose only branch raises) or `fact` (the identity "
         "itself: a probe's definition, a value bound to a name whose uses are sites of their own, a value only "
         "logged);",
-        "- its **concern**, from what it decides (the code its check controls, the names it binds, its function "
-        "and class), not from its file's folder or name;",
+        "- its **concern**, from what it decides: first what the code it controls selects (the server setting it "
+        "writes, an attention backend it names; only a kernel's launch parameters: `other`; an early exit: the "
+        "work after it), then the words of its line, function, bound names, controlled code and class, never "
+        "its file's folder;",
         "- when it is evaluated (`import`: module level or class body; `call`: inside a function);",
         "- its **status** for the plugin and for a tree patched by `sglang-arch upstream`: `routed` (the registry "
         "takes it: inside a function the plugin hooks or the series rewrites, or covered by a target's or a "
