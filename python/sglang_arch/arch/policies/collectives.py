@@ -269,21 +269,26 @@ class K3SpDecision:
     reason: str
 
 
-def k3_sp_collective(res: Resolution) -> K3SpDecision:
-    """Whether Kimi K3's SP collective may be enabled on this device's tier."""
+def _k3_band(res: Resolution, decision: str, kind: str, band: str, otherwise: str, then: str) -> K3SpDecision:
+    """Kimi K3's SM 10.0 / 10.3 band, asked of the tier: inside it where the catalog runs the
+    kernels of ``decision`` / ``kind`` on the device (``band``: what the band enables;
+    ``otherwise``: what runs outside it; ``then``: what SGLang checks after it)."""
     tier = res.resolved
     where = f"tier {tier} ({res.match})"
     own = res.requested.sm
     refused = own if own not in K3_SP_SMS else 0
     if tier.sm not in K3_SP_SMS:
-        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is outside the SP collective's band "
-                                            "(SM 10.0, 10.3): NCCL")
-    verdict = catalog.choice_runs(K3_SP, "sp", res.identities)
+        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is outside {band} (SM 10.0, 10.3): {otherwise}")
+    verdict = catalog.choice_runs(decision, kind, res.identities)
     if not verdict.runs:
-        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is in the SP collective's band, but on "
-                                            f"{res.requested} {verdict.reason}: NCCL")
-    return K3SpDecision(True, tier.sm, f"{where}: SM {tier.sm} is in the SP collective's band "
-                                       "(then SGLang's per-device table decides)")
+        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is in {band}, but on {res.requested} "
+                                            f"{verdict.reason}: {otherwise}")
+    return K3SpDecision(True, tier.sm, f"{where}: SM {tier.sm} is in {band} (then {then})")
+
+
+def k3_sp_collective(res: Resolution) -> K3SpDecision:
+    """Whether Kimi K3's SP collective may be enabled on this device's tier."""
+    return _k3_band(res, K3_SP, "sp", "the SP collective's band", "NCCL", "SGLang's per-device table decides")
 
 
 # SGLang 0.5.23 srt/layers/communication/k3_ar_fusion.py, Kimi K3's fused all-reduce
@@ -297,19 +302,8 @@ K3_AR_FUSION = "k3_ar_fusion"  # the kernel catalog's name for the fusion's kern
 def k3_ar_fusion(res: Resolution) -> K3SpDecision:
     """Whether Kimi K3's fused all-reduce is auto-probed on this device's tier (``band_sm``:
     what ``get_device_sm()`` answers the probe; 0 or the device's own SM outside the band)."""
-    tier = res.resolved
-    where = f"tier {tier} ({res.match})"
-    own = res.requested.sm
-    refused = own if own not in K3_SP_SMS else 0
-    if tier.sm not in K3_SP_SMS:
-        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is outside the K3 all-reduce fusion's "
-                                            "auto band (SM 10.0, 10.3): the regular all-reduce")
-    verdict = catalog.choice_runs(K3_AR_FUSION, "fused", res.identities)
-    if not verdict.runs:
-        return K3SpDecision(False, refused, f"{where}: SM {tier.sm} is in the K3 all-reduce fusion's auto band, "
-                                            f"but on {res.requested} {verdict.reason}: the regular all-reduce")
-    return K3SpDecision(True, tier.sm, f"{where}: SM {tier.sm} is in the K3 all-reduce fusion's auto band "
-                                       "(then SGLang's own checks: no symm-mem, no EP all-to-all, multicast)")
+    return _k3_band(res, K3_AR_FUSION, "fused", "the K3 all-reduce fusion's auto band", "the regular all-reduce",
+                    "SGLang's own checks: no symm-mem, no EP all-to-all, multicast")
 
 
 # --- DeepSeek-V4.1's plane at TP 4: the custom push plane or FlashInfer's fusion ----------------
