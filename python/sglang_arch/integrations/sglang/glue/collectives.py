@@ -252,7 +252,7 @@ def k3_sp_collective_sm() -> Optional[int]:
 
 
 
-
+@fail_open
 def k3_ar_fusion_sm() -> Optional[int]:
     """What ``get_device_sm()`` answers while K3's all-reduce fusion auto-probe (``_get_state``,
     ``SGLANG_K3_AR_FUSION`` unset) reads it: the registry's SM (policies/collectives.k3_ar_fusion:
