@@ -10,7 +10,8 @@ early import hook, ...): the script only sets or clears ``SGLANG_ARCH_DISABLE``.
 process: the cost of ``load_plugins()`` after ``import sglang.launch_server``, and of the
 plugin's two steps (``register()``: detect, resolve, check every target; SGLang's
 ``HookRegistry.apply_hooks()``), ``--in-process-runs`` times (default: ``--runs``); which
-hardware probes one ``--help`` ran in each mode (sglang-arch's detection, with its time)
+hardware probes one ``--help`` ran in each mode (sglang-arch's detection, with its time),
+the plugin's own time inside one ``--help`` as a share of it (``--in-process-runs`` times),
 and whether torch initialised CUDA; and NVML's own start on this machine.  The subprocess
 ratio is noisy on a small machine; the in-process numbers are the cost itself.
 """
@@ -67,6 +68,41 @@ sys.stdout = out
 import torch
 print(json.dumps({"detections": calls, "cuda_initialized": torch.cuda.is_initialized()}))
 """]
+# The plugin's own time inside one ``--help`` (in-process, as installed): the early router's
+# first import of sglang-arch (``_learn_targets``), its routing of each target module as it
+# loads (``loaded``), and SGLang's entry point (``register``), against the whole run's wall
+# time.  Less noisy than the ratio of two processes: it times only what the plugin runs.
+OWN = [sys.executable, "-c", """
+import json, runpy, sys, time
+t0 = time.perf_counter()
+spent = {"learn_targets": 0.0, "loaded": 0.0, "register": 0.0}
+def timed(owner, name, key):
+    orig = getattr(owner, name)
+    def wrapper(*a, **k):
+        t = time.perf_counter()
+        try:
+            return orig(*a, **k)
+        finally:
+            spent[key] += time.perf_counter() - t
+    setattr(owner, name, wrapper)
+try:
+    import _sglang_arch_early as early
+    timed(early._Router, "_learn_targets", "learn_targets")
+    timed(early._Router, "loaded", "loaded")
+except ImportError:
+    early = None
+import sglang_arch.integrations.sglang as entry
+timed(entry, "register", "register")
+sys.argv = ["launch_server", "--help"]
+out, sys.stdout = sys.stdout, open("/dev/null", "w")
+try:
+    runpy.run_module("sglang.launch_server", run_name="__main__")
+except SystemExit:
+    pass
+sys.stdout = out
+wall = time.perf_counter() - t0
+print(json.dumps(dict(spent, total=sum(spent.values()), wall=wall, early_router=early is not None)))
+"""]
 # NVML's own start on this machine (what a detection through NVML pays first).
 NVML = [sys.executable, "-c", (
     "import json, time; t0=time.perf_counter(); import pynvml; t1=time.perf_counter(); pynvml.nvmlInit();"
@@ -103,6 +139,8 @@ def main() -> int:
               f"{help_times['plugin disabled'][-1]:.2f} s, ratio {pair_ratios[-1]:.3f}", file=sys.stderr, flush=True)
     split = [json.loads(subprocess.run(SPLIT, env=modes["with plugin"], capture_output=True, text=True, check=True)
                         .stdout.strip().splitlines()[-1]) for _ in range(in_process)]
+    own = [_last_json(OWN, modes["with plugin"]) for _ in range(in_process)]
+    shares = [o["total"] / o["wall"] for o in own if "total" in o]
     trace = {mode: _last_json(TRACE, env) for mode, env in modes.items()}
     nvml = _last_json(NVML, modes["with plugin"])
     med = {m: statistics.median(v) for m, v in help_times.items()}
@@ -120,6 +158,8 @@ def main() -> int:
         "load_plugins_added_s": (load["with plugin"] - load["plugin disabled"]) if in_process else None,
         "plugin_steps_median_s": ({k: statistics.median(d[k] for d in split) for k in ("register", "apply_hooks")}
                                   if in_process else None),
+        "plugin_own_time_in_help": own,
+        "plugin_own_share_of_help": _spread(shares) if shares else None,
         "help_trace": trace,
         "nvml_start": nvml,
         "note": "apply_hooks is SGLang's HookRegistry: it re-points stale imports by scanning every loaded module "

@@ -28,7 +28,7 @@ import inspect
 import linecache
 import os
 import textwrap
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 _DOC_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -288,12 +288,21 @@ def of_file(path: str, qualname: str, cache: Optional[Dict[str, Any]] = None) ->
     return None if node is None else of_node(node)
 
 
+_DIGESTS: Dict[Tuple[str, int, int], str] = {}  # (path, mtime_ns, size) -> digest: one hash per file version
+
+
 def file_digest(path: str) -> Optional[str]:
     """A hash of a module file's bytes (None: unreadable).  A file whose digest is recorded for
-    a supported release holds exactly that release's definitions: no need to parse it."""
+    a supported release holds exactly that release's definitions: no need to parse it.  Each
+    version of a file (its modification time and size) is hashed once per process."""
     try:
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+        if key in _DIGESTS:
+            return _DIGESTS[key]
         with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()[:16]
+            digest = _DIGESTS[key] = hashlib.sha256(fh.read()).hexdigest()[:16]
+        return digest
     except OSError:
         return None
 

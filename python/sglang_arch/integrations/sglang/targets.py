@@ -685,12 +685,17 @@ def live_fingerprint(target: Target, function: Any = None) -> Optional[str]:
         found = _recorded_for_live(target, function)
         if found is None:
             found = fingerprint.of_object(function)
-        if found is None:
-            path = _module_path(target.module)
-            found = None if path is None else fingerprint.of_file(path, target.attr, _FILES)
+        if found is None:  # no lines of its own (a probe bound by assignment): its module's file
+            found = _from_file(target)
         if key is not None:
             _LIVE[key] = found
         return found
+    return _from_file(target)
+
+
+def _from_file(target: Target) -> Optional[str]:
+    """The fingerprint of ``target``'s definition in its module's file: the recorded one where
+    the file is byte for byte a supported release's, else read from the file."""
     path = _module_path(target.module)
     if path is None:
         return None
@@ -742,6 +747,9 @@ def file_problem(target: Target) -> Optional[str]:
     problem = body_problem(target)
     if problem:
         return problem
+    root = fingerprint.installed_root()
+    if root is not None and fingerprint.recorded_fingerprint(root, path, target.path) is not None:
+        return None  # byte for byte a supported release's file: it has every name the glue reads
     lines = _FILES.get(("lines", path))
     if lines is None:  # the file's digest was a recorded release's: it was not parsed
         try:
