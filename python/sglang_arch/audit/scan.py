@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -525,7 +526,7 @@ class _Visitor(ast.NodeVisitor):
         self.stmt_lines: Set[int] = set()
         self.stmt_loads: Set[str] = set()
         self.launchers: Set[str] = set()
-        self.rest: List[Sequence[ast.stmt]] = []  # the statements after the one being visited, per block
+        self.rest: List[Tuple[Sequence[ast.stmt], int]] = []  # (block, index) of the statement being visited
 
     # -- scopes -----------------------------------------------------------------------
     @property
@@ -599,11 +600,19 @@ class _Visitor(ast.NodeVisitor):
 
     def _block(self, body: Sequence[ast.stmt]) -> None:
         for i, st in enumerate(body):
-            self.rest.append(body[i + 1:])
+            self.rest.append((body, i))  # the block itself, not a copy of its tail: linear in its size
             try:
                 self.visit(st)
             finally:
                 self.rest.pop()
+
+    def _after(self) -> List[ast.stmt]:
+        """The statements after the one being visited in its block, at most ``CONTEXT_WORDS``
+        of them (``_selects`` reads no more than that many entries anyway)."""
+        if not self.rest:
+            return []
+        body, i = self.rest[-1]
+        return list(itertools.islice(body, i + 1, i + 1 + CONTEXT_WORDS))
 
     # -- statements -------------------------------------------------------------------
     def visit(self, node: ast.AST) -> None:
@@ -762,8 +771,7 @@ class _Visitor(ast.NodeVisitor):
                 branches = list(owner.body) + list(owner.orelse)
                 raises = _only_raises(owner.body) and not owner.orelse
                 # an early exit (``if not <cap>: return None``) decides what the code after it does
-                after = list(self.rest[-1]) if (isinstance(owner, ast.If) and not owner.orelse and self.rest
-                                                and _exits(owner.body)) else []
+                after = self._after() if isinstance(owner, ast.If) and not owner.orelse and _exits(owner.body) else []
                 return Context("test", _join(_words([owner.test] + branches) + scope_words), raises=raises,
                                logs=_only_logs(owner.body, owner.orelse),
                                controls=_join(_words(branches, probes=False)),
