@@ -942,3 +942,95 @@ def test_an_unreadable_folder_fails_naming_it(tmp_path, capsys):
     finally:
         hidden.chmod(0o755)
     assert f"{hidden}: cannot list this folder" in capsys.readouterr().err
+
+
+# What a decision selects files it before any words; sources the scanner follows.
+SELECTS = {
+    # a nameless override: the settings it returns are attention backends
+    "srt/arg_groups/model_overrides/plain.py": """\
+        from sglang.srt.runtime_context import get_platform
+        def _plain_overrides(cfg):
+            if not get_platform().is_sm100:
+                return {}
+            return {"decode_attention_backend": "trtllm_mla", "prefill_attention_backend": "trtllm_mla"}
+        """,
+    # an early exit whose work is named only by its module (file name)
+    "srt/layers/communication/k9_ar_fusion.py": """\
+        def _get_state():
+            from sglang.srt.utils.common import get_device_sm
+            if get_device_sm() not in (100, 103):
+                return None
+            return object()
+        """,
+    # a draft backend written through a keyword: attention, not speculative
+    "srt/arg_groups/spec_hook.py": """\
+        from sglang.srt.runtime_context import get_platform
+        def apply_spec_defaults(server_args, cfg):
+            if cfg.speculative_algorithm == "X" and get_platform().is_sm100:
+                declare(server_args, speculative_draft_attention_backend="trtllm_mha")
+        """,
+    # only launch parameters: how a kernel launches, whatever the words around it
+    "srt/layers/moe/launch.py": """\
+        from sglang.srt.utils import get_device_sm
+        def moe_finalize(x):
+            cluster_size = 1
+            if get_device_sm() >= 90:
+                cluster_size = 8
+            return cluster_size
+        """,
+    # a capability helper's value and a probe aliased onto self are followed to their uses
+    "kernels/ops/gemm/helper.py": """\
+        import torch
+        def get_compute_capability(device):
+            return torch.cuda.get_device_capability(device)
+        def pick(a):
+            major, minor = get_compute_capability(a.device)
+            if major != 10:
+                raise RuntimeError("needs SM100")
+        """,
+    "srt/layers/attention/alias.py": """\
+        from sglang.srt.utils import is_blackwell
+        class Backend:
+            def __init__(self):
+                self._is_blackwell = is_blackwell
+            def forward(self):
+                is_blackwell = self._is_blackwell
+                if is_blackwell():
+                    self.attention_backend = "fa4"
+        """,
+}
+
+
+@pytest.fixture
+def selects_tree(tmp_path):
+    return write_tree(tmp_path, {**FILES, **SELECTS})
+
+
+@pytest.mark.parametrize("file, line, concern, kind", [
+    ("srt/arg_groups/model_overrides/plain.py", 3, "attention/mla", "decision"),
+    ("srt/layers/communication/k9_ar_fusion.py", 3, "fusion", "decision"),
+    ("srt/arg_groups/spec_hook.py", 3, "attention/mha", "decision"),
+    ("srt/layers/moe/launch.py", 4, "other", "decision"),
+    ("kernels/ops/gemm/helper.py", 5, "platform", "fact"),  # the helper's value, bound: its uses are sites
+    ("kernels/ops/gemm/helper.py", 6, "other", "gate"),  # the use: a requirement (its only branch raises)
+    ("srt/layers/attention/alias.py", 4, "platform", "fact"),  # the probe under another name
+    ("srt/layers/attention/alias.py", 7, "attention/mha", "decision"),
+])
+def test_a_decision_is_filed_by_what_it_selects(selects_tree, file, line, concern, kind):
+    site = by_line(audit(str(selects_tree)), file)[line]
+    assert (site.concern, site.kind) == (concern, kind), site
+
+
+@pytest.mark.parametrize("selects, concern", [
+    (("field:attention_backend", "value:fa3"), "attention"),
+    (("field:moe_runner_backend", "value:triton"), "moe"),
+    (("field:fp8_gemm_runner_backend",), "gemm"),
+    (("field:enable_flashinfer_allreduce_fusion",), "fusion"),
+    (("field:num_warps", "field:num_stages"), "other"),
+    (("field:cluster_size", "field:attention_backend"), "attention"),  # not only launch parameters
+    (("value:triton", "value:flashinfer"), None),  # names of several things: words decide
+    (("field:speculative_draft_attention_backend", "value:trtllm_mha"), "attention"),
+    ((), None),
+])
+def test_selected_concern(selects, concern):
+    assert classify.selected_concern(selects) == concern
