@@ -157,7 +157,7 @@ ATTENTION_KINDS: Tuple[Tuple[str, str], ...] = (
 ARCH_KERNEL = re.compile(r"\bsm (8|9|10|11|12)\d( ?[af])?\b|\bsm (80|86|89|90|100|103|110|120|121)\b"
                          r"|\btcgen 05\b|\bwgmma\b|\btmem\b")
 # A function whose name says it checks whether something can run here.
-SUPPORT_CHECK = re.compile(r"(^|_)(supported|supports?|available|compatible|can_use|can_run|requires?|eligible)(_|$)|"
+SUPPORT_CHECK = re.compile(r"(^|_)(supported|supports?|available|compatible|can_use|can_run|requires?)(_|$)|"
                            r"^_?(is|can|check|has)_.*(supported|available|compatible|ok)$")
 
 # What a site decides when it picks a dtype: the precision a value is stored or computed
