@@ -41,6 +41,17 @@ SPLIT = [sys.executable, "-c", (
     "import sglang_arch.integrations.sglang as p; t0=time.perf_counter(); p.register(); t1=time.perf_counter();"
     "HookRegistry.apply_hooks(); t2=time.perf_counter();"
     "print(json.dumps({'register': t1 - t0, 'apply_hooks': t2 - t1}))")]
+# One ``launch_server --help`` in this process, its output discarded (the in-process scripts'
+# common step).
+RUN_HELP = """
+sys.argv = ["launch_server", "--help"]
+out, sys.stdout = sys.stdout, open("/dev/null", "w")
+try:
+    runpy.run_module("sglang.launch_server", run_name="__main__")
+except SystemExit:
+    pass
+sys.stdout = out
+"""
 # One --help in-process: which hardware probes ran (sglang-arch's detection, with its time),
 # and whether torch initialised CUDA.  Run once per mode.
 TRACE = [sys.executable, "-c", """
@@ -58,14 +69,7 @@ try:
         setattr(d, name, wrap)
 except ImportError:
     pass
-sys.argv = ["launch_server", "--help"]
-out, sys.stdout = sys.stdout, open("/dev/null", "w")
-try:
-    runpy.run_module("sglang.launch_server", run_name="__main__")
-except SystemExit:
-    pass
-sys.stdout = out
-import torch
+""" + RUN_HELP + """import torch
 print(json.dumps({"detections": calls, "cuda_initialized": torch.cuda.is_initialized()}))
 """]
 # The plugin's own time inside one ``--help`` (in-process, as installed): the early router's
@@ -93,14 +97,7 @@ except ImportError:
     early = None
 import sglang_arch.integrations.sglang as entry
 timed(entry, "register", "register")
-sys.argv = ["launch_server", "--help"]
-out, sys.stdout = sys.stdout, open("/dev/null", "w")
-try:
-    runpy.run_module("sglang.launch_server", run_name="__main__")
-except SystemExit:
-    pass
-sys.stdout = out
-wall = time.perf_counter() - t0
+""" + RUN_HELP + """wall = time.perf_counter() - t0
 print(json.dumps(dict(spent, total=sum(spent.values()), wall=wall, early_router=early is not None)))
 """]
 # NVML's own start on this machine (what a detection through NVML pays first).
