@@ -383,3 +383,23 @@ def test_a_huge_nccl_config_is_read_in_bounded_memory_and_time(tmp_path):
     assert time.monotonic() - start < 20
     with open(huge, "rb") as fh:
         assert max(len(line) for line in detect._bounded_lines(fh)) <= 2 * detect._NCCL_LINE_KEPT + 2
+
+
+def test_a_file_of_many_short_lines_is_searched_not_walked(tmp_path):
+    """64 MiB of newlines, or of short definitions, before the one asked for: well under a
+    second (a line-by-line walk took over a minute), and the answer is the line-by-line one."""
+    import importlib
+    import time
+
+    detect = importlib.import_module("sglang_arch.arch.detect")
+    many = tmp_path / "nccl.conf"
+    many.write_bytes(b"\n" * (detect.NCCL_CONF_MAX_BYTES - 64) + b"NCCL_X=7\r\n")
+    start = time.monotonic()
+    assert detect.nccl_env("NCCL_X", {}, [str(many)]) == "7"
+    assert detect.nccl_env("NCCL_Y", {}, [str(many)]) is None
+    assert time.monotonic() - start < 5
+    short = tmp_path / "short.conf"
+    short.write_bytes(b"A=1\n" * 1000 + b"NCCL_X=a\0b\n#NCCL_X=2\nNCCL_X=3\n")
+    with open(short, "rb") as fh:
+        walked = [line for line in detect._bounded_lines(fh) if line.startswith(b"NCCL_X=")]
+    assert detect.nccl_env("NCCL_X", {}, [str(short)]) == "a" and walked[0].startswith(b"NCCL_X=a")
