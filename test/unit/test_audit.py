@@ -998,12 +998,30 @@ SELECTS = {
                 if is_blackwell():
                     self.attention_backend = "fa4"
         """,
+    # identity functions under other names: imported as, or bound to a local name
+    "srt/layers/renamed.py": """\
+        import torch
+        from sglang.srt.utils import is_sm90_supported as hopper
+        def pick(server_args):
+            if hopper():
+                server_args.attention_backend = "fa3"
+        def pick3(server_args):
+            cc = torch.cuda.get_device_capability
+            if cc()[0] >= 10:
+                server_args.moe_runner_backend = "flashinfer_trtllm"
+        """,
+    # an elif chain longer than the interpreter's recursion limit would allow a naive visit
+    "srt/layers/chain.py": "import torch\ndef pick():\n    major = torch.cuda.get_device_capability()[0]\n"
+                           "    if major == 0:\n        b = 'a0'\n"
+                           + "".join(f"    elif major == {i}:\n        b = 'a{i}'\n" for i in range(1, 300))
+                           + "    return b\n",
 }
 
 
-@pytest.fixture
-def selects_tree(tmp_path):
-    return write_tree(tmp_path, {**FILES, **SELECTS})
+@pytest.fixture(scope="module")
+def selects_report(tmp_path_factory):
+    """The audit of the tree above, made once for every case below."""
+    return audit(str(write_tree(tmp_path_factory.mktemp("selects"), {**FILES, **SELECTS})))
 
 
 @pytest.mark.parametrize("file, line, concern, kind", [
@@ -1015,9 +1033,14 @@ def selects_tree(tmp_path):
     ("kernels/ops/gemm/helper.py", 6, "other", "gate"),  # the use: a requirement (its only branch raises)
     ("srt/layers/attention/alias.py", 4, "platform", "fact"),  # the probe under another name
     ("srt/layers/attention/alias.py", 7, "attention/mha", "decision"),
+    ("srt/layers/renamed.py", 4, "attention/mha", "decision"),
+    ("srt/layers/renamed.py", 7, "platform", "fact"),
+    ("srt/layers/renamed.py", 8, "moe", "decision"),
+    ("srt/layers/chain.py", 4, "other", "decision"),
+    ("srt/layers/chain.py", 4 + 2 * 299, "other", "decision"),  # the last elif of 300
 ])
-def test_a_decision_is_filed_by_what_it_selects(selects_tree, file, line, concern, kind):
-    site = by_line(audit(str(selects_tree)), file)[line]
+def test_a_decision_is_filed_by_what_it_selects(selects_report, file, line, concern, kind):
+    site = by_line(selects_report, file)[line]
     assert (site.concern, site.kind) == (concern, kind), site
 
 

@@ -44,6 +44,7 @@ import bisect
 import itertools
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -99,8 +100,13 @@ STRONG = (r"get_device_capability|get_device_properties|device_capability|is_sm\
 PREFILTER = re.compile(STRONG, re.MULTILINE)
 _IDENT = re.compile(r"[^\W\d]\w*")
 
+# How deep a syntax tree the visit follows: about ``VISIT_DEPTH`` levels of nested
+# expressions (3 frames each) under a recursion limit of ``VISIT_RECURSION`` during the visit.
+VISIT_DEPTH = 4000
+VISIT_RECURSION = 3 * VISIT_DEPTH + 1000
 KIND_ORDER = ("table", "window", "cached_flag", "read", "probe", "platform", "flag", "compare")
 CONTEXT_WORDS = 400  # words of the controlled code kept per site (bounded, first ones)
+VISITS_PER_WORD = 2  # syntax nodes read per word kept, at most: a site's context costs a constant
 
 
 class LineFilter:
@@ -388,7 +394,9 @@ def _words(nodes: Sequence[ast.AST], limit: int = CONTEXT_WORDS, probes: bool = 
     ``probes``, leaving out the probes' own names (``is_sm100_supported``...)."""
     out: List[str] = []
     todo = list(reversed(nodes))
-    while todo and len(out) < limit:
+    visits = VISITS_PER_WORD * limit  # nodes read, not only words kept, are bounded
+    while todo and len(out) < limit and visits > 0:
+        visits -= 1
         node = todo.pop()
         if not probes and isinstance(node, (ast.Name, ast.Attribute)) and PROBE_NAME.match(
                 node.id if isinstance(node, ast.Name) else node.attr):
@@ -416,7 +424,9 @@ def _selects(nodes: Sequence[ast.AST], limit: int = CONTEXT_WORDS) -> Tuple[str,
     (``value:<text>``).  A log call's arguments are not read (a message selects nothing)."""
     out: List[str] = []
     todo = list(reversed(nodes))
-    while todo and len(out) < limit:
+    visits = VISITS_PER_WORD * limit
+    while todo and len(out) < limit and visits > 0:
+        visits -= 1
         node = todo.pop()
         if isinstance(node, ast.Expr) and _is_log_call(node.value) or isinstance(node, ast.Raise):
             continue
@@ -443,6 +453,12 @@ def _selects(nodes: Sequence[ast.AST], limit: int = CONTEXT_WORDS) -> Tuple[str,
             out.append(f"value:{node.value}")
         todo.extend(reversed(list(ast.iter_child_nodes(node))))
     return tuple(dict.fromkeys(out[:limit]))
+
+
+def _names_identity(name: str) -> bool:
+    """``name`` is a function that reads the device's identity: a probe, ``get_device_name``,
+    ``get_jit_cuda_arch``, a helper named for the capability it returns."""
+    return bool(PROBE_NAME.match(name) or name in IDENTITY_CALLS or CAPABILITY_HELPER_CALL.match(name))
 
 
 def _exits(body: Sequence[ast.stmt]) -> bool:
@@ -518,6 +534,7 @@ class _Visitor(ast.NodeVisitor):
         self.vars: List[Dict[str, List[Expr]]] = [{}]  # capability values bound per scope
         self.props: List[Set[str]] = [set()]  # names bound to get_device_properties(...)
         self.platforms: List[Set[str]] = [{"current_platform"}]  # names bound to get_platform()
+        self.aliases: List[Dict[str, str]] = [{}]  # local name -> the identity function it names
         self.self_attrs: Dict[str, Dict[str, List[Expr]]] = {}  # class -> self.<attr> bound to capability values
         self.stmts: List[ast.stmt] = []
         self.roles: List[Tuple[str, ast.AST]] = []  # the test being visited: ("test", If/While/IfExp node)
@@ -553,12 +570,14 @@ class _Visitor(ast.NodeVisitor):
         self.vars.append({})
         self.props.append(set())
         self.platforms.append(set())
+        self.aliases.append({})
 
     def _pop(self) -> None:
         self.stack.pop()
         self.vars.pop()
         self.props.pop()
         self.platforms.pop()
+        self.aliases.pop()
 
     def _has_hit(self, node: ast.stmt) -> bool:
         if self.hits is None:
@@ -662,9 +681,25 @@ class _Visitor(ast.NodeVisitor):
         self._in_role("test", owner, lambda: self.visit(test))
 
     def visit_If(self, node: ast.If) -> None:
-        self._test(node, node.test)
-        self._block(node.body)
-        self._block(node.orelse)
+        # An ``elif`` chain is an ``If`` nested in each ``orelse``: walked in a loop, as
+        # ``_block`` / ``_statement`` would visit each link, so its length costs no depth.
+        pushed = 0
+        try:
+            while True:
+                self._test(node, node.test)
+                self._block(node.body)
+                link = node.orelse[0] if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) else None
+                if link is None or (self.hits is not None and not self._has_hit(link)):
+                    self._block(node.orelse)
+                    return
+                self.rest.append((node.orelse, 0))
+                self.stmts.append(link)
+                pushed += 1
+                node = link
+        finally:
+            for _ in range(pushed):
+                self.stmts.pop()
+                self.rest.pop()
 
     def visit_While(self, node: ast.While) -> None:
         self._test(node, node.test)
@@ -718,6 +753,16 @@ class _Visitor(ast.NodeVisitor):
             self._bind([node.target], node.value)
 
     def _bind(self, targets: List[ast.expr], value: ast.expr) -> None:
+        named = dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else ""
+        if (named and "." in named and "(" not in named and not _self_attr(value) and self._attr_expr(value) is None
+                and named.split(".", 1)[0] not in self._platform_names()
+                and _names_identity(named.rsplit(".", 1)[-1])):
+            # a function that reads the identity, bound under a local name: its calls are reads
+            for t in targets:
+                for n in _target_names(t):
+                    self.aliases[-1][n] = named
+            self._add(value, Expr("read", f"{named}()"))
+            return
         alias = value.id if isinstance(value, ast.Name) else value.attr if _self_attr(value) else ""
         traced = self._lookup(self.vars, alias) if isinstance(value, ast.Name) else self._self_attr_origins(value)
         if alias and not traced and PROBE_NAME.match(alias) and any(
@@ -818,6 +863,16 @@ class _Visitor(ast.NodeVisitor):
 
     def _call_expr(self, node: ast.Call) -> Optional[Expr]:
         name = dotted(node.func)
+        if isinstance(node.func, ast.Name):
+            imported = self.imports.get(node.func.id)
+            if imported is not None and imported[1] not in (None, node.func.id) and _names_identity(imported[1]):
+                # imported under another name (``import is_sm90_supported as hopper``)
+                if PROBE_NAME.match(imported[1]):
+                    return Expr("probe", imported[1], imported[0])
+                return Expr("read", f"{imported[1]}()")
+            aliased = self._lookup(self.aliases, node.func.id)
+            if aliased:  # a local name bound to one (``cc = torch.cuda.get_device_capability``)
+                name = aliased
         last = name.rsplit(".", 1)[-1] if name else ""
         if name.endswith("CapabilityRequirement.cuda") and (node.args or node.keywords):
             return Expr("window", "CapabilityRequirement.cuda")
@@ -1059,10 +1114,17 @@ def scan_file(root: str, file: str, text: Optional[str] = None, keep: Optional[L
         return scan
     hits = keep.hits(text) if keep is not None else None
     visitor = _Visitor(file, module, lines, file.endswith("__init__.py"), hits)
+    limit = sys.getrecursionlimit()
     try:
+        # the visit recurses a few frames per level of the syntax tree (CPython's parser takes
+        # left-nested chains such as ``a + 1 + 1 ...`` of any length): ``VISIT_DEPTH`` levels
+        sys.setrecursionlimit(max(limit, VISIT_RECURSION))
         visitor._block(tree.body)
     except RecursionError:
-        return FileScan(file, module, {}, {}, {}, {}, [], lines, problem="nested too deeply to visit")
+        return FileScan(file, module, {}, {}, {}, {}, [], lines,
+                        problem=f"nested deeper than the audit visits (about {VISIT_DEPTH} levels)")
+    finally:
+        sys.setrecursionlimit(limit)
     for site in visitor.sites.values():
         site.launcher = site.scope in visitor.launchers
     return FileScan(file, module, visitor.imports, visitor.sites, visitor.flags, visitor.flag_deps, visitor.loads,
@@ -1089,6 +1151,11 @@ def module_flags(text: str, keep: LineFilter = LineFilter()) -> Set[str]:
     strong: Set[str] = set()
     users: Dict[str, Set[str]] = {}  # name loaded -> names assigned from it
     for node in _module_statements(tree.body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            # an identity function imported under another name: lines calling it can hold a site
+            strong |= {a.asname for a in node.names
+                       if a.asname and a.asname != a.name and _names_identity(a.name.rsplit(".", 1)[-1])}
+            continue
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
