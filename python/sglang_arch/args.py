@@ -69,11 +69,22 @@ trials = bounded(1, 1000, "trial count", flag="--trials")
 
 
 def machine(args: argparse.Namespace, world: str = "world_size") -> None:
-    """World size and node count together (README "Limits"); raises CliError."""
+    """World size and node count together (README "Limits"), and the detection variables a
+    server would read (``SGLANG_ARCH_CAPABILITY`` / ``_GPU_COUNT`` / ``_TOPOLOGY``, checked as
+    everywhere); without ``--topology``, ``SGLANG_ARCH_TOPOLOGY`` is the machine's topology, as
+    the plugin would take it.  Raises CliError."""
+    import importlib
+    import os
+
+    detect = importlib.import_module("sglang_arch.arch.detect")
     try:
         check_machine(getattr(args, world), args.nnodes)
+        detect.check_environment()
     except ValueError as exc:
         raise CliError(f"sglang-arch: error: {exc}") from None
+    forced = os.environ.get(detect.ENV_TOPOLOGY)
+    if getattr(args, "topology", None) is None and forced:
+        args.topology = detect.parse_topology(forced)  # checked just above
 
 
 def _world_sizes(text: str) -> List[int]:

@@ -217,3 +217,17 @@ def test_speculative_decoding_shows_the_draft_attention_row_and_144_gpus_on_2_no
     d = json.loads(out.stdout)
     assert d["machine"]["gpus"] == 144 and d["machine"]["nnodes"] == 2
     assert d["routed"]["speculative"]["algorithm"] == "EAGLE" and d["routed"]["speculative"]["draft_attention"]
+
+
+def test_plan_honours_sglang_arch_disable_as_the_server_would():
+    """With the plugin turned off, the "with sglang-arch" column is SGLang's own (MoE / GEMM
+    included) and the footer says nothing is routed; a value that names no decision is
+    refused before any worker starts."""
+    args = ["--capability", "13.0", "--tp", "8", "--model-path", str(FIXTURES / "llama-tiny"), "--json"]
+    cmd = [sys.executable, "-m", "sglang_arch", "plan", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(SGLANG_ARCH_DISABLE="1"), timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    d = json.loads(out.stdout)
+    assert d["routed"]["routed"] == [] and d["routed"]["moe_gemm"] == d["upstream"]["moe_gemm"]
+    bad = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(SGLANG_ARCH_DISABLE="bogus"), timeout=120)
+    assert bad.returncode == 2 and "not a decision: bogus" in bad.stderr and "Traceback" not in bad.stderr

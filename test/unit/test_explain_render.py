@@ -21,8 +21,8 @@ def test_every_row_starts_its_value_and_reason_where_the_header_does(cap):
 
 
 def test_a_refusal_with_upstreams_choice_does_not_run_into_its_reason():
-    """11.0's MXFP8 MoE row: 'refused (upstream: flashinfer_trtllm)' is longer than the
+    """11.0's MXFP8 MoE row: 'refused (stock: flashinfer_trtllm)' is longer than the
     26-character column it had; the reason once followed it without a space."""
     row = next(line for line in render_decisions(explain("11.0")).splitlines() if line.startswith("MoE runner mxfp8"))
-    assert "refused (upstream: flashinfer_trtllm) tier 11.0" in " ".join(row.split())
+    assert "refused (stock: flashinfer_trtllm) tier 11.0" in " ".join(row.split())
     assert ")tier" not in row

@@ -172,3 +172,16 @@ def test_a_long_row_name_never_runs_into_its_value(capsys, cap):
         if line[:1].strip():  # a row's first line: its name alone, or its name, a blank and its value
             label = next(name for name in labels if line.startswith(name))
             assert line == label or line[len(label)] == " ", line
+
+
+def test_explain_takes_sglang_arch_topology_as_the_server_would_and_refuses_a_bad_one(capsys, monkeypatch):
+    monkeypatch.setenv("SGLANG_ARCH_TOPOLOGY", "pcie")
+    code, out, _ = run(capsys, "explain", "9.0", "--world-size", "8")
+    assert code == 0 and "topology pcie" in out
+    code, out, _ = run(capsys, "explain", "9.0", "--world-size", "8", "--topology", "nvswitch")
+    assert code == 0 and "topology nvswitch" in out  # the argument wins
+    for name, value in (("SGLANG_ARCH_TOPOLOGY", "bogus"), ("SGLANG_ARCH_GPU_COUNT", "73")):
+        monkeypatch.setenv(name, value)
+        code, _, err = run(capsys, "explain", "9.0", "--world-size", "8", "--topology", "nvswitch")
+        assert code == 2 and name in err and "accepted" in err, err
+        monkeypatch.delenv(name)

@@ -157,16 +157,17 @@ def _pick(decision: str, upstream: str, prefs: Tuple[str, ...], res: Resolution,
     verdict = _runs(decision, upstream, res, cuda, kind)
     if verdict is None or verdict.runs:
         why = verdict.reason if verdict is not None else "not in the kernel catalog"
-        return Choice(upstream, upstream, f"{where}: SGLang's {what} {upstream} ({why})")
+        return Choice(upstream, upstream, f"{where}: SGLang's rule for the tier picks {what} {upstream} ({why})")
     for alt in prefs:
         if alt == upstream:
             continue
         alt_verdict = _runs(decision, alt, res, cuda, kind)
         if alt_verdict is not None and alt_verdict.runs:
-            return Choice(alt, upstream, f"{where}: SGLang's {what} {upstream} cannot run on {res.requested} "
-                                         f"({verdict.reason}); {alt} runs ({alt_verdict.reason})")
-    return Choice(None, upstream, f"{where}: SGLang's {what} {upstream} cannot run on {res.requested} "
-                                  f"({verdict.reason}), and none of {', '.join(prefs)} has a build for it")
+            return Choice(alt, upstream, f"{where}: SGLang's rule for the tier picks {what} {upstream}, which cannot "
+                                         f"run on {res.requested} ({verdict.reason}); {alt} runs ({alt_verdict.reason})")
+    return Choice(None, upstream, f"{where}: SGLang's rule for the tier picks {what} {upstream}, which cannot run "
+                                  f"on {res.requested} ({verdict.reason}), and none of {', '.join(prefs)} has a build "
+                                  "for it")
 
 
 FP8_NATIVE = Capability(8, 9)  # below it SGLang serves FP8 weights through its own fallbacks (Marlin W8A16)

@@ -250,22 +250,25 @@ def moe_gemm_outcome(mode: str, cap: Capability, view: Any) -> Dict[str, Any]:
         hf = json.load(f)
     kind, explicit_q = kind_of(view.quantization, hf.get("quantization_config") or {})
     arch = (hf.get("architectures") or [""])[0]
+    from . import switches
+
     runner, fp8, fp4 = view.moe_runner_backend, view.fp8_gemm_runner_backend, view.fp4_gemm_runner_backend
-    if mode == "routed":
+    # the routed server takes these from the registry unless SGLANG_ARCH_DISABLE leaves them to SGLang
+    off = switches.off() if mode == "routed" else switches.ALL
+    ctx = None
+    if not {"moe", "gemm"} <= off:
         from ...arch.runtime import current
 
         ctx = current()
-        deep_gemm = ctx.deep_gemm().choice
-        if runner == "auto" and kind is not None:
-            runner = ctx.moe_runner(kind, arch, explicit_q).choice or "none runs"
-        fp8 = (ctx.fp8_gemm().choice or "none runs") if fp8 == "auto" else fp8
-        fp4 = (ctx.fp4_gemm().choice or "none runs") if fp4 == "auto" else fp4
-    else:
-        deep_gemm = "on" if moe.upstream_deep_gemm(cap) else "off"
-        if runner == "auto" and kind is not None:
-            runner = moe.upstream_moe_runner(cap, kind, arch, explicit_q)
-        fp8 = moe.upstream_fp8_gemm(cap, deep_gemm == "on") if fp8 == "auto" else fp8
-        fp4 = moe.upstream_fp4_gemm(cap) if fp4 == "auto" else fp4
+    gemm_routed, moe_routed = ctx is not None and "gemm" not in off, ctx is not None and "moe" not in off
+    deep_gemm = ctx.deep_gemm().choice if gemm_routed else ("on" if moe.upstream_deep_gemm(cap) else "off")
+    if runner == "auto" and kind is not None:
+        runner = ((ctx.moe_runner(kind, arch, explicit_q).choice or "none runs") if moe_routed
+                  else moe.upstream_moe_runner(cap, kind, arch, explicit_q))
+    if fp8 == "auto":
+        fp8 = (ctx.fp8_gemm().choice or "none runs") if gemm_routed else moe.upstream_fp8_gemm(cap, deep_gemm == "on")
+    if fp4 == "auto":
+        fp4 = (ctx.fp4_gemm().choice or "none runs") if gemm_routed else moe.upstream_fp4_gemm(cap)
 
     def runs(decision: str, choice: Optional[str], use_kind: Optional[str] = None) -> Optional[bool]:
         verdict = catalog.choice_runs(decision, choice, cap, None, use_kind) if choice else None
@@ -385,7 +388,7 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
     env.update(SGLANG_ARCH_CAPABILITY=str(cap), SGLANG_ARCH_GPU_COUNT=str(per_node), SGLANG_ARCH_TOPOLOGY=topo,
                SGLANG_ARCH_CUDA=format_version(cuda), SGLANG_PLUGINS=env.get("SGLANG_PLUGINS", ""))
-    for key in ("SGLANG_ARCH_CONFIG", "SGLANG_ARCH_RESOLVE_AS", "SGLANG_ARCH_STRICT"):
+    for key in ("SGLANG_ARCH_CONFIG", "SGLANG_ARCH_RESOLVE_AS", "SGLANG_ARCH_STRICT", "SGLANG_ARCH_DISABLE"):
         if key in os.environ:
             env[key] = os.environ[key]
 

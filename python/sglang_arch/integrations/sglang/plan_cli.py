@@ -183,6 +183,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     import importlib.util
 
     cli_args.machine(args, world="tp")
+    from . import switches
+
+    switches.parse(os.environ.get(switches.VARIABLE))  # a value that names no decision: refused here
+
     if args.topology is not None and args.topology.name == "single" and args.tp > 1:
         raise ValueError(f"plan: topology single is one GPU, but --tp {args.tp} GPUs are given; accepted: "
                          f"another topology for more than one GPU")
@@ -326,5 +330,7 @@ def render(result: Dict[str, Any]) -> str:
         if res["error"]:
             where = " (refused above)" if mode in shown_errors else f": {res['error']}"
             lines.append(f"{mode}: server would not start{where}")
-    lines.append(f"routed through the registry: {', '.join(r['routed'])}")
+    off = os.environ.get("SGLANG_ARCH_DISABLE", "").strip()
+    routed_now = ", ".join(r["routed"]) or "nothing"
+    lines.append(f"routed through the registry: {routed_now}" + (f" (SGLANG_ARCH_DISABLE={off})" if off else ""))
     return "\n".join(lines)
