@@ -136,7 +136,11 @@ def test_symm_mem_two_shot_runs_where_upstream_gives_up(tmp_path, report):
 
 def test_launch_server_help_on_the_gpu_machine():
     out = _run("import runpy, sys; sys.argv = ['sglang.launch_server', '--help']; runpy.run_module('sglang.launch_server', run_name='__main__')")
-    assert "--enable-torch-symm-mem" in out.stdout and "; routed" in out.stderr
+    assert "--enable-torch-symm-mem" in out.stdout
+    # the start-up line names the decisions (docs/configuration.md), and no hook keeps SGLang's code
+    line = next(line for line in out.stderr.splitlines() if "sglang-arch: " in line and " -> tier " in line)
+    assert "symm-mem" in line and "attn MHA" in line and "kept SGLang's" not in line, line
+    assert "keep SGLang's own code" not in out.stderr, out.stderr[-2000:]
 
 
 # The LoRA MoE's FP8 quantizer reads _WHOLE_ROW_FAST_DIV, a Triton constexpr SGLang binds at

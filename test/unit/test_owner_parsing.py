@@ -234,34 +234,43 @@ def test_the_users_file_is_found_as_nccl_finds_it(real_nccl, tmp_path, monkeypat
 UUIDS = ["GPU-1a2b3c", "GPU-8f6e1d", "GPU-8f00aa", "GPU-77cafe"]
 entries = st.one_of(
     st.sampled_from(["0", "1", "2", "3", "4", "7", "-1", "-0", "+2", " 1", "1 ", "1gpu", "", "x", "01"]),
-    st.sampled_from(["GPU-1a", "GPU-8f", "GPU-8f6", "GPU-8f00aa", "GPU-77cafe", "GPU-", "GPU-zz", "MIG-1"]),
+    st.sampled_from(["GPU-1a", "GPU-8f", "GPU-8f6", "GPU-8f00aa", "GPU-77cafe", "GPU-", "GPU-zz", "MIG-1",
+                     "GPU-8F00AA", "GPU-77cafe/0", "GPU-1a2b3cx", "MIG-77", "4294967296", "-4294967295"]),
     st.text(alphabet="0123456789 ,-+GPU", max_size=4),
 )
 specs = st.lists(entries, max_size=6).map(",".join)
 
 
 def documented_rule(spec, count, uuids):
-    """CUDA's rule, stated as a prefix: the longest run of valid entries from the start (an
-    index below the device count; or, for a list that starts with GPU-, a UUID prefix of
-    exactly one device with at least one character after GPU-: "enough digits from the
-    beginning"); a device named twice in that run empties it."""
-    uuid_list = spec.startswith("GPU-")
+    """CUDA's rule as documented and as the driver was measured to read it (the probe's table,
+    ``test/fixtures/cuda_visible_devices_h100.json``), stated as a prefix: the longest run of
+    valid entries from the start (an index read as C's ``strtol`` whose low 32 bits are below
+    the device count; or, for a list that starts with GPU- / MIG-, an entry with at least one
+    character after that prefix which, in either case, is the prefix of exactly one device's
+    UUID or holds a whole one: "enough digits from the beginning"); a device named twice in
+    that run empties it; a MIG list enumerates its first device only."""
+    head = spec[:4] if spec[:4] in ("GPU-", "MIG-") else ""
 
     def device(entry):
-        if uuid_list:
-            hits = [i for i, u in enumerate(uuids) if entry.startswith("GPU-") and len(entry) > 4
-                    and u.startswith(entry)]
+        if head:
+            text = entry[4:].lower()
+            hits = [i for i, u in enumerate(uuids) if entry.startswith(head) and text
+                    and (u[4:].lower().startswith(text) or text.startswith(u[4:].lower()))]
             return hits[0] if len(hits) == 1 else None
         m = re.match(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)", entry)
-        value = None if m is None else int(m.group(1) + m.group(2))
-        return value if value is not None and 0 <= value < count else None
+        if m is None:
+            return None
+        value = max(-(1 << 63), min((1 << 63) - 1, int(m.group(1) + m.group(2)))) & 0xFFFFFFFF
+        return value if value < count else None
 
     run = []
     for entry in spec.split(","):
         if device(entry) is None:
             break
         run.append(device(entry))
-    return run if len(set(run)) == len(run) else []
+    if len(set(run)) != len(run):
+        return []
+    return run[:1] if head == "MIG-" else run
 
 
 @settings(max_examples=500, deadline=None)
@@ -403,3 +412,23 @@ def test_a_file_of_many_short_lines_is_searched_not_walked(tmp_path):
     with open(short, "rb") as fh:
         walked = [line for line in detect._bounded_lines(fh) if line.startswith(b"NCCL_X=")]
     assert detect.nccl_env("NCCL_X", {}, [str(short)]) == "a" and walked[0].startswith(b"NCCL_X=a")
+
+
+def test_visible_devices_read_as_the_driver_was_measured_to():
+    """The probe's table from a real GPU (``python3 test/gpu/cuda_visible_devices_probe.py``,
+    CUDA 13 driver on an H100, 2026-12-06): every one of its 61 values, replayed against that
+    GPU's UUID, gives what the driver enumerated."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    table = json.loads((root / "fixtures" / "cuda_visible_devices_h100.json").read_text())
+    spec = importlib.util.spec_from_file_location("probe", root / "gpu" / "cuda_visible_devices_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    uuids = table["devices"]
+    assert len(table["rows"]) == 61
+    for row in table["rows"]:
+        value = probe.render(row["template"], uuids)
+        assert visible_indices(value, len(uuids), uuids) == row["visible"], row

@@ -360,11 +360,11 @@ def visible_indices(spec: Optional[str], count: int, uuids: Sequence[str] = (),
     CUDA's documented rule (CUDA C Programming Guide, "CUDA Environment Variables"; the MIG
     User Guide, "CUDA Device Enumeration"): entries are taken in order, as indices or as
     (abbreviated) ``GPU-``/``MIG-`` UUIDs; an invalid entry hides itself and every entry after
-    it.  An index is read as C's ``strtoul`` reads it ("1gpu" is 1; no digits, a sign or an
-    index past the last device is invalid).  A UUID entry names a device by "enough digits
-    from the beginning" of its UUID: at least one character after ``GPU-`` / ``MIG-``, the
-    prefix of exactly one device's UUID; a list that starts with UUIDs stops at the first
-    entry that does not.  A device named twice makes the whole list empty (as torch's
+    it.  An index is read as the driver reads it (``_by_ordinal``: "1gpu" is 1, no digits is
+    invalid, a number past 32 bits wraps).  A UUID entry names a device by "enough digits
+    from the beginning" of its UUID (``_by_uuid``: at least one character after ``GPU-`` /
+    ``MIG-``, either case, the prefix of exactly one device's UUID, or a whole UUID with more
+    after it); a list that starts with UUIDs stops at the first entry that does not.  A device named twice makes the whole list empty (as torch's
     ``_parse_visible_devices`` models it).  ``mig``: MIG device name -> its GPU's index, both
     spellings (``MIG-<uuid>``, and ``MIG-GPU-<gpu uuid>/<gpu instance>/<compute instance>``
     of drivers before R470, matched whole); "only single MIG instance enumeration is
@@ -379,7 +379,7 @@ def visible_indices(spec: Optional[str], count: int, uuids: Sequence[str] = (),
         if prefix:
             if not entry.startswith(prefix):
                 break
-            index = _by_uuid(entry, uuids if prefix == "GPU-" else (), mig or {})
+            index = _by_uuid(entry, uuids, mig or {})
             key = entry
         else:
             index = _by_ordinal(entry.strip(_C_SPACE), count)
@@ -393,25 +393,44 @@ def visible_indices(spec: Optional[str], count: int, uuids: Sequence[str] = (),
     return picked[:1] if prefix == "MIG-" else picked
 
 
+_INT64 = 1 << 63
+
+
 def _by_ordinal(entry: str, count: int) -> Optional[int]:
+    """An index as the driver reads it (measured, CUDA 13 driver on an H100: the probe
+    ``test/gpu/cuda_visible_devices_probe.py``, its table in ``test/fixtures``): C's ``strtol``
+    (a sign, decimal digits, clamped to 64 bits), then the low 32 bits as an unsigned index,
+    so 4294967296 and -4294967296 name device 0 and -1 names none."""
     sign = -1 if entry[:1] == "-" else 1
     digits = entry[1:] if entry[:1] in ("-", "+") else entry
     end = 0
     while end < len(digits) and digits[end] in "0123456789":
         end += 1
-    index = sign * int(digits[:end]) if end else -1
-    return index if 0 <= index < count else None
+    if not end:
+        return None
+    value = max(-_INT64, min(_INT64 - 1, sign * int(digits[:end])))
+    index = value & 0xFFFFFFFF
+    return index if index < count else None
 
 
 def _by_uuid(entry: str, uuids: Sequence[str], mig: Mapping[str, int]) -> Optional[int]:
+    """A UUID entry as the driver reads it (measured as ``_by_ordinal``): hex digits in either
+    case; an abbreviation names the one device whose UUID starts with it, and an entry longer
+    than a whole UUID names that device (what follows the UUID is not read); ``MIG-`` with a
+    GPU's own hex names that GPU too."""
     if len(entry) <= 4:  # "GPU-" or "MIG-" alone names no device
         return None
     if entry.startswith("MIG-GPU-") and "/" in entry:  # the pre-R470 spelling, matched whole
         return mig.get(entry)
+
+    def names(uuid: str, text: str) -> bool:
+        uuid, text = uuid.lower(), text.lower()
+        return uuid.startswith(text) or text.startswith(uuid)
+
+    hits = []  # one per device named: two MIG devices of one GPU are two
     if entry.startswith("MIG-"):
-        hits = [gpu for name, gpu in mig.items() if "/" not in name and name.startswith(entry)]
-    else:
-        hits = [i for i, uuid in enumerate(uuids) if uuid.startswith(entry)]
+        hits = [gpu for name, gpu in mig.items() if "/" not in name and names(name[4:], entry[4:])]
+    hits = hits or [i for i, uuid in enumerate(uuids) if names(uuid[4:], entry[4:])]
     return hits[0] if len(hits) == 1 else None
 
 
