@@ -167,7 +167,8 @@ DTYPE_DECIDED = re.compile(r"(^|_)dtype$")
 
 # A function that returns the capability itself (``convrot_int8_local_capability``): a
 # helper whose callers' checks are the sites.
-CAPABILITY_HELPER = re.compile(r"(^|_)(capability|compute_capability|cuda_capability|sm_version|device_sm)$")
+CAPABILITY_HELPER = re.compile(r"(^|_)(capability|compute_capability|cuda_capability|sm_version|device_sm|"
+                               r"device_capacity)$")
 
 # A function that builds (JIT-compiles) a kernel for the device.
 JIT_BUILD = re.compile(r"(^|_)jit(_|$)|compile")

@@ -155,6 +155,18 @@ KERNEL_GATES: Sequence[KernelGate] = (
     KernelGate("srt/utils/common.py", "is_mnnvl_fabric_device", 'if any(tag in name for tag in ("GB200", "GB300")):',
                "whether the GPU sits on an NVLink fabric, hardware it has or not: 'The GB200/GB300 superchips are "
                "recognized by device name. Other NVLink fabric parts ... are recognized by NVML'"),
+    KernelGate("kernels/kda_kernels/qwen3x_nvfp4_gemm.py", "_has_runtime", "== (12, 0)",
+               "whether the Qwen3-X NVFP4 GEMM's runtime exists here: the CuTe DSL kernel built for capability "
+               "(12, 0) alone, with cutlass and cuda.bindings installed"),
+    KernelGate("kernels/ops/attention/fa4_sm120/dispatch.py", "get_forward_arch", "get_forward_host(arch)",
+               "'Return the device arch when it has an architecture-owned forward host': FA4's host compiled for "
+               "the device's architecture"),
+    KernelGate("kernels/ops/moe/moe_fused_gate.py", "moe_fused_gate", "== (12, 0)",
+               "the SM120 MTP router top-22 kernel (SGLANG_OPT_SM120_MTP_ROUTER_TOP22), built for (12, 0) alone"),
+    KernelGate("kernels/ops/diffusion/norm/flux2_gated_resnorm_jit.py", "_blackwell_or_newer", "[0] >= 10",
+               "the Flux2 gated residual-norm JIT kernel's requirement: a CUDA build on SM100 or newer"),
+    KernelGate("kernels/ops/lplb/torch_solver.py", "_init_fused_backend", "if cap[0] < 9:",
+               "'LPLB fused solver disabled: GPU SM ... < 9.0 (requires Hopper or newer)'"),
     KernelGate("kernels/kda_kernels/sm120_fp8.py", "try_sm120_fp8_linear", "use_kda_gemm",
                "the SM120 FP8 KDA GEMM runtime, built for capability (12, 0) alone ('capability == (12, 0) and "
                "... _has_kda_runtime()'), else the caller's own GEMM"),
