@@ -39,9 +39,9 @@ def _yn(flag: bool) -> str:
 
 
 def _size(nbytes: int) -> str:
-    if nbytes <= 0:
-        return "-"
-    return f"{nbytes // MIB} MiB" if nbytes % MIB == 0 else f"{nbytes} B"
+    from .explain_text import size_text
+
+    return size_text(nbytes) if nbytes > 0 else "-"
 
 
 def render_decisions(d: Decisions) -> str:

@@ -27,8 +27,15 @@ def _yn(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def _size(nbytes: int) -> str:
-    return f"{nbytes // MIB} MiB" if nbytes % MIB == 0 else f"{nbytes} B"
+def size_text(nbytes: int) -> str:
+    """A size in the largest unit that holds it whole (``64 MiB``, ``512 KiB``, ``4100 B``), as
+    an override spells it."""
+    if nbytes % MIB == 0:
+        return f"{nbytes // MIB} MiB"
+    return f"{nbytes // 1024} KiB" if nbytes % 1024 == 0 else f"{nbytes} B"
+
+
+_size = size_text
 
 
 def _wrap(text: str, indent: int, first: str = "", width: int = WIDTH) -> List[str]:

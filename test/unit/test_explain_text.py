@@ -185,3 +185,12 @@ def test_explain_takes_sglang_arch_topology_as_the_server_would_and_refuses_a_ba
         code, _, err = run(capsys, "explain", "9.0", "--world-size", "8", "--topology", "nvswitch")
         assert code == 2 and name in err and "accepted" in err, err
         monkeypatch.delenv(name)
+
+
+@pytest.mark.parametrize("nbytes, text", [(64 << 20, "64 MiB"), (64 << 10, "64 KiB"), (1536 << 10, "1536 KiB"),
+                                          (4100, "4100 B"), (4, "4 B")])
+def test_a_size_is_shown_in_the_largest_unit_that_holds_it_as_an_override_spells_it(nbytes, text):
+    from sglang_arch.arch.profile import symm_size_bytes
+
+    assert explain_text.size_text(nbytes) == text
+    assert symm_size_bytes(text, "size") == nbytes  # what is shown reads back as the same size
