@@ -8,9 +8,11 @@ refused the same way everywhere: one line naming the input and what is accepted.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Callable, List
 
 from .arch import parse_capability, parse_topology
+from .arch.detect import ENV_TOPOLOGY, check_environment
 from .arch.profile import parse_version
 from .arch.validate import (
     MAX_GPUS_PER_NODE,
@@ -73,18 +75,14 @@ def machine(args: argparse.Namespace, world: str = "world_size") -> None:
     server would read (``SGLANG_ARCH_CAPABILITY`` / ``_GPU_COUNT`` / ``_TOPOLOGY``, checked as
     everywhere); without ``--topology``, ``SGLANG_ARCH_TOPOLOGY`` is the machine's topology, as
     the plugin would take it.  Raises CliError."""
-    import importlib
-    import os
-
-    detect = importlib.import_module("sglang_arch.arch.detect")
     try:
         check_machine(getattr(args, world), args.nnodes)
-        detect.check_environment()
+        check_environment()
     except ValueError as exc:
         raise CliError(f"sglang-arch: error: {exc}") from None
-    forced = os.environ.get(detect.ENV_TOPOLOGY)
+    forced = os.environ.get(ENV_TOPOLOGY)
     if getattr(args, "topology", None) is None and forced:
-        args.topology = detect.parse_topology(forced)  # checked just above
+        args.topology = parse_topology(forced)  # checked just above
 
 
 def _world_sizes(text: str) -> List[int]:

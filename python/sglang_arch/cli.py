@@ -54,14 +54,10 @@ def render_decisions(d: Decisions) -> str:
             ("custom all-reduce", _yn(d.custom_allreduce.enabled), car, d.custom_allreduce.reason, ()),
             ("all-reduce fusion", _yn(d.fusion.enabled), d.fusion.backend or "-", d.fusion.reason, d.fusion.dropped)]
     rows += [(label, "", value, reason, dropped) for label, value, reason, dropped in d.named()]
-    from .explain_text import stock_gemm
+    from .explain_text import gemm_cells
 
-    theirs = stock_gemm(d)  # stock SGLang on the device itself, as explain and plan show it
-    for name, c in d.gemm_rows().items():
-        ours = c.choice or "refused"
-        stock_value = theirs.get(name, c.upstream)
-        mark = "" if ours == stock_value else f" (stock: {stock_value})"
-        rows.append((name, "", ours + mark, c.reason, ()))
+    # stock SGLang's answer on the device itself beside each, as explain and plan show it
+    rows += [(name, "", value, reason, ()) for name, value, reason in gemm_cells(d)]
     # Columns as wide as their longest cell (at least 20 and 26), so that no cell runs into
     # the next (a 37-character "refused (upstream: flashinfer_trtllm)" once did).
     label_w = max(20, max(len(row[0]) for row in rows) + 1)

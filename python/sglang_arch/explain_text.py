@@ -35,8 +35,6 @@ def size_text(nbytes: int) -> str:
     return f"{nbytes // 1024} KiB" if nbytes % 1024 == 0 else f"{nbytes} B"
 
 
-_size = size_text
-
 
 def _wrap(text: str, indent: int, first: str = "", width: int = WIDTH) -> List[str]:
     """``text`` under a row, from column ``indent``, ``first`` before its first line."""
@@ -64,12 +62,12 @@ def _row(label: str, ours: Sequence[str], theirs: Sequence[str], differs: bool) 
 
 def _symm(d: Decisions) -> str:
     s = d.symm_mem
-    return f"{_size(s.max_bytes)} {s.algorithm}" if s.enabled else "off"
+    return f"{size_text(s.max_bytes)} {s.algorithm}" if s.enabled else "off"
 
 
 def _car(d: Decisions) -> str:
     c = d.custom_allreduce
-    return f"{_size(c.max_bytes)} {c.table or 'default'}" if c.enabled else "off"
+    return f"{size_text(c.max_bytes)} {c.table or 'default'}" if c.enabled else "off"
 
 
 def _phases(prefill: str, decode: str) -> List[str]:
@@ -93,6 +91,14 @@ def _gemm_changed(d: Decisions) -> List[Tuple[str, str, str]]:
     theirs = stock_gemm(d)
     rows = [(name, c.choice or "refused", theirs.get(name, c.upstream)) for name, c in d.gemm_rows().items()]
     return [row for row in rows if row[1] != row[2]]
+
+
+def gemm_cells(d: Decisions) -> List[Tuple[str, str, str]]:
+    """(name, value, reason) of each MoE / GEMM row: the registry's choice, and stock SGLang's
+    answer on the device beside it where that differs (``explain --all`` and ``show``)."""
+    changed = {name: theirs for name, _, theirs in _gemm_changed(d)}
+    return [(name, (c.choice or "refused") + (f" (stock: {changed[name]})" if name in changed else ""), c.reason)
+            for name, c in d.gemm_rows().items()]
 
 
 def _gemm_summary(d: Decisions) -> str:
@@ -153,10 +159,7 @@ def model_rows(d: Decisions) -> List[str]:
     """``--all``: every model-specific row, its value on the row, reasons under it."""
     lines = ["", "model-specific decisions (for the models that have them)"]
     named = [row for row in d.named() if row[0] not in ("attention MHA", "attention MLA")]
-    changed = {name: theirs for name, _, theirs in _gemm_changed(d)}
-    for name, c in d.gemm_rows().items():
-        mark = f" (stock: {changed[name]})" if name in changed else ""
-        named.append((name, (c.choice or "refused") + mark, c.reason, ()))
+    named += [(name, value, reason, ()) for name, value, reason in gemm_cells(d)]
     for label, value, reason, dropped in named:
         if len(label) >= LABEL_W:  # a long name on a line of its own: never run into its value
             lines.append(label)

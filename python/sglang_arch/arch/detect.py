@@ -393,9 +393,6 @@ def visible_indices(spec: Optional[str], count: int, uuids: Sequence[str] = (),
     return picked[:1] if prefix == "MIG-" else picked
 
 
-_INT64 = 1 << 63
-
-
 def _by_ordinal(entry: str, count: int) -> Optional[int]:
     """An index as the driver reads it (measured, CUDA 13 driver on an H100: the probe
     ``test/gpu/cuda_visible_devices_probe.py``, its table in ``test/fixtures``): C's ``strtol``

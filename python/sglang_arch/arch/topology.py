@@ -8,7 +8,7 @@ two-shot path only peer-to-peer access.  So topology is a value of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ TOPOLOGIES: Dict[str, Topology] = {
         Topology("pcie", p2p=False, full_nvlink=False, multicast=False, description="PCIe without peer-to-peer access"),
     )
 }
+# The topologies of more than one GPU, in the table's order (``single`` is one GPU).
+MULTI_GPU_TOPOLOGIES: Tuple[str, ...] = tuple(name for name in TOPOLOGIES if name != "single")
 
 
 def parse_topology(value: object) -> Topology:
@@ -70,6 +72,6 @@ def stand_in_note(typical: str, gpus: int, given: Optional[Topology] = None) -> 
 def check_machine_topology(topology: Topology, gpus: int) -> None:
     """``single`` describes exactly one GPU; ValueError naming both otherwise."""
     if topology.name == "single" and gpus > 1:
-        others = ", ".join(name for name in TOPOLOGIES if name != "single")
+        others = ", ".join(MULTI_GPU_TOPOLOGIES)
         raise ValueError(f"topology single is one GPU, but {gpus} GPUs are given; accepted: one of "
                          f"{others} for more than one GPU, or single with one GPU")

@@ -226,8 +226,7 @@ def concern_for(site: RawSite, kind: str = "decision") -> str:
         if selected != "attention":
             return selected
         values = " ".join(v.partition(":")[2] for v in site.context.selects)
-        sub = attention_kind(values + " " + " ".join(layers))
-        return f"attention/{sub if sub != 'other' else attention_kind(site.file.rsplit('/', 1)[-1])}"
+        return _attention_concern(site, values + " " + " ".join(layers))
     for i, layer in enumerate(layers):
         concern = _concern_in(layer, named_other=i < 3, mhc=i in (1, 2))
         if concern is not None:
@@ -235,10 +234,14 @@ def concern_for(site: RawSite, kind: str = "decision") -> str:
                 return "other"
             if concern != "attention":
                 return concern
-            kind_text = " ".join(layers)
-            sub = attention_kind(kind_text)
-            return f"attention/{sub if sub != 'other' else attention_kind(site.file.rsplit('/', 1)[-1])}"
+            return _attention_concern(site, " ".join(layers))
     return "platform" if kind == "fact" else "other"
+
+
+def _attention_concern(site: RawSite, text: str) -> str:
+    """``attention/<kind>``: the kind ``text`` names (``ATTENTION_KINDS``), else the file's."""
+    sub = attention_kind(text)
+    return f"attention/{sub if sub != 'other' else attention_kind(site.file.rsplit('/', 1)[-1])}"
 
 
 def _defines_identity(site: RawSite) -> bool:

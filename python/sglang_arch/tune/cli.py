@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 
 from .. import args as cli_args
 from ..arch.capability import parse_capability
-from ..arch.topology import TOPOLOGIES, parse_topology
+from ..arch.topology import MULTI_GPU_TOPOLOGIES, TOPOLOGIES, parse_topology
 from ..arch.validate import (
     MAX_FILE_BYTES,
     MAX_GPUS_PER_NODE,
@@ -98,7 +98,7 @@ def _refuse_resolve_as(what: str) -> None:
 def _refuse_single(what: str, topology: Optional[str]) -> None:
     """``tune`` measures two GPUs or more: a one-GPU topology cannot describe the run."""
     if topology is not None and parse_topology(topology).name == "single":
-        others = ", ".join(t for t in TOPOLOGIES if t != "single")
+        others = ", ".join(MULTI_GPU_TOPOLOGIES)
         raise ValueError(f"tune {what}: --topology single is one GPU, but tune measures 2 GPUs or more; accepted: "
                          f"one of {others}, or no --topology (the node's own)")
 
@@ -283,7 +283,7 @@ def load_results(path: str) -> Dict[str, Any]:
          f"one of {', '.join(TOPOLOGIES)}, or null")
     # every run measures 2 GPUs or more (run.world_sizes): never on one GPU's topology
     need(topo is None or topo.strip().lower() != "single", "topology", topo,
-         f"a topology of more than one GPU ({', '.join(t for t in TOPOLOGIES if t != 'single')}), or null: "
+         f"a topology of more than one GPU ({', '.join(MULTI_GPU_TOPOLOGIES)}), or null: "
          "the measured world sizes are 2 or more")
     ms = run.get("measurements")
     need(isinstance(ms, list) and len(ms) <= MAX_MEASUREMENTS, "run.measurements", ms,

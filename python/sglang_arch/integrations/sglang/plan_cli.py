@@ -330,7 +330,9 @@ def render(result: Dict[str, Any]) -> str:
         if res["error"]:
             where = " (refused above)" if mode in shown_errors else f": {res['error']}"
             lines.append(f"{mode}: server would not start{where}")
-    off = os.environ.get("SGLANG_ARCH_DISABLE", "").strip()
+    from . import switches
+
+    off = os.environ.get(switches.VARIABLE, "").strip()
     routed_now = ", ".join(r["routed"]) or "nothing"
-    lines.append(f"routed through the registry: {routed_now}" + (f" (SGLANG_ARCH_DISABLE={off})" if off else ""))
+    lines.append(f"routed through the registry: {routed_now}" + (f" ({switches.VARIABLE}={off})" if off else ""))
     return "\n".join(lines)

@@ -693,14 +693,21 @@ def live_fingerprint(target: Target, function: Any = None) -> Optional[str]:
     return _from_file(target)
 
 
+def _recorded(target: Target, path: Optional[str]) -> Optional[str]:
+    """The recorded fingerprint of ``target`` where its module's file ``path`` is byte for byte
+    a supported release's (then it holds that release's definitions and every name its glue
+    reads); None otherwise, or where the file or the installed SGLang cannot be found."""
+    root = fingerprint.installed_root()
+    return None if root is None or path is None else fingerprint.recorded_fingerprint(root, path, target.path)
+
+
 def _from_file(target: Target) -> Optional[str]:
     """The fingerprint of ``target``'s definition in its module's file: the recorded one where
     the file is byte for byte a supported release's, else read from the file."""
     path = _module_path(target.module)
     if path is None:
         return None
-    root = fingerprint.installed_root()
-    quick = None if root is None else fingerprint.recorded_fingerprint(root, path, target.path)
+    quick = _recorded(target, path)
     return quick if quick is not None else fingerprint.of_file(path, target.attr, _FILES)
 
 
@@ -711,15 +718,14 @@ def _recorded_for_live(target: Target, function: Any) -> Optional[str]:
     decorated one, an edited file): it is fingerprinted from its code."""
     code = getattr(function, "__code__", None)
     path = _module_path(target.module)
-    root = fingerprint.installed_root()
-    if code is None or path is None or root is None or code.co_name != target.attr.rsplit(".", 1)[-1]:
+    if code is None or path is None or code.co_name != target.attr.rsplit(".", 1)[-1]:
         return None
     try:
         if not os.path.samefile(code.co_filename, path):
             return None
     except OSError:
         return None
-    return fingerprint.recorded_fingerprint(root, path, target.path)
+    return _recorded(target, path)
 
 
 def body_problem(target: Target, function: Any = None) -> Optional[str]:
@@ -742,16 +748,17 @@ def file_problem(target: Target) -> Optional[str]:
     path = _module_path(target.module)
     if path is None:
         return f"{target.module} cannot be found"
+    if _recorded(target, path) is not None:
+        # byte for byte a supported release's file: it defines the target with the recorded body
+        # and has every name the glue reads
+        return None
     if live_fingerprint(target) is None:
         return f"{target.path} is missing"
     problem = body_problem(target)
     if problem:
         return problem
-    root = fingerprint.installed_root()
-    if root is not None and fingerprint.recorded_fingerprint(root, path, target.path) is not None:
-        return None  # byte for byte a supported release's file: it has every name the glue reads
     lines = _FILES.get(("lines", path))
-    if lines is None:  # the file's digest was a recorded release's: it was not parsed
+    if lines is None:  # not kept by the fingerprint's reading of the file
         try:
             with open(path, encoding="utf-8") as fh:
                 lines = _FILES[("lines", path)] = fh.readlines()
