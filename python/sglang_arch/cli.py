@@ -179,6 +179,8 @@ def matrix_rows(cuda=(13, 0)) -> List[Dict[str, Any]]:
             "decisions_at": {"world_size": world, "topology": d.topology.name},
             "torch_symm_mem": (f"{d.symm_mem.max_bytes // MIB} MiB {d.symm_mem.algorithm}" if d.symm_mem.enabled else "off"),
             "symm_mem_world_sizes": sorted(p.torch_symm_mem),
+            "symm_mem_two_shot": {ws: p.symm_mem_two_shot[ws] for ws in sorted(p.symm_mem_two_shot)},
+            "pcie_ipc_world_sizes": list(p.pcie_ipc_world_sizes),
             "custom_ar_v2_table": p.custom_ar_v2_table or "default",
             "allreduce_fusion": list(p.allreduce_fusion),
             "attention_mha": d.mha.prefill,
@@ -190,7 +192,8 @@ def matrix_rows(cuda=(13, 0)) -> List[Dict[str, Any]]:
 
 def render_matrix_markdown(rows: List[Dict[str, Any]]) -> str:
     head = ["cc", "name", "examples", "features", "smem/block KiB", "typical topology", "min CUDA",
-            "symm mem (8 GPUs, typical topology)", "symm mem world sizes", "custom AR v2 table",
+            "symm mem (8 GPUs, typical topology)", "symm mem world sizes", "two-shot without multicast",
+            "PCIe-IPC by default", "custom AR v2 table",
             "fusion backends", "MHA default", "MLA default"]
     out = [
         "# Support matrix",
@@ -214,7 +217,9 @@ def render_matrix_markdown(rows: List[Dict[str, Any]]) -> str:
             mark("features", ", ".join(r["features"]) or "-"), mark("smem_per_block_kib", str(r["smem_per_block_kib"] or "-")),
             r["typical_topology"], mark("min_cuda", r["min_cuda"] or "-"),
             f"{mark('torch_symm_mem', r['torch_symm_mem'])} ({r['decisions_at']['world_size']}x {r['decisions_at']['topology']})",
-            ", ".join(map(str, r["symm_mem_world_sizes"])) or "-", r["custom_ar_v2_table"],
+            ", ".join(map(str, r["symm_mem_world_sizes"])) or "-",
+            ", ".join(f"{ws}: < {_size(b)}" for ws, b in r["symm_mem_two_shot"].items()) or "-",
+            ", ".join(f"TP {ws}" for ws in r["pcie_ipc_world_sizes"]) or "-", r["custom_ar_v2_table"],
             mark("allreduce_fusion", ", ".join(r["allreduce_fusion"]) or "-"), mark("attention_mha", r["attention_mha"]),
             r["attention_mla"],
         ]) + " |")

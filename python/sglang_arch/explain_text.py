@@ -12,7 +12,9 @@ import textwrap
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from . import stock
+from .arch import evidence as ledger
 from .arch.decisions import Decisions
+from .arch.policies.collectives import PLAN_DECODE_TOKENS, PLAN_HIDDEN, PLAN_PREFILL_TOKENS, AllReducePlan
 from .arch.profile import MIB
 
 WIDTH = 100
@@ -21,6 +23,7 @@ CELL_W = 30  # each of the two answers
 MARK = "differs"
 SYMM_MEM_FLAG = "--enable-torch-symm-mem"
 FUSION_FLAG = "--flashinfer-allreduce-fusion-backend"
+PCIE_IPC_VARIABLE = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"
 
 
 def _yn(flag: bool) -> str:
@@ -74,6 +77,18 @@ def _phases(prefill: str, decode: str) -> List[str]:
     return [f"prefill {prefill}", f"decode  {decode}"]
 
 
+def _paths(p: AllReducePlan) -> List[str]:
+    return [f"decode  {p.decode}", f"prefill {p.prefill}"]
+
+
+def evidence_lines(ids: Sequence[str], indent: int = LABEL_W) -> List[str]:
+    """Each ledger entry behind a decision: what was seen, where (``arch/evidence.py``)."""
+    lines: List[str] = []
+    for evidence_id in ids:
+        lines.extend(_wrap(f"[{evidence_id}] {ledger.entry(evidence_id).short()}", indent, "evidence: "))
+    return lines
+
+
 def stock_gemm(d: Decisions) -> dict:
     """Stock SGLang's MoE / GEMM answer on the device itself (not on the registry's tier: on an
     unknown GPU SGLang's rules read the device's own capability), per ``gemm_rows`` name."""
@@ -125,33 +140,61 @@ def header(d: Decisions, note: Optional[str] = None) -> List[str]:
 
 
 def mission(d: Decisions, s: stock.StockDecisions) -> List[str]:
-    """The mission's decisions, each beside stock SGLang's, with its flag and both reasons."""
+    """The mission's decisions, each beside stock SGLang's, with its flag, both reasons and
+    the evidence behind a difference; then the all-reduce path of each phase."""
     lines = [f"{'':<{LABEL_W}}{'with sglang-arch':<{CELL_W}}{'stock SGLang ' + stock.RELEASE:<{CELL_W}}".rstrip()]
 
     def decision(label: str, ours: Sequence[str], theirs: Sequence[str], why: str, stock_why: str,
-                 flag: Optional[str] = None, dropped: Iterable[Tuple[str, str]] = ()) -> None:
-        lines.extend(_row(label, ours, theirs, list(ours) != list(theirs)))
+                 flag: Optional[str] = None, dropped: Iterable[Tuple[str, str]] = (),
+                 evidence: Sequence[str] = ()) -> None:
+        differs = list(ours) != list(theirs)
+        lines.extend(_row(label, ours, theirs, differs))
         if flag:
             lines.extend(_wrap(flag, LABEL_W, "flag: "))
         lines.extend(_wrap(why, LABEL_W, "why: "))
         for choice, reason in dropped:
             lines.extend(_wrap(f"{choice}: {reason}", LABEL_W, "dropped "))
+        if differs:
+            lines.extend(evidence_lines(evidence))
         lines.extend(_wrap(stock_why, LABEL_W, "stock: "))
 
     symm_flag = (f"{SYMM_MEM_FLAG} (without it SGLang uses no symmetric memory, with or without the plugin)"
                  if d.world_size > 1 else None)
-    decision("torch symm mem", [_symm(d)], [s.symm_mem.value], d.symm_mem.reason, s.symm_mem.reason, symm_flag)
+    decision("torch symm mem", [_symm(d)], [s.symm_mem.value], d.symm_mem.reason, s.symm_mem.reason, symm_flag,
+             evidence=d.symm_mem.evidence)
+    decision("PCIe-IPC all-reduce", ["on (decode-sized)" if d.pcie_ipc.enabled else "off"], [s.pcie_ipc.value],
+             d.pcie_ipc.reason, s.pcie_ipc.reason, evidence=d.pcie_ipc.evidence)
     decision("custom all-reduce", [_car(d)], [s.custom_allreduce.value], d.custom_allreduce.reason,
              s.custom_allreduce.reason)
-    fusion_flag = (f"{FUSION_FLAG} auto for a model SGLang does not turn fusion on for (Llama, Qwen, DeepSeek "
-                   f"and others it does)" if d.fusion.enabled or s.fusion.value != "off" else None)
+    fusion_flag = (f"{FUSION_FLAG} auto for a model SGLang does not turn fusion on for (the Llama, Qwen, DeepSeek "
+                   f"and other families its auto-enable pass lists turn it on by themselves)"
+                   if d.fusion.enabled or s.fusion.value != "off" else None)
     decision("all-reduce fusion", [d.fusion.backend if d.fusion.enabled else "off"], [s.fusion.value],
              d.fusion.reason, f"{s.fusion.reason} (for the models SGLang turns fusion on for)", fusion_flag,
-             dropped=d.fusion.dropped)
+             dropped=d.fusion.dropped, evidence=d.fusion.evidence)
+    if d.world_size > 1:
+        lines.extend(plan_rows(d))
     for label, ours, theirs in (("attention MHA", d.mha, s.mha), ("attention MLA", d.mla, s.mla)):
         decision(label, _phases(ours.prefill, ours.decode), _phases(theirs.prefill, theirs.decode), ours.reason,
                  theirs.reason, dropped=ours.dropped)
     lines.extend(_wrap(_gemm_summary(d), 0, f"{'MoE / GEMM':<{LABEL_W}}"))
+    return lines
+
+
+def plan_rows(d: Decisions) -> List[str]:
+    """Which path takes a decode-sized and a prefill-sized reduction, in SGLang's dispatch order
+    (custom all-reduce, PCIe-IPC, quick all-reduce, mscclpp, torch symm mem, NCCL), beside stock's;
+    then the same with --enable-torch-symm-mem where that changes a path."""
+    res = d.resolution
+    ours, theirs = d.plan(), stock.plan(res.requested, d.topology, d.world_size)
+    lines = _row("all-reduce path", _paths(ours), _paths(theirs), _paths(ours) != _paths(theirs))
+    lines += _wrap(f"a decode batch of {PLAN_DECODE_TOKENS} tokens ({size_text(ours.decode_bytes)}) and a prefill "
+                   f"chunk of {PLAN_PREFILL_TOKENS} ({size_text(ours.prefill_bytes)}) at hidden {PLAN_HIDDEN} bf16, "
+                   f"through SGLang's dispatch order", LABEL_W, "sizes: ")
+    flagged, flagged_stock = d.plan(True), stock.plan(res.requested, d.topology, d.world_size, True)
+    if _paths(flagged) != _paths(ours) or _paths(flagged_stock) != _paths(theirs):
+        lines += _wrap(f"decode {flagged.decode}, prefill {flagged.prefill} (stock: decode {flagged_stock.decode}, "
+                       f"prefill {flagged_stock.prefill})", LABEL_W, f"with {SYMM_MEM_FLAG}: ")
     return lines
 
 
@@ -202,8 +245,8 @@ def launch_table() -> str:
     def cell(ours: str, theirs: str) -> str:
         return f"**{ours}** (stock: {theirs})" if ours != theirs else f"{ours} (same)"
 
-    head = ["machine", "torch symm mem", "custom all-reduce", "all-reduce fusion", "attention MHA",
-            "attention MLA"]
+    head = ["machine", "all-reduce decode / prefill", "torch symm mem", "custom all-reduce", "all-reduce fusion",
+            "attention MHA", "attention MLA"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, cap, gpus, topology in REFERENCE_MACHINES:
         res = resolve(cap)
@@ -215,8 +258,11 @@ def launch_table() -> str:
             b = theirs.prefill if theirs.prefill == theirs.decode else f"{theirs.prefill} / {theirs.decode}"
             return cell(a, b)
 
+        ours, theirs = d.plan(), stock.plan(res.requested, d.topology, gpus)
         lines.append("| " + " | ".join([
-            label, cell(_symm(d), s.symm_mem.value), cell(_car(d), s.custom_allreduce.value),
+            label, (cell(f"{ours.decode} / {ours.prefill}", f"{theirs.decode} / {theirs.prefill}") if gpus > 1
+                    else "none: one GPU"),
+            cell(_symm(d), s.symm_mem.value), cell(_car(d), s.custom_allreduce.value),
             cell(d.fusion.backend if d.fusion.enabled else "off", s.fusion.value),
             attn(d.mha, s.mha), attn(d.mla, s.mla)]) + " |")
     return "\n".join(lines) + "\n"

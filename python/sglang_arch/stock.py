@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from .arch.capability import Capability
-from .arch.policies import moe
+from .arch.policies import collectives, moe
 from .arch.profile import MIB
 from .arch.topology import Topology
 
@@ -60,12 +60,14 @@ class StockDecisions:
     symm_mem: StockAnswer
     custom_allreduce: StockAnswer
     fusion: StockAnswer
+    pcie_ipc: StockAnswer
     mha: StockAttention
     mla: StockAttention
     moe_gemm: Dict[str, str]
 
     def to_dict(self) -> Dict[str, Any]:
-        out = {name: asdict(getattr(self, name)) for name in ("symm_mem", "custom_allreduce", "fusion", "mha", "mla")}
+        out = {name: asdict(getattr(self, name))
+               for name in ("symm_mem", "custom_allreduce", "fusion", "pcie_ipc", "mha", "mla")}
         out["moe_gemm"] = dict(self.moe_gemm)
         return dict(release=RELEASE, **out)
 
@@ -87,6 +89,28 @@ def symm_mem(cap: Capability, topology: Topology, world_size: int) -> StockAnswe
         return StockAnswer("off", f"{topology.name} has no multicast, which this release requires")
     algorithm = "multimem" if world_size in MULTIMEM_WORLD_SIZES.get(cap.major, ()) else "two_shot"
     return StockAnswer(f"{sizes[world_size] // MIB} MiB {algorithm}", f"major {cap.major}, world size {world_size}")
+
+
+def symm_mem_bytes(cap: Capability, topology: Topology, world_size: int) -> Tuple[int, Optional[str]]:
+    """The communicator's bound and kernel under ``symm_mem``'s rule; (0, None) where it is off."""
+    sizes = SYMM_MEM_MAX_BYTES.get(cap.major, {})
+    if world_size == 1 or world_size not in sizes or not topology.multicast:
+        return 0, None
+    return sizes[world_size], "multimem" if world_size in MULTIMEM_WORLD_SIZES.get(cap.major, ()) else "two_shot"
+
+
+def pcie_ipc() -> StockAnswer:
+    """``pcie_ipc_ar.eligible_group``: opt-in, on no GPU by default."""
+    return StockAnswer("off", "opt-in: SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1")
+
+
+def plan(cap: Capability, topology: Topology, world_size: int, symm_mem_flag: bool = False) -> collectives.AllReducePlan:
+    """``GroupCoordinator._resolve_outplace_all_reduce_method`` with stock's communicators."""
+    car = custom_allreduce(cap, topology, world_size)
+    nbytes, kernel = symm_mem_bytes(cap, topology, world_size)
+    return collectives.allreduce_plan(16 * MIB if car.value != "off" else 0, False, nbytes, kernel, symm_mem_flag,
+                                      {"custom all-reduce": car.reason, "PCIe-IPC": pcie_ipc().reason,
+                                       "torch symm mem": symm_mem(cap, topology, world_size).reason})
 
 
 def custom_ar_table(cap: Capability) -> str:
@@ -156,7 +180,7 @@ def moe_runner(cap: Capability, kind: str) -> str:
 
 
 def decide(cap: Capability, topology: Topology, world_size: int, nnodes: int = 1, cuda: Cuda = (13, 0)) -> StockDecisions:
-    return StockDecisions(symm_mem=symm_mem(cap, topology, world_size),
+    return StockDecisions(symm_mem=symm_mem(cap, topology, world_size), pcie_ipc=pcie_ipc(),
                           custom_allreduce=custom_allreduce(cap, topology, world_size),
                           fusion=fusion(cap, world_size, nnodes, cuda),
                           mha=attention(cap, "mha", cuda), mla=attention(cap, "mla", cuda), moe_gemm=moe_gemm(cap))

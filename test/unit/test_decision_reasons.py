@@ -17,10 +17,22 @@ def test_symm_mem_reasons():
     d = c.torch_symm_mem(h, T["nvswitch"], 2)
     assert d.reason == "tier 9.0, world size 2, nvswitch (multimem not tuned for world size 2): two-shot over P2P"
     d = c.torch_symm_mem(h, T["nvlink"], 8)
-    assert d.reason == "tier 9.0, world size 8, nvlink (no multicast): two-shot over P2P"
-    assert c.torch_symm_mem(h, T["pcie"], 8).reason == "topology pcie has no peer-to-peer access"
-    assert c.torch_symm_mem(resolve("8.0"), T["nvlink"], 8).reason == "tier 8.0 has no torch symmetric-memory sizes"
-    assert c.torch_symm_mem(h, T["nvlink"], 3).reason == "world size 3 is not tuned for tier 9.0 (tuned: 2, 4, 6, 8)"
+    assert d.reason == ("no two-shot bound for world size 8 on tier 9.0 without multicast (measured: 2): off, as "
+                        "stock SGLang")
+    d = c.torch_symm_mem(h, T["nvlink"], 2)
+    assert d.reason == ("tier 9.0, world size 2, nvlink (no multicast): two-shot over P2P below 16 MiB, measured "
+                        "without multicast; larger reductions stay on NCCL")
+    assert d.evidence == ("two-shot-ws2-sm90-no-multicast",)
+    assert c.torch_symm_mem(h, T["pcie"], 2).reason == "topology pcie has no peer-to-peer access"
+    assert c.torch_symm_mem(h, T["nvlink"], 2, nnodes=2).reason == (
+        "2 nodes without NVLink multicast: two-shot needs peer-to-peer access, which does not span nodes")
+    assert c.torch_symm_mem(resolve("8.0"), T["nvswitch"], 8).reason == "tier 8.0 has no torch symmetric-memory sizes"
+    assert c.torch_symm_mem(resolve("10.0"), T["nvlink"], 2).reason == (
+        "nvlink has no NVLink multicast and tier 10.0 has no two-shot bound measured without it: off, as stock "
+        "SGLang (`sglang-arch tune collectives` on the node measures one)")
+    assert c.torch_symm_mem(h, T["nvswitch"], 3).reason == "world size 3 has no size on tier 9.0 (sizes for 2, 4, 6, 8)"
+    assert c.torch_symm_mem(resolve("9.5"), T["nvlink"], 2).reason.endswith(
+        "(family fallback from 9.5: the nearest tier's measured bound, as asked for)")
 
 
 def test_portable_devices_get_no_collectives_with_the_resolution_reason():

@@ -62,7 +62,7 @@ def test_to_dict_keys():
     # FA4 on Hopper: no tcgen05 kernel, the page size is kept (overrides.py _fa4_page_constraint: is_sm100)
     assert d["attention"]["fa4_page_size"]["page_size"] is None
     assert set(d["attention"]["deterministic"]["mha"]) == {"backend", "upstream_rule", "reason", "dropped"}
-    assert set(d["collectives"]["allreduce_fusion"]) == {"enabled", "backend", "reason", "dropped"}
+    assert set(d["collectives"]["allreduce_fusion"]) == {"enabled", "backend", "reason", "dropped", "evidence"}
 
 
 def test_explain_lists_the_candidates_each_decision_dropped_and_why():

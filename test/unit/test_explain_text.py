@@ -89,10 +89,17 @@ def test_the_reference_pcie_box_shows_what_differs_from_stock_sglang(capsys):
     code, out, _ = run(capsys, "explain", "12.0", "--world-size", "8", "--topology", "pcie-p2p")
     lines = out.splitlines()
     symm = next(line for line in lines if line.startswith("torch symm mem"))
-    assert symm.split()[3:] == ["128", "MiB", "two_shot", "off", "differs"]
+    assert symm.split()[3:] == ["off", "off"]  # nothing measured torch's kernels over PCIe
     at = lines.index(symm)
     assert lines[at + 1].split()[:2] == ["flag:", "--enable-torch-symm-mem"]
     assert "stock: no size for major 12" in out
+    ipc = next(line for line in lines if line.startswith("PCIe-IPC all-reduce"))
+    assert ipc.split()[2:] == ["on", "(decode-sized)", "off", "differs"]
+    assert "evidence: [pcie-ipc-tp8-sm120] TP 8, 8k context: NCCL only 1910 ms TTFT / 21.14 ms TPOT" in " ".join(
+        line.strip() for line in lines)
+    path = lines.index(next(line for line in lines if line.startswith("all-reduce path")))
+    assert lines[path].split()[2:] == ["decode", "PCIe-IPC", "decode", "NCCL", "differs"]
+    assert lines[path + 1].split() == ["prefill", "NCCL", "prefill", "NCCL"]
     mha = next(i for i, line in enumerate(lines) if line.startswith("attention MHA"))
     assert lines[mha].split()[2:] == ["prefill", "flashinfer", "prefill", "flashinfer"]
     assert lines[mha + 1].split() == ["decode", "flashinfer", "decode", "flashinfer"]

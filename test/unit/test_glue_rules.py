@@ -265,7 +265,7 @@ def test_auto_enable_leaves_fusion_off_on_12x_without_a_measured_win(route, monk
     seen = _upstream_pass(monkeypatch, {"enable_flashinfer_allreduce_fusion": True})
     with caplog.at_level("INFO"):
         assert gf.auto_enable(View(nnodes=1, tp_size=2, flashinfer_allreduce_fusion_backend=None)) == {}
-    assert seen == [] and "sgl-project/sglang#32330" in caplog.text and "+0.1 tok/s at TP8" in caplog.text
+    assert seen == [] and "sgl-project/sglang#32330" in caplog.text and "92.6 -> 92.7 tok/s" in caplog.text
     assert gf.resolve_backend("auto") == "trtllm"  # asked for: it runs
 
 
@@ -354,8 +354,10 @@ def test_size_and_kernel_two_shot_without_multicast(route):
     ctx = route("9.0", "nvlink", 8)
     c = comm(2)
     size, decision = gc._size_and_kernel(ctx, c)
-    assert (size, decision.algorithm) == (64 * MIB, "two_shot")
+    assert (size, decision.algorithm) == (16 * MIB, "two_shot")  # two-shot's own measured bound
     assert c._WORLD_SIZES_MULTIMEM == {9: []}
+    size, decision = gc._size_and_kernel(ctx, comm(8))  # no bound measured at 8 without multicast
+    assert (size, decision.enabled) == (0, False)
 
 
 def test_size_and_kernel_for_a_major_without_a_row(route):
@@ -451,13 +453,25 @@ def test_init_torch_symm_mem_without_multicast(route, monkeypatch):
     _symm_mem_module(monkeypatch, multicast_ptr=0)
     c = SimpleNamespace()
     assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
-    assert (c.disabled, c.buffer) == (True, None)
-    # two-shot needs no multicast
-    route("9.0", "nvlink", 8)
+    assert (c.disabled, c.buffer, c.multicast) == (True, None, False)  # no two-shot bound at 8 without multicast
+    # two-shot at its own bound, measured without multicast at world size 2
+    route("9.0", "nvlink", 2)
+    _symm_mem_module(monkeypatch, multicast_ptr=0, world_size=2)
     c = SimpleNamespace()
     assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
-    assert (c.disabled, c.max_size, c.buffer) == (False, 128 * MIB, ("buffer", 64 * MIB))
+    assert (c.disabled, c.max_size, c.buffer, c.multicast) == (False, 16 * MIB, ("buffer", 8 * MIB), False)
     assert c._WORLD_SIZES_MULTIMEM == {9: []}
+    # detection said multicast, the handle has none: the decision without multicast, within the buffer
+    route("9.0", "nvswitch", 2)
+    c = SimpleNamespace()
+    assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
+    assert (c.disabled, c.max_size, c.multicast) == (False, 16 * MIB, False)
+    # a node without peer-to-peer access never reaches the rendezvous
+    route("9.0", "pcie", 2)
+    mod, made = _symm_mem_module(monkeypatch, multicast_ptr=0, world_size=2)
+    c = SimpleNamespace()
+    assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
+    assert (c.disabled, made) == (True, [])
 
 
 def test_init_torch_symm_mem_off(route, monkeypatch):

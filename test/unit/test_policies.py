@@ -32,13 +32,15 @@ def test_symm_mem_enabled_means_a_bounded_size_and_a_possible_algorithm(cap, top
     if not d.enabled:
         assert d.max_bytes == 0 and d.algorithm is None
         return
-    assert ws >= 2 and ws in res.profile.torch_symm_mem
     assert 0 < d.max_bytes <= collectives.SYMM_MEM_MAX_BYTES_LIMIT
     assert d.max_bytes % 4 == 0  # the payload must stay 4-byte aligned
-    if d.algorithm == "multimem":
-        assert topo.multicast and ws in res.profile.symm_mem_multimem_world_sizes
-    else:
-        assert d.algorithm == "two_shot" and topo.p2p
+    if topo.multicast:  # SGLang's own table and kernel choice
+        assert ws in res.profile.torch_symm_mem and d.max_bytes == res.profile.torch_symm_mem[ws]
+        assert (d.algorithm == "multimem") == (ws in res.profile.symm_mem_multimem_world_sizes)
+        return
+    # without multicast only a two-shot bound measured without it, with its evidence
+    assert d.algorithm == "two_shot" and topo.p2p and d.max_bytes == res.profile.symm_mem_two_shot[ws]
+    assert d.evidence and d.evidence == res.profile.evidence_for("symm_mem_two_shot")
 
 
 @given(collective_capabilities, topologies, collective_world_sizes)
@@ -102,7 +104,7 @@ def test_explain_json_always_has_the_contract_keys(cap, ws, topo):
     d = explain(cap, ws, topo).to_dict()
     assert {"requested", "resolved", "match", "reason", "topology", "features", "collectives", "attention"} <= set(d)
     assert set(d["features"]) == {"tma", "wgmma", "tcgen05", "fp8", "fp4"}
-    assert set(d["collectives"]) == {"torch_symm_mem", "custom_allreduce", "allreduce_fusion"}
+    assert set(d["collectives"]) == {"torch_symm_mem", "custom_allreduce", "allreduce_fusion", "pcie_ipc", "plan"}
     assert {"enabled", "max_bytes", "algorithm", "reason"} <= set(d["collectives"]["torch_symm_mem"])
     assert {"enabled", "max_bytes", "reason"} <= set(d["collectives"]["custom_allreduce"])
     assert {"enabled", "backend", "reason"} <= set(d["collectives"]["allreduce_fusion"])
@@ -135,14 +137,16 @@ ROWS = [
     ("8.7", "single", 1, (None, 0), None, False, "flashinfer", "triton"),
     ("8.9", "pcie", 8, (None, 0), None, False, "flashinfer", "triton"),
     ("9.0", "nvswitch", 8, ("multimem", 128), "trtllm", True, "fa3", "fa3"),
-    ("9.0", "nvlink", 2, ("two_shot", 64), "trtllm", True, "fa3", "fa3"),
+    # without multicast: two-shot's own bound, measured at world size 2
+    ("9.0", "nvlink", 2, ("two_shot", 16), "trtllm", True, "fa3", "fa3"),
     ("10.0", "nvswitch", 8, ("multimem", 128), "mnnvl", True, "trtllm_mha", "flashinfer"),
     ("10.3", "nvswitch", 4, ("multimem", 64), "mnnvl", True, "trtllm_mha", "flashinfer"),
     ("10.7", "nvswitch", 8, ("multimem", 128), "mnnvl", True, "trtllm_mha", "flashinfer"),
     ("11.0", "single", 1, (None, 0), None, False, "flashinfer", "triton"),
-    # D3: fusion runs on 12.0 with P2P when asked, and is off by default (no measured gain)
-    ("12.0", "pcie-p2p", 8, ("two_shot", 128), None, False, "flashinfer", "triton"),
-    ("12.0", "pcie-p2p", 2, ("two_shot", 64), None, True, "flashinfer", "triton"),
+    # D3: fusion runs on 12.0 with P2P when asked, and is off by default (no measured gain);
+    # no torch symm mem over PCIe (nothing measured it there)
+    ("12.0", "pcie-p2p", 8, (None, 0), None, False, "flashinfer", "triton"),
+    ("12.0", "pcie-p2p", 2, (None, 0), None, True, "flashinfer", "triton"),
     ("12.0", "pcie", 8, (None, 0), None, False, "flashinfer", "triton"),
     ("12.1", "single", 1, (None, 0), None, False, "flashinfer", "triton"),
 ]
@@ -160,8 +164,10 @@ def test_support_matrix_rows(cap, topo, ws, symm, fusion, car, mha, mla):
 
 def test_world_sizes_a_tier_does_not_list_are_disabled_with_a_reason():
     for ws in (3, 5, 7, 16):
-        d = collectives.torch_symm_mem(resolve("12.0"), TOPOLOGIES["pcie-p2p"], ws)
-        assert not d.enabled and f"world size {ws} is not tuned for tier 12.0 (tuned: 2, 4, 6, 8)" == d.reason
+        d = collectives.torch_symm_mem(resolve("9.0"), TOPOLOGIES["nvswitch"], ws)
+        assert not d.enabled and f"world size {ws} has no size on tier 9.0 (sizes for 2, 4, 6, 8)" == d.reason
+        d = collectives.torch_symm_mem(resolve("9.0"), TOPOLOGIES["nvlink"], ws)
+        assert not d.enabled and d.reason.startswith(f"no two-shot bound for world size {ws} on tier 9.0")
     d = collectives.torch_symm_mem(resolve("12.0"), TOPOLOGIES["single"], 1)
     assert not d.enabled and "one GPU" in d.reason
 
@@ -180,16 +186,20 @@ def test_attention_model_traits_follow_upstream_rules():
 
 def test_fallback_examples_from_the_issue():
     d = explain("12.0", 8, "pcie-p2p").to_dict()
-    assert d["collectives"]["torch_symm_mem"] == {
-        "enabled": True, "max_bytes": 134217728, "algorithm": "two_shot",
-        "reason": d["collectives"]["torch_symm_mem"]["reason"]}
+    # no torch symm mem over PCIe (nothing measured it there); SGLang's PCIe-IPC all-reduce at TP 8 (measured)
+    assert d["collectives"]["torch_symm_mem"]["enabled"] is False
+    assert d["collectives"]["pcie_ipc"]["enabled"] is True
+    assert d["collectives"]["pcie_ipc"]["evidence"] == ["pcie-ipc-tp8-sm120"]
+    assert d["collectives"]["plan"]["default"]["decode"] == "PCIe-IPC"
+    assert d["collectives"]["plan"]["default"]["prefill"] == "NCCL"
     assert d["collectives"]["allreduce_fusion"]["backend"] is None  # D3: off by default, trtllm when asked
     assert collectives.allreduce_fusion(resolve("12.0"), TOPOLOGIES["pcie-p2p"], 8, explicit=True).backend == "trtllm"
     # 9.5 is in the Hopper family but not sm_90a: fa3 (wgmma) must not be chosen.
     assert explain("9.5", 8, "nvswitch").mha.prefill == "flashinfer"
-    # 13.0 keeps 12.1's tuned symm-mem sizes but not its FlashInfer comm kernels.
+    # 13.0 falls back to 12.1, which has no symm-mem sizes, no PCIe-IPC measurement and no
+    # FlashInfer comm kernels for 13.0: every collective path stays as stock SGLang leaves it.
     d13 = explain("13.0", 8, "pcie-p2p")
-    assert d13.symm_mem.enabled and d13.symm_mem.algorithm == "two_shot"
+    assert not d13.symm_mem.enabled and not d13.pcie_ipc.enabled
     assert not d13.fusion.enabled and "has no build for 13.0" in d13.fusion.reason
 
 

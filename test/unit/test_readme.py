@@ -44,7 +44,8 @@ def test_the_launch_table_marks_the_differences_in_bold():
     rows = [line for line in launch_table().splitlines()[2:]]
     assert len(rows) == 5
     sm120 = rows[0]
-    assert "**128 MiB two_shot** (stock: off)" in sm120  # the reference machine's symm mem
+    assert "**PCIe-IPC / NCCL** (stock: NCCL / NCCL)" in sm120  # the reference machine's all-reduce paths
+    assert "| off (same) |" in sm120  # no torch symm mem over PCIe: nothing measured it there
     h100 = rows[3]
     assert "**" not in h100  # where SGLang decides, the plugin keeps its answer
 

@@ -28,16 +28,25 @@ def with_symm_mem(cap, table):
 # --- torch_symm_mem: profiles built by hand skip the builder's checks ------------------
 
 
+def with_two_shot(cap, table):
+    res = resolve(cap)
+    return Resolution(res.requested, replace(res.profile, symm_mem_two_shot=table), res.match, res.reason)
+
+
 @pytest.mark.parametrize("max_bytes", [1, 1024 * MIB])
 def test_symm_mem_guard_accepts_the_bounds(max_bytes):
-    d = torch_symm_mem(with_symm_mem("9.0", {8: max_bytes}), TOPOLOGIES["nvlink"], 8)
+    d = torch_symm_mem(with_symm_mem("9.0", {8: max_bytes}), TOPOLOGIES["nvswitch"], 8)
+    assert (d.enabled, d.max_bytes, d.algorithm) == (True, max_bytes, "multimem")
+    d = torch_symm_mem(with_two_shot("9.0", {8: max_bytes}), TOPOLOGIES["nvlink"], 8)
     assert (d.enabled, d.max_bytes, d.algorithm) == (True, max_bytes, "two_shot")
 
 
 @pytest.mark.parametrize("max_bytes", [0, 1024 * MIB + 1])
 def test_symm_mem_guard_refuses_outside_the_bounds(max_bytes):
-    d = torch_symm_mem(with_symm_mem("9.0", {8: max_bytes}), TOPOLOGIES["nvlink"], 8)
-    assert d == SymmMemDecision(False, 0, None, f"tier 9.0: {max_bytes} bytes for world size 8 is outside 1 B-1024 MiB")
+    d = torch_symm_mem(with_symm_mem("9.0", {8: max_bytes}), TOPOLOGIES["nvswitch"], 8)
+    assert d == SymmMemDecision(False, 0, None, "tier 9.0: the size for world size 8 is outside 1 B-1024 MiB")
+    d = torch_symm_mem(with_two_shot("9.0", {8: max_bytes}), TOPOLOGIES["nvlink"], 8)
+    assert d == SymmMemDecision(False, 0, None, "tier 9.0: the two-shot bound for world size 8 is outside 1 B-1024 MiB")
 
 
 # --- load_override_file -----------------------------------------------------------------

@@ -57,11 +57,14 @@ def test_tuned_size_when_symm_mem_always_or_never_wins():
 
 def test_check_compares_the_registry_pick_with_the_fastest_path():
     res = resolve("9.0")
-    rows = tc.check(RUN, res, TOPOLOGIES["nvlink"])  # 9.0 ws 2 on NVLink without multicast: two-shot < 64 MiB
+    rows = tc.check(RUN, res, TOPOLOGIES["nvlink"])  # 9.0 ws 2 on NVLink without multicast: two-shot < 16 MiB
     picks = {r["size"]: (r["pick"], r["fastest"], r["ok"]) for r in rows}
     assert picks[1 * MIB] == ("two_shot", "two_shot", True)
+    assert picks[16 * MIB] == ("nccl", "nccl", True)  # 16 MiB is not below the 16 MiB bound
+    assert picks[64 * MIB] == ("nccl", "nccl", True)
+    rows = tc.check(RUN, res, TOPOLOGIES["nvswitch"])  # with multicast: SGLang's 64 MiB at world size 2
+    picks = {r["size"]: (r["pick"], r["fastest"], r["ok"]) for r in rows}
     assert picks[16 * MIB] == ("two_shot", "nccl", False)  # 150/120 = 1.25 > 1.10
-    assert picks[64 * MIB] == ("nccl", "nccl", True)  # 64 MiB is not below the 64 MiB maximum
 
 
 def test_override_file_round_trips_into_the_registry(tmp_path):
@@ -120,7 +123,7 @@ def test_a_difference_inside_the_spread_decides_nothing():
         assert not tc.slower(overlap, mode, "two_shot", "nccl")
         assert tc.slower(apart, mode, "two_shot", "nccl")
         assert tc.tuned_sizes(run, mode=mode) == {2: 64 * MIB}
-    rows = {r["size"]: r for r in tc.check(run, resolve("9.0"), TOPOLOGIES["nvlink"], mode="graph")}
+    rows = {r["size"]: r for r in tc.check(run, resolve("9.0"), TOPOLOGIES["nvswitch"], mode="graph")}
     assert rows[16 * MIB]["pick"] == "two_shot" and rows[16 * MIB]["ok"]  # 1.3x, but inside the spread
 
 

@@ -31,6 +31,7 @@ class Decisions:
     symm_mem: collectives.SymmMemDecision
     custom_allreduce: collectives.CustomAllReduceDecision
     fusion: collectives.FusionDecision
+    pcie_ipc: collectives.PcieIpcDecision
     mha: attention.AttentionDecision
     mla: attention.AttentionDecision
     deterministic_mha: deterministic.DeterministicDecision
@@ -61,6 +62,23 @@ class Decisions:
     # the NVFP4 KV cache's dequantize and FlashInfer's FP4 / MXFP8 quantize backends
     kv_dequant: Optional[quant.KvDequant] = None
     quantize_backends: Optional[Dict[str, quant.QuantizeBackend]] = None
+
+    def plan(self, symm_mem_flag: bool = False) -> collectives.AllReducePlan:
+        """The all-reduce path of each phase, in SGLang's dispatch order, for a launch with
+        (``symm_mem_flag``) or without --enable-torch-symm-mem."""
+        c, s = self.custom_allreduce, self.symm_mem
+        return collectives.allreduce_plan(
+            c.max_bytes if c.enabled else 0, self.pcie_ipc.enabled, s.max_bytes if s.enabled else 0, s.algorithm,
+            symm_mem_flag, {"custom all-reduce": c.reason, "PCIe-IPC": self.pcie_ipc.reason,
+                            "torch symm mem": s.reason})
+
+    def evidence(self) -> Tuple[str, ...]:
+        """The ledger ids behind this machine's collective decisions that differ from stock."""
+        ids = []
+        for d in (self.pcie_ipc, self.symm_mem, self.fusion):
+            if d.enabled:
+                ids += [i for i in d.evidence if i not in ids]
+        return tuple(ids)
 
     def gemm_rows(self) -> Dict[str, moe.Choice]:
         """The MoE / GEMM decisions as rows (name -> choice), in display order."""
@@ -125,7 +143,15 @@ class Decisions:
                     "max_bytes": self.symm_mem.max_bytes,
                     "algorithm": self.symm_mem.algorithm,
                     "reason": self.symm_mem.reason,
+                    "evidence": list(self.symm_mem.evidence) if self.symm_mem.enabled else [],
                 },
+                "pcie_ipc": {
+                    "enabled": self.pcie_ipc.enabled,
+                    "reason": self.pcie_ipc.reason,
+                    "evidence": list(self.pcie_ipc.evidence) if self.pcie_ipc.enabled else [],
+                },
+                "plan": {flag: _plan(self.plan(flag == "with_symm_mem_flag"))
+                         for flag in ("default", "with_symm_mem_flag")},
                 "custom_allreduce": {
                     "enabled": self.custom_allreduce.enabled,
                     "max_bytes": self.custom_allreduce.max_bytes,
@@ -137,6 +163,7 @@ class Decisions:
                     "backend": self.fusion.backend,
                     "reason": self.fusion.reason,
                     "dropped": _dropped(self.fusion.dropped),
+                    "evidence": list(self.fusion.evidence) if self.fusion.enabled else [],
                 },
             },
             "attention": {
@@ -225,6 +252,11 @@ def _choice(c: Optional[moe.Choice]) -> Optional[Dict[str, Any]]:
     return {"choice": c.choice, "upstream": c.upstream, "changed": c.changed, "reason": c.reason}
 
 
+def _plan(p: collectives.AllReducePlan) -> Dict[str, Any]:
+    return {"decode": p.decode, "prefill": p.prefill, "decode_bytes": p.decode_bytes, "prefill_bytes": p.prefill_bytes,
+            "steps": [{"path": st.path, "on": st.on, "admits": st.admits, "reason": st.reason} for st in p.steps]}
+
+
 def _dropped(dropped: Tuple[Tuple[str, str], ...]) -> List[Dict[str, str]]:
     return [{"choice": choice, "reason": why} for choice, why in dropped]
 
@@ -246,9 +278,10 @@ def decide(
         topology=topology,
         world_size=world_size,
         nnodes=nnodes,
-        symm_mem=collectives.torch_symm_mem(res, topology, world_size),
+        symm_mem=collectives.torch_symm_mem(res, topology, world_size, nnodes),
         custom_allreduce=collectives.custom_allreduce(res, topology, world_size),
         fusion=collectives.allreduce_fusion(res, topology, world_size, nnodes, cuda=traits.cuda),
+        pcie_ipc=collectives.pcie_ipc(res, topology, world_size, nnodes),
         mha=attention.default_backend(res, replace(traits, kind="mha")),
         mla=attention.default_backend(res, replace(traits, kind="mla")),
         # SGLang 0.5.23's DETERMINISTIC_ATTENTION_BACKEND_CHOICES (arg_groups/choices.py), the

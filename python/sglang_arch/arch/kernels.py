@@ -83,6 +83,14 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "declared_in": "flashinfer/jit/xqa.py:gen_xqa_module",
         "sources": [_FI + " jit/xqa.py gen_xqa_module: supported_major_versions=[9, 10, 12]"],
     },
+    "xqa_mla": {
+        "summary": "FlashInfer XQA MLA decode (trtllm_mla's decode off SM10x: q_len 1, bf16 or fp8), nvcc JIT",
+        "targets": ["jit:12.x"],
+        "declared_in": "flashinfer/jit/xqa.py:gen_xqa_module_mla",
+        "sources": [_FI + " jit/xqa.py gen_xqa_module_mla: supported_major_versions=[12]",
+                    _FI + " mla/_core.py trtllm_batch_decode_with_kv_cache_mla: backend 'auto' is xqa on every "
+                          "major but 10 (sgl-project/sglang#24848 closed to keep SM12x decode)"],
+    },
     "cutedsl_mla_decode": {
         "summary": "FlashInfer CuTe DSL MLA decode (SM100 datacenter kernels), compiled for the device",
         "targets": ["jit:10.0", "jit:10.3", "jit:10.7"],
@@ -219,6 +227,13 @@ KERNELS: Dict[str, Dict[str, Any]] = {
         "targets": ["jit:8.0+"],
         "sources": ["sglang 0.5.23 jit_kernel: compiled for the running device's arch (tvm-ffi + nvcc)",
                     "measured 2026-11-30 on the H200 host: built in 22.5 s with nvcc 13.0 (ARCH-FACTS)"],
+    },
+    "flashinfer_pcie_ipc": {
+        "summary": "FlashInfer PCIe-IPC all-reduce (staged peer pushes over CUDA IPC), nvcc JIT for the device",
+        "targets": ["jit:7.5+"],
+        "sources": [_FI + " jit/comm.py gen_pcie_ipc_comm_module: no architecture restriction (plain loads and "
+                          "stores, CUDA IPC), built for the device's own arch",
+                    "sglang 0.5.23 pcie_ipc_ar.py: world sizes 2, 4, 8; bf16; group tp"],
     },
     "sglang_jit_sp_collective": {
         "summary": "Kimi K3's sequence-parallel reduce-scatter / all-gather over CustomAllReduceV2's multicast "
@@ -592,7 +607,8 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
         "fa3": [{"kernel": "fa3_sm90"}, {"kernel": "fa3_sm8x", "kinds": _MHA}],
         "fa4": [{"kernel": "fa4_cute", "kinds": _MHA}, {"kernel": "fa4_cute_mla", "kinds": _MLA}],
         "trtllm_mha": [{"kernel": "trtllm_gen_fmha", "kinds": _MHA}, {"kernel": "xqa", "kinds": _MHA}],
-        "trtllm_mla": [{"kernel": "trtllm_gen_fmha", "kinds": _MLA}],
+        "trtllm_mla": [{"kernel": "trtllm_gen_fmha", "kinds": _MLA},
+                       {"kernel": "xqa_mla", "kinds": _MLA, "phases": ["decode"]}],
         "cutedsl_mla": [{"kernel": "cutedsl_mla_decode", "kinds": _MLA, "phases": ["decode"]}],
         "flashmla": [{"kernel": "flashmla", "kinds": _MLA}],
         "flashinfer": [{"kernel": "flashinfer_fa2"}],
@@ -662,6 +678,10 @@ CHOICES: Dict[str, Dict[str, List[Dict[str, Any]]]] = {
     },
     "custom_ar": {
         "jit_v2": [{"kernel": "sglang_jit_custom_ar"}],
+    },
+    # SGLang's PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE)
+    "pcie_ipc": {
+        "flashinfer": [{"kernel": "flashinfer_pcie_ipc"}],
     },
     # --moe-runner-backend, per quantization kind of the MoE experts (policies/moe.py QUANT_KINDS).
     # A choice with no use for a kind is not judged for it (SGLang itself reroutes, e.g.

@@ -50,6 +50,10 @@ class ArchProfile:
     max_cuda: Optional[Tuple[int, int]] = None
     torch_symm_mem: Mapping[int, int] = field(default_factory=dict)  # world size -> bytes
     symm_mem_multimem_world_sizes: Tuple[int, ...] = ()
+    # world size -> bytes for torch's two-shot kernel without NVLink multicast (stock: off)
+    symm_mem_two_shot: Mapping[int, int] = field(default_factory=dict)
+    # TP sizes where SGLang's PCIe-IPC all-reduce is on by default (one node, PCIe with P2P)
+    pcie_ipc_world_sizes: Tuple[int, ...] = ()
     custom_ar_v2_table: Optional[str] = None
     custom_ar_v2_world_sizes: Tuple[int, ...] = tuple(range(2, 17))
     allreduce_fusion: Tuple[str, ...] = ()  # usable backends; the first is what "auto" picks
@@ -58,20 +62,26 @@ class ArchProfile:
     # Where fusion is turned on without being asked (SGLang's auto-enable pass), by world
     # size: None: wherever it runs (SGLang's own rule on the tiers it names); a list: only
     # these world sizes, each measured on the node (``sglang-arch tune fusion``).  An
-    # explicit --enable-flashinfer-allreduce-fusion does not need it.
+    # explicit --flashinfer-allreduce-fusion-backend does not need it.
     allreduce_fusion_auto_world_sizes: Optional[Tuple[int, ...]] = None
     attention_mha: Tuple[str, ...] = ()
     attention_mla: Tuple[str, ...] = ()
+    # field -> evidence ledger ids (``evidence.py``) carrying its value where it differs from stock
+    evidence: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
     lead: Tuple[str, ...] = ()
     sources: Tuple[str, ...] = ()
+
+    def evidence_for(self, name: str) -> Tuple[str, ...]:
+        return tuple(self.evidence.get(name, ()))
 
 
 _KNOWN_FIELDS = {
     "inherits", "name", "examples", "smem_per_sm_kib", "smem_per_block_kib", "features",
     "topology", "min_cuda", "min_cuda_arch_specific", "min_cuda_family", "max_cuda",
-    "torch_symm_mem", "symm_mem_multimem_world_sizes", "custom_ar_v2_table",
+    "torch_symm_mem", "symm_mem_multimem_world_sizes", "symm_mem_two_shot", "pcie_ipc_world_sizes",
+    "custom_ar_v2_table",
     "custom_ar_v2_world_sizes", "allreduce_fusion", "allreduce_fusion_multi_node", "allreduce_fusion_min_cuda",
-    "allreduce_fusion_auto_world_sizes", "attention_mha", "attention_mla", "lead", "sources",
+    "allreduce_fusion_auto_world_sizes", "attention_mha", "attention_mla", "evidence", "lead", "sources",
 }
 
 
@@ -165,16 +175,9 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
     if not isinstance(topology, str) or topology not in TOPOLOGIES:
         raise TableError(f"{ctx}: field 'topology': unknown {shown(topology)}; accepted: {', '.join(TOPOLOGIES)}")
 
-    symm = f("torch_symm_mem", {})
-    if not isinstance(symm, Mapping):
-        raise TableError(f"{ctx}: field 'torch_symm_mem' must map world size -> MiB, got {shown(symm)}")
-    symm_bytes: Dict[int, int] = {}
-    symm_keys: Dict[int, Any] = {}
-    for ws, mib in symm.items():
-        ws_i = _int(ws, f"{ctx}: field 'torch_symm_mem' key", 2, MAX_GPUS_PER_NODE)
-        check_unique(symm_keys, ws_i, ws, f"{ctx}: field 'torch_symm_mem'", what="keys", named="world size",
-                     accepted="one size per world size")
-        symm_bytes[ws_i] = symm_size_bytes(mib, f"{ctx}: field 'torch_symm_mem.{shown(ws).strip(chr(39))}'")
+    symm_bytes = _sizes(f("torch_symm_mem", {}), ctx, "torch_symm_mem")
+    two_shot_bytes = _sizes(f("symm_mem_two_shot", {}), ctx, "symm_mem_two_shot")
+    evidence = _evidence(f("evidence", {}), ctx)
 
     table = fields.get("custom_ar_v2_table")
     if table is not None and (not isinstance(table, str) or table not in CUSTOM_AR_V2_TABLES):
@@ -215,6 +218,9 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
         torch_symm_mem=symm_bytes,
         symm_mem_multimem_world_sizes=_ints(f("symm_mem_multimem_world_sizes", []),
                                             f"{ctx}: field 'symm_mem_multimem_world_sizes'", 2, MAX_GPUS_PER_NODE),
+        symm_mem_two_shot=two_shot_bytes,
+        pcie_ipc_world_sizes=_ints(f("pcie_ipc_world_sizes", []), f"{ctx}: field 'pcie_ipc_world_sizes'", 2,
+                                   MAX_GPUS_PER_NODE),
         custom_ar_v2_table=table,
         custom_ar_v2_world_sizes=_ints(f("custom_ar_v2_world_sizes", list(range(2, 17))),
                                        f"{ctx}: field 'custom_ar_v2_world_sizes'", 1, MAX_GPUS_PER_NODE),
@@ -226,9 +232,44 @@ def build_profile(cap: Capability, fields: Mapping[str, Any], where: str) -> Arc
             MAX_GPUS_PER_NODE),
         attention_mha=_strs(f("attention_mha", []), f"{ctx}: field 'attention_mha'"),
         attention_mla=_strs(f("attention_mla", []), f"{ctx}: field 'attention_mla'"),
+        evidence=evidence,
         lead=_lead(f("lead", []), f"{ctx}: field 'lead'"),
         sources=_strs(f("sources", []), f"{ctx}: field 'sources'"),
     )
+
+
+def _sizes(value: Any, ctx: str, name: str) -> Dict[int, int]:
+    """A world size -> symmetric-memory size table (``torch_symm_mem``, ``symm_mem_two_shot``) in bytes."""
+    if not isinstance(value, Mapping):
+        raise TableError(f"{ctx}: field '{name}' must map world size -> MiB, got {shown(value)}")
+    out: Dict[int, int] = {}
+    keys: Dict[int, Any] = {}
+    for ws, mib in value.items():
+        ws_i = _int(ws, f"{ctx}: field '{name}' key", 2, MAX_GPUS_PER_NODE)
+        check_unique(keys, ws_i, ws, f"{ctx}: field '{name}'", what="keys", named="world size",
+                     accepted="one size per world size")
+        out[ws_i] = symm_size_bytes(mib, f"{ctx}: field '{name}.{shown(ws).strip(chr(39))}'")
+    return out
+
+
+def _evidence(value: Any, ctx: str) -> Dict[str, Tuple[str, ...]]:
+    """``evidence``: field name -> ledger ids; every field a known one, every id in the ledger."""
+    from .evidence import LEDGER
+
+    if not isinstance(value, Mapping):
+        raise TableError(f"{ctx}: field 'evidence' must map field name -> a list of evidence ids, got {shown(value)}")
+    out: Dict[str, Tuple[str, ...]] = {}
+    for name, ids in value.items():
+        if not isinstance(name, str) or name not in LEAD_FIELDS:
+            raise TableError(f"{ctx}: field 'evidence': unknown field {shown(name)}; accepted: names of this "
+                             f"entry's fields ({', '.join(LEAD_FIELDS)})")
+        listed = _strs(ids, f"{ctx}: field 'evidence.{name}'")
+        unknown = [i for i in listed if i not in LEDGER]
+        if unknown:
+            raise TableError(f"{ctx}: field 'evidence.{name}': unknown evidence {shown(unknown[0])}; accepted: "
+                             f"ids of the evidence ledger ({', '.join(LEDGER)})")
+        out[name] = listed
+    return out
 
 
 # A symmetric-memory size: an integer is MiB (the table's unit); a string with a unit keeps
@@ -327,7 +368,7 @@ def _name(value: Any, ctx: str) -> str:
 
 
 # ``lead`` names the fields of the same entry whose value has one source so far.
-LEAD_FIELDS = tuple(sorted(_KNOWN_FIELDS - {"inherits", "lead", "sources"}))
+LEAD_FIELDS = tuple(sorted(_KNOWN_FIELDS - {"inherits", "lead", "sources", "evidence"}))
 
 
 def _lead(values: Any, ctx: str) -> Tuple[str, ...]:

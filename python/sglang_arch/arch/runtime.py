@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, Optional, Tuple
 
 from .decisions import Decisions, decide
@@ -48,8 +48,16 @@ class MachineContext:
         """The largest all-reduce group this node can form (at least 2 for table look-ups)."""
         return max(2, len(self.node.gpus))
 
-    def symm_mem(self, world_size: int) -> collectives.SymmMemDecision:
-        return collectives.torch_symm_mem(self._res(), self.topology, world_size)
+    def symm_mem(self, world_size: int, multicast: Optional[bool] = None,
+                 nnodes: int = 1) -> collectives.SymmMemDecision:
+        """``multicast``: as a rendezvous found it, where that differs from the node's topology."""
+        topology = self.topology
+        if multicast is not None and multicast != topology.multicast:
+            topology = replace(topology, multicast=multicast)
+        return collectives.torch_symm_mem(self._res(), topology, world_size, nnodes)
+
+    def pcie_ipc(self, world_size: int, nnodes: int = 1) -> collectives.PcieIpcDecision:
+        return collectives.pcie_ipc(self._res(), self.topology, world_size, nnodes)
 
     def symm_mem_table(self) -> Dict[int, Dict[int, int]]:
         """SGLang's ``TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES`` as the registry decides it.
@@ -60,7 +68,8 @@ class MachineContext:
         if self.resolution is None:
             return {}
         row = {}
-        for ws in sorted(self.resolution.profile.torch_symm_mem):
+        profile = self.resolution.profile
+        for ws in sorted(set(profile.torch_symm_mem) | set(profile.symm_mem_two_shot)):
             d = self.symm_mem(ws)
             if d.enabled:
                 row[ws] = d.max_bytes

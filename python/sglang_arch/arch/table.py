@@ -16,7 +16,16 @@ Field reference (the same schema is accepted in override files, see ``overrides.
 - ``min_cuda`` / ``min_cuda_arch_specific`` / ``min_cuda_family`` / ``max_cuda``: the
   toolkit range for ``sm_XY``, ``sm_XYa`` and ``sm_XYf`` targets.
 - ``torch_symm_mem``: world size -> max all-reduce bytes in MiB (torch symmetric
-  memory), and ``symm_mem_multimem_world_sizes``: where multimem is preferred.
+  memory) where the node has NVLink multicast (SGLang's own table, which turns the
+  communicator off without multicast), and ``symm_mem_multimem_world_sizes``: where
+  multimem is preferred.
+- ``symm_mem_two_shot``: world size -> max bytes for torch's two-shot kernel where the
+  node has no multicast (peer-to-peer access only): bounds of their own, each measured on
+  the tier (``evidence``); absent: off without multicast, as stock SGLang.
+- ``pcie_ipc_world_sizes``: the TP sizes at which SGLang's FlashInfer PCIe-IPC all-reduce
+  (opt-in upstream, ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE``) is turned on by default, one node
+  over PCIe with peer-to-peer access, with SGLang's decode-sized workspace: where it was
+  measured to win on the tier.
 - ``custom_ar_v2_table``: which tuned table of SGLang's JIT custom all-reduce applies
   (``None``: its conservative default), ``custom_ar_v2_world_sizes`` the sizes it lists.
 - ``allreduce_fusion``: the FlashInfer all-reduce fusion backends that run here, the
@@ -27,6 +36,8 @@ Field reference (the same schema is accepted in override files, see ``overrides.
   those measured to win, from ``sglang-arch tune fusion`` on the node).
 - ``attention_mha`` / ``attention_mla``: preferred attention backends, best first;
   the policy appends the portable tail and skips what fails its validity check.
+- ``evidence``: field -> the ids of the evidence ledger (``evidence.py``) that carry the
+  field's value where it makes a decision differ from stock SGLang.
 - ``lead``: fields whose value has only one source so far.
 - ``sources``: where the values come from.
 """
@@ -41,6 +52,7 @@ _SGLANG = "sglang 0.5.23: srt/distributed/device_communicators/{all_reduce_utils
 _SGLANG_CAR = "sglang 0.5.23: srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
 _SGLANG_FUSION = "sglang 0.5.23: srt/layers/flashinfer_comm_fusion.py _resolve_backend"
 _SGLANG_ATTN = "sglang 0.5.23: srt/arg_groups/model_override_base.py get_default_attn_backend"
+_SGLANG_PCIE_IPC = "sglang 0.5.23: srt/distributed/device_communicators/pcie_ipc_ar.py (sgl-project/sglang#34528)"
 _CUDA_NOTES = "CUDA 12.8 / 12.9 / 13.0 release notes (sm_100/120; sm_103/121 and f targets; sm_110)"
 
 # Sizes in MiB; the policy turns them into bytes.
@@ -119,6 +131,8 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "max_cuda": None,
         "torch_symm_mem": _SYMM_MEM_UPSTREAM,
         "symm_mem_multimem_world_sizes": [4, 6, 8],
+        # Without multicast, below 16 MiB at world size 2 (2x H200, NVLink, multicast off).
+        "symm_mem_two_shot": {2: 16},
         "custom_ar_v2_table": "sm90",
         "custom_ar_v2_world_sizes": [2, 3, 4, 5, 6, 7, 8],
         "allreduce_fusion": ["trtllm", "mnnvl"],
@@ -126,10 +140,11 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "allreduce_fusion_min_cuda": "12.3",  # sglang gates SM90 paths at CUDA 12.3
         "attention_mha": ["fa3"],
         "attention_mla": ["fa3"],
+        "evidence": {"symm_mem_two_shot": ["two-shot-ws2-sm90-no-multicast"]},
         "sources": [_CUDA_GUIDE, _SGLANG, _SGLANG_CAR, _SGLANG_FUSION, _SGLANG_ATTN,
-                    "measured 2026-11-29 on 2x H200 (NVLink, multicast off): two-shot within 10% of NCCL "
-                    "through 16 MiB, NCCL faster from 64 MiB, so the 64 MiB maximum for 2 GPUs holds "
-                    "(benchmark/results/h200x2-collectives.json)"],
+                    "benchmark/results/h200x2-collectives.json: 2x H200 (NVLink, multicast off), graph replay: "
+                    "two-shot faster than NCCL from 512 KiB through 8 MiB, as fast from 16 MiB, slower from "
+                    "64 MiB"],
     },
     "10.0": {
         "name": "Blackwell (datacenter)",
@@ -201,24 +216,25 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "min_cuda_arch_specific": "12.8",
         "min_cuda_family": "12.9",
         "max_cuda": None,
-        # This project's entry: the values that made --enable-torch-symm-mem work on
-        # 8x RTX PRO 6000 (PCIe, two-shot over P2P); SGLang 0.5.23 has no key 12.
-        "torch_symm_mem": {2: 64, 4: 64, 6: 128, 8: 128},
+        # No torch symmetric-memory sizes: SGLang 0.5.23 has none for major 12 and nothing
+        # measured torch's kernels over PCIe.  What was measured there is SGLang's own
+        # PCIe-IPC all-reduce (8x SM120, TP 8): on by default at that size.
         "symm_mem_multimem_world_sizes": [],
+        "pcie_ipc_world_sizes": [8],
         "allreduce_fusion": ["trtllm"],
         "allreduce_fusion_multi_node": [],
         "allreduce_fusion_min_cuda": "12.8",
-        # Explicit opt-in only: no world size is measured to gain (the seed's +0.1 tok/s at
-        # TP8 is noise; sgl-project/sglang#32330 regressed at TP4 over PCIe).  A node's own
-        # `sglang-arch tune fusion` override lists where it won.
+        # Explicit opt-in only (sgl-project/sglang#32330): no world size is measured to gain.
+        # A node's own `sglang-arch tune fusion` override lists where it won.
         "allreduce_fusion_auto_world_sizes": [],
+        "evidence": {"pcie_ipc_world_sizes": ["pcie-ipc-tp8-sm120"], "allreduce_fusion": ["fusion-sm12x-opt-in"]},
         "attention_mha": [],
         "attention_mla": [],
         "sources": [_CUDA_GUIDE, "CUTLASS sm120_smem_capacity_bytes = 101376",
                     "FlashInfer PR #3903: trtllm comm module built for majors 9, 10, 12",
-                    "field report: 8x RTX PRO 6000, symm mem key 12 = key 10 values",
-                    "seed, 8x RTX PRO 6000 TP8: 89.5 -> 92.6 tok/s from the FlashInfer attention backend, 92.7 "
-                    "with FlashInfer all-reduce fusion added (+0.1 tok/s)",
+                    _SGLANG_PCIE_IPC,
+                    "a user's published report, 8x RTX PRO 6000 TP8, SGLang v0.5.9, CUDA 13.0.1: 89.5 -> 92.6 "
+                    "tok/s from the FlashInfer attention backend, 92.7 with FlashInfer all-reduce fusion added",
                     "sgl-project/sglang#32330 (closed): trtllm all-reduce auto-selected on single-node SM120/SM121 "
                     "regressed at TP4 over PCIe; explicit opt-in or a TP-gated rule validated at TP2/4/8"],
     },
@@ -227,6 +243,8 @@ ARCHITECTURES: Dict[str, Dict[str, Any]] = {
         "name": "Blackwell (GB10)",
         "examples": ["DGX Spark"],
         "topology": "single",
+        # The PCIe-IPC measurement is of SM120 boards; GB10 is another machine.
+        "pcie_ipc_world_sizes": [],
         "min_cuda": "12.9",
         "min_cuda_arch_specific": "12.9",
         "sources": [_CUDA_NOTES],

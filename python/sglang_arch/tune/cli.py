@@ -63,7 +63,7 @@ def add_command(sub) -> None:
     c.set_defaults(func=cmd_tune_collectives)
     f = tsub.add_parser(
         "fusion", help="whether FlashInfer all-reduce fusion wins at one world size (your benchmark's trials)",
-        description="Record whether --enable-flashinfer-allreduce-fusion won on this node at one world size: run the "
+        description="Record whether --flashinfer-allreduce-fusion-backend auto won on this node at one world size: run the "
                     "same benchmark (same model, batch and lengths) several times without and with the flag and give "
                     "the throughputs. Fusion wins where its median is higher and its slowest trial beats the "
                     "baseline's fastest. With --out the override lists the world sizes it won at, and the registry "
@@ -74,7 +74,7 @@ def add_command(sub) -> None:
     f.add_argument("--without", required=True, metavar="T,T,T",
                    help="tokens per second of each trial without fusion (at least 3)")
     f.add_argument("--with", dest="with_fusion", required=True, metavar="T,T,T",
-                   help="tokens per second of each trial with --enable-flashinfer-allreduce-fusion (at least 3)")
+                   help="tokens per second of each trial with --flashinfer-allreduce-fusion-backend auto (at least 3)")
     f.add_argument("--topology", type=cli_args.topology, default=None, metavar="T",
                    help="override the detected topology")
     f.add_argument("--out", metavar="FILE", help="write the override file (.toml or .json); an override file "

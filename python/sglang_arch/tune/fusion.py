@@ -3,7 +3,7 @@
 Where the tier lists the world sizes fusion is turned on at by default
 (``allreduce_fusion_auto_world_sizes``: SM12x over PCIe lists none, see
 docs/differences.md D3), a node's own measurement adds one: the same benchmark run
-``--trials`` times without and with ``--enable-flashinfer-allreduce-fusion`` at one
+``--trials`` times without and with ``--flashinfer-allreduce-fusion-backend auto`` at one
 world size (throughput, tokens per second, higher is better).  Fusion wins only where
 its median is higher *and* the trials do not overlap (its slowest trial beats the
 baseline's fastest): a difference inside the spread decides nothing.  The override file

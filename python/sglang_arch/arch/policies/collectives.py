@@ -29,9 +29,9 @@ SYMM_MEM_MAX_BYTES_LIMIT = SYMM_MEM_MAX_MIB * MIB
 FUSION_REQUESTS = ("auto", "trtllm", "mnnvl", "cutedsl")
 # Why a tier that lists the world sizes fusion is turned on at (``allreduce_fusion_auto_world_sizes``)
 # leaves it off elsewhere unless asked: the evidence for SM12x over PCIe, where the list is empty.
-FUSION_AUTO_EVIDENCE = ("the seed measured 89.5 -> 92.6 tok/s from the FlashInfer attention backend and 92.7 with "
-                        "fusion added (+0.1 tok/s at TP8, 8x RTX PRO 6000), and sgl-project/sglang#32330 (trtllm "
-                        "auto-selected on SM120/SM121) was closed after a TP4 PCIe regression")
+FUSION_AUTO_EVIDENCE = ("auto-selecting trtllm on single-node SM120/SM121 regressed at TP 4 over PCIe "
+                        "(sgl-project/sglang#32330), and 8x RTX PRO 6000 at TP 8 gained 92.6 -> 92.7 tok/s with "
+                        "fusion (a user's report, SGLang v0.5.9)")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class SymmMemDecision:
     max_bytes: int
     algorithm: Optional[str]  # "multimem" | "two_shot" | None
     reason: str
+    evidence: Tuple[str, ...] = ()  # ledger ids where this differs from stock SGLang (arch/evidence.py)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,14 @@ class FusionDecision:
     backend: Optional[str]  # "trtllm" | "mnnvl" | "cutedsl" | None
     reason: str
     dropped: Tuple[Tuple[str, str], ...] = ()  # (candidate, why not): the tier's backends left out
+    evidence: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PcieIpcDecision:
+    enabled: bool  # on by default: SGLang's SGLANG_ENABLE_PCIE_IPC_ALLREDUCE unset
+    reason: str
+    evidence: Tuple[str, ...] = ()
 
 
 def _check_world_size(world_size: int) -> None:
@@ -63,36 +72,204 @@ def _check_world_size(world_size: int) -> None:
         raise ValueError(f"invalid world size {world_size!r}; accepted: an integer >= 1")
 
 
-def torch_symm_mem(res: Resolution, topology: Topology, world_size: int) -> SymmMemDecision:
-    """Max payload and algorithm for ``--enable-torch-symm-mem``.
+def _check_nnodes(nnodes: int) -> None:
+    if isinstance(nnodes, bool) or not isinstance(nnodes, int) or nnodes < 1:
+        raise ValueError(f"invalid node count {nnodes!r}; accepted: an integer >= 1")
 
-    multimem needs NVLS multicast and a world size the tier lists for it; two-shot needs
-    only peer-to-peer access, so a PCIe box with P2P gets two-shot instead of nothing.
+
+def _lent(res: Resolution) -> str:
+    """How a value reached the device: '' for its own tier, else the fallback named."""
+    if res.match in ("exact", "override"):
+        return ""
+    return f" ({res.match} fallback from {res.requested}: the nearest tier's measured bound, as asked for)"
+
+
+def torch_symm_mem(res: Resolution, topology: Topology, world_size: int, nnodes: int = 1) -> SymmMemDecision:
+    """Max payload and kernel for ``--enable-torch-symm-mem``.
+
+    With NVLink multicast, SGLang's own table (``torch_symm_mem``): multimem where the tier
+    lists the world size, two-shot otherwise.  Without multicast SGLang turns the
+    communicator off; the registry keeps torch's two-shot kernel (peer-to-peer access only)
+    where the tier has a two-shot bound measured without multicast (``symm_mem_two_shot``,
+    with its evidence), on one node (peer access does not span nodes), and only there.
     """
     _check_world_size(world_size)
+    _check_nnodes(nnodes)
     tier = res.resolved
     if world_size == 1:
         return SymmMemDecision(False, 0, None, "one GPU: nothing to all-reduce")
     if res.match == "portable":
         return SymmMemDecision(False, 0, None, res.reason)
-    table = res.profile.torch_symm_mem
-    if not table:
-        return SymmMemDecision(False, 0, None, f"tier {tier} has no torch symmetric-memory sizes")
-    if world_size not in table:
-        sizes = ", ".join(str(w) for w in sorted(table))
-        return SymmMemDecision(False, 0, None, f"world size {world_size} is not tuned for tier {tier} (tuned: {sizes})")
-    max_bytes = table[world_size]
-    if not 0 < max_bytes <= SYMM_MEM_MAX_BYTES_LIMIT:  # profiles are checked when built; this guards hand-made ones
-        return SymmMemDecision(False, 0, None, f"tier {tier}: {max_bytes} bytes for world size {world_size} is outside "
-                                               f"1 B-{SYMM_MEM_MAX_BYTES_LIMIT // MIB} MiB")
-    if topology.multicast and world_size in res.profile.symm_mem_multimem_world_sizes:
-        return SymmMemDecision(True, max_bytes, "multimem",
-                               f"tier {tier}, world size {world_size}, {topology.name} has multicast: multimem")
-    if topology.p2p:
-        why = "no multicast" if not topology.multicast else f"multimem not tuned for world size {world_size}"
+    if topology.multicast:
+        table = res.profile.torch_symm_mem
+        if not table:
+            return SymmMemDecision(False, 0, None, f"tier {tier} has no torch symmetric-memory sizes")
+        if world_size not in table:
+            return SymmMemDecision(False, 0, None, f"world size {world_size} has no size on tier {tier} "
+                                                   f"(sizes for {_span(tuple(sorted(table)))})")
+        max_bytes = _bounded(table[world_size])
+        if not max_bytes:
+            return SymmMemDecision(False, 0, None, f"tier {tier}: the size for world size {world_size} is outside "
+                                                   f"1 B-{SYMM_MEM_MAX_BYTES_LIMIT // MIB} MiB")
+        if world_size in res.profile.symm_mem_multimem_world_sizes:
+            return SymmMemDecision(True, max_bytes, "multimem", f"tier {tier}, world size {world_size}, "
+                                                                f"{topology.name} has multicast: multimem{_lent(res)}")
         return SymmMemDecision(True, max_bytes, "two_shot",
-                               f"tier {tier}, world size {world_size}, {topology.name} ({why}): two-shot over P2P")
-    return SymmMemDecision(False, 0, None, f"topology {topology.name} has no peer-to-peer access")
+                               f"tier {tier}, world size {world_size}, {topology.name} (multimem not tuned for world "
+                               f"size {world_size}): two-shot over P2P{_lent(res)}")
+    bounds = res.profile.symm_mem_two_shot
+    evidence = res.profile.evidence_for("symm_mem_two_shot")
+    if not bounds:
+        return SymmMemDecision(False, 0, None, f"{topology.name} has no NVLink multicast and tier {tier} has no "
+                                               f"two-shot bound measured without it: off, as stock SGLang "
+                                               f"(`sglang-arch tune collectives` on the node measures one)")
+    if nnodes > 1:
+        return SymmMemDecision(False, 0, None, f"{nnodes} nodes without NVLink multicast: two-shot needs "
+                                               f"peer-to-peer access, which does not span nodes")
+    if not topology.p2p:
+        return SymmMemDecision(False, 0, None, f"topology {topology.name} has no peer-to-peer access")
+    if world_size not in bounds:
+        return SymmMemDecision(False, 0, None, f"no two-shot bound for world size {world_size} on tier {tier} "
+                                               f"without multicast (measured: {_span(tuple(sorted(bounds)))}): "
+                                               f"off, as stock SGLang")
+    max_bytes = _bounded(bounds[world_size])
+    if not max_bytes:
+        return SymmMemDecision(False, 0, None, f"tier {tier}: the two-shot bound for world size {world_size} is "
+                                               f"outside 1 B-{SYMM_MEM_MAX_BYTES_LIMIT // MIB} MiB")
+    return SymmMemDecision(True, max_bytes, "two_shot",
+                           f"tier {tier}, world size {world_size}, {topology.name} (no multicast): two-shot over "
+                           f"P2P below {_size(max_bytes)}, measured without multicast; larger reductions stay "
+                           f"on NCCL{_lent(res)}", evidence)
+
+
+def _bounded(nbytes: int) -> int:
+    """``nbytes`` where it is a size the buffer may have, else 0 (profiles are checked when
+    built; this guards hand-made ones)."""
+    return nbytes if 0 < nbytes <= SYMM_MEM_MAX_BYTES_LIMIT else 0
+
+
+def _size(nbytes: int) -> str:
+    if nbytes % MIB == 0:
+        return f"{nbytes // MIB} MiB"
+    return f"{nbytes // 1024} KiB" if nbytes % 1024 == 0 else f"{nbytes} B"
+
+
+# SGLang 0.5.23 pcie_ipc_ar.py: the world sizes its kernels build IPC channels for.
+PCIE_IPC_WORLD_SIZES = (2, 4, 8)
+
+
+def pcie_ipc(res: Resolution, topology: Topology, world_size: int, nnodes: int = 1) -> PcieIpcDecision:
+    """Whether SGLang's FlashInfer PCIe-IPC all-reduce is on without being asked.
+
+    Upstream it is opt-in (``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE``) and, once on, takes the
+    reductions that fit its decode-sized workspace (the widest captured decode batch x the
+    hidden size), after custom all-reduce and before everything else.  The registry turns it
+    on where it was measured to win: the tier's ``pcie_ipc_world_sizes``, one node over PCIe
+    with peer-to-peer access, the device's own tier (a fallback never turns a path on).
+    The user's variable, set either way, always wins (the plugin's glue).
+    """
+    _check_world_size(world_size)
+    _check_nnodes(nnodes)
+    tier = res.resolved
+    measured = res.profile.pcie_ipc_world_sizes
+    off = "off unless SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1, as stock SGLang"
+    if world_size == 1:
+        return PcieIpcDecision(False, "one GPU: nothing to all-reduce")
+    if world_size not in PCIE_IPC_WORLD_SIZES:
+        return PcieIpcDecision(False, f"its kernels serve world sizes {_span(PCIE_IPC_WORLD_SIZES)}, not "
+                                      f"{world_size}")
+    if nnodes > 1:
+        return PcieIpcDecision(False, f"{nnodes} nodes: peer-to-peer access does not span nodes; {off}")
+    if not topology.p2p:
+        return PcieIpcDecision(False, f"topology {topology.name} has no peer-to-peer access; {off}")
+    if topology.full_nvlink:
+        return PcieIpcDecision(False, f"{topology.name}: custom all-reduce serves NVLink nodes; the PCIe-IPC "
+                                      f"kernels were measured on PCIe only; {off}")
+    verdict = catalog.choice_runs("pcie_ipc", "flashinfer", res.identities)
+    if not verdict.runs:
+        return PcieIpcDecision(False, f"{verdict.reason}; {off}")
+    if world_size not in measured:
+        where = f"measured at TP {_span(measured)} only" if measured else "never measured on this tier"
+        return PcieIpcDecision(False, f"tier {tier}: {where}; {off}")
+    if res.match not in ("exact", "override"):
+        return PcieIpcDecision(False, f"measured on tier {tier}, not on {res.requested} ({res.match} fallback): a "
+                                      f"fallback lends limits, never turns a path on; {off}")
+    evidence = res.profile.evidence_for("pcie_ipc_world_sizes")
+    return PcieIpcDecision(True, f"tier {tier}, TP {world_size} on one {topology.name} node: on, with SGLang's "
+                                 f"decode-sized workspace (prefill-sized reductions stay on NCCL), measured to win "
+                                 f"here; SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=0 keeps it off", evidence)
+
+
+# --- The all-reduce plan: which path takes a reduction of a given size ---------------------------
+#
+# SGLang tries its paths in a fixed order (``GroupCoordinator._resolve_outplace_all_reduce_method``):
+# custom all-reduce, PCIe-IPC, quick all-reduce (ROCm only), mscclpp (--enable-mscclpp), torch
+# symmetric memory (--enable-torch-symm-mem), NCCL.  A bound on an earlier path decides what the
+# later ones see.  Two sizes stand for the two phases: a decode batch and a prefill chunk at a
+# typical hidden size (the one SGLang's PCIe-IPC measurement used).
+PLAN_HIDDEN = 6144
+PLAN_DECODE_TOKENS = 64
+PLAN_PREFILL_TOKENS = 8192
+PLAN_PATHS = ("custom all-reduce", "PCIe-IPC", "quick all-reduce", "mscclpp", "torch symm mem", "NCCL")
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    path: str  # one of PLAN_PATHS
+    on: bool
+    admits: str  # which reductions it takes when on
+    reason: str
+
+
+@dataclass(frozen=True)
+class AllReducePlan:
+    steps: Tuple[PlanStep, ...]
+    decode: str  # the path a decode-sized reduction takes
+    prefill: str  # the path a prefill-sized reduction takes
+    decode_bytes: int
+    prefill_bytes: int
+
+
+def plan_bytes(tokens: int) -> int:
+    return tokens * PLAN_HIDDEN * 2  # bf16
+
+
+def allreduce_plan(custom_ar_bytes: int, pcie_ipc_on: bool, symm_mem_bytes: int, symm_mem_kernel: Optional[str],
+                   symm_mem_flag: bool = False, reasons: Optional[Dict[str, str]] = None) -> AllReducePlan:
+    """The path each phase's reduction takes, in SGLang's dispatch order.
+
+    ``custom_ar_bytes``: custom all-reduce's bound (0: off); ``pcie_ipc_on``: PCIe-IPC built
+    (it takes the rows of a decode batch: its workspace is sized for the widest captured
+    decode); ``symm_mem_bytes`` / ``symm_mem_kernel``: the symm-mem communicator's bound and
+    kernel, used only with ``symm_mem_flag`` (--enable-torch-symm-mem).  Bounds are SGLang's
+    strict ``size < bound``.
+    """
+    reasons = reasons or {}
+    decode, prefill = plan_bytes(PLAN_DECODE_TOKENS), plan_bytes(PLAN_PREFILL_TOKENS)
+    symm_on = symm_mem_flag and symm_mem_bytes > 0
+    steps = (
+        PlanStep("custom all-reduce", custom_ar_bytes > 0, f"< {_size(custom_ar_bytes)}" if custom_ar_bytes else "-",
+                 reasons.get("custom all-reduce", "")),
+        PlanStep("PCIe-IPC", pcie_ipc_on, "decode batches (its workspace: widest captured decode x hidden)",
+                 reasons.get("PCIe-IPC", "")),
+        PlanStep("quick all-reduce", False, "-", "ROCm only"),
+        PlanStep("mscclpp", False, "-", "only with --enable-mscclpp"),
+        PlanStep("torch symm mem", symm_on,
+                 f"< {_size(symm_mem_bytes)} ({symm_mem_kernel})" if symm_on else "-",
+                 reasons.get("torch symm mem", "") if symm_mem_flag else "only with --enable-torch-symm-mem"),
+        PlanStep("NCCL", True, "every size", "the fallback"),
+    )
+
+    def taker(nbytes: int, is_decode: bool) -> str:
+        if custom_ar_bytes and nbytes < custom_ar_bytes:
+            return "custom all-reduce"
+        if pcie_ipc_on and is_decode:
+            return "PCIe-IPC"
+        if symm_on and nbytes < symm_mem_bytes:
+            return f"torch symm mem ({symm_mem_kernel})"
+        return "NCCL"
+
+    return AllReducePlan(steps, taker(decode, True), taker(prefill, False), decode, prefill)
 
 
 def custom_allreduce(res: Resolution, topology: Topology, world_size: int) -> CustomAllReduceDecision:
@@ -120,7 +297,7 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
                      explicit: bool = False) -> FusionDecision:
     """FlashInfer all-reduce + residual + RMSNorm fusion.
 
-    Two questions: whether it runs when asked (``explicit``: --enable-flashinfer-allreduce-fusion,
+    Two questions: whether it runs when asked (``explicit``: --flashinfer-allreduce-fusion-backend,
     or a backend named in ``requested``; SGLang's gate and ``_resolve_backend``), and whether it
     is turned on unasked (SGLang's auto-enable pass: the default).  The second also needs the
     world size among the tier's ``allreduce_fusion_auto_world_sizes`` where the tier lists
@@ -135,8 +312,7 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
     the tier's minimum for these kernels.
     """
     _check_world_size(world_size)
-    if isinstance(nnodes, bool) or not isinstance(nnodes, int) or nnodes < 1:
-        raise ValueError(f"invalid node count {nnodes!r}; accepted: an integer >= 1")
+    _check_nnodes(nnodes)
     if requested not in FUSION_REQUESTS:
         raise ValueError(f"invalid fusion backend {requested!r}; accepted: {', '.join(FUSION_REQUESTS)}")
     tier = res.resolved
@@ -175,18 +351,20 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
                               dropped + (("mnnvl", f"needs NVLink between the GPUs; {topology.name} has none"),))
     here = f"tier {tier}, {world_size} GPUs on {topology.name}, {where}"
     measured = res.profile.allreduce_fusion_auto_world_sizes
+    evidence = res.profile.evidence_for("allreduce_fusion")
     if explicit or requested != "auto" or measured is None:
-        return FusionDecision(True, choice, f"{here}: {choice}", dropped)
+        return FusionDecision(True, choice, f"{here}: {choice}", dropped, evidence)
     if world_size in measured:
         return FusionDecision(True, choice, f"{here}: {choice}, on by default: fusion won at world size "
                                             f"{world_size} on this node ({res.match} of tier {tier}: {res.reason})",
-                              dropped)
+                              dropped, evidence)
     listed = ", ".join(str(w) for w in measured) or "none"
     return FusionDecision(False, None, f"{here}: off by default ({choice} runs when asked: "
-                                       f"--enable-flashinfer-allreduce-fusion); no measurement shows a gain here: "
+                                       f"--flashinfer-allreduce-fusion-backend {choice}); no measurement shows a "
+                                       f"gain here: "
                                        f"{FUSION_AUTO_EVIDENCE}; it is turned on where `sglang-arch tune fusion` on "
                                        f"the node found it faster at this world size (measured wins: {listed})",
-                          dropped)
+                          dropped, evidence)
 
 
 def _span(sizes: Tuple[int, ...]) -> str:

@@ -65,6 +65,8 @@ BODIES = {
             'ebb8b6d85f135079',
         'sglang.srt.distributed.device_communicators.configs.custom_all_reduce_v2._get_all_reduce_configs':
             'ae8f2d3f291d98c3',
+        'sglang.srt.distributed.device_communicators.pcie_ipc_ar.eligible_group':
+            '5d91eb5264c9600f',
         'sglang.srt.distributed.device_communicators.torch_symm_mem.TorchSymmMemCommunicator.__init__':
             '43726b9e7553c3c9',
         'sglang.srt.layers.attention.dsa.dsa_backend_kpool.DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend':
@@ -234,6 +236,8 @@ FILES = {
             'f5189e02ee79fd0d',
         'sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py':
             'eb510c72ab31df1c',
+        'sglang/srt/distributed/device_communicators/pcie_ipc_ar.py':
+            'ce9671ab87ace6d3',
         'sglang/srt/distributed/device_communicators/torch_symm_mem.py':
             'e014a5da40b1ccba',
         'sglang/srt/layers/attention/dsa/dsa_backend_kpool.py':

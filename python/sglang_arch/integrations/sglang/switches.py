@@ -31,6 +31,7 @@ VARIABLE = "SGLANG_ARCH_DISABLE"
 DECISIONS: Dict[str, Tuple[str, ...]] = {
     "symm_mem": ("torch symm mem",),
     "custom_all_reduce": ("custom all-reduce v2",),
+    "pcie_ipc": ("PCIe-IPC all-reduce",),
     "fusion": ("all-reduce fusion", "Beam fused all-reduce", "K3 SP collective", "K3 all-reduce fusion"),
     "attention": ("attention backend", "FA4 page size", "attention build guard", "speculative draft attention",
                   "linear attention", "vision attention", "audio attention", "DSA attention",

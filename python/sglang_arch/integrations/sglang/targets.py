@@ -31,6 +31,7 @@ TESTED_SGLANG_VERSIONS = known_bodies.SUPPORTED  # the releases whose code the t
 _COMMON = "sglang.srt.utils.common"
 _SYMM = "sglang.srt.distributed.device_communicators.torch_symm_mem"
 _CAR = "sglang.srt.distributed.device_communicators.configs.custom_all_reduce_v2"
+_PCIE_IPC = "sglang.srt.distributed.device_communicators.pcie_ipc_ar"
 _FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
 _OVERRIDES = "sglang.srt.arg_groups.overrides"
 _BASE = "sglang.srt.arg_groups.model_override_base"
@@ -316,6 +317,11 @@ def all_targets() -> List[Target]:
                ("self", "group", "device"),
                ("torch_symm_mem", "torch_symm_mem_available", "dist", "envs", "get_exec",
                 "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES")),
+        # SGLang's PCIe-IPC all-reduce: opt-in upstream; on by default where the ledger has a
+        # measurement (the user's SGLANG_ENABLE_PCIE_IPC_ALLREDUCE, set either way, wins).
+        Target("PCIe-IPC all-reduce", f"{_PCIE_IPC}.eligible_group", answer(collectives.pcie_ipc_eligible),
+               ("group_name", "world_size", "deterministic"),
+               ("envs", "_ELIGIBLE_GROUP_NAMES", "_warn_deterministic_wins")),
         Target("custom all-reduce v2", f"{_CAR}._get_all_reduce_configs", answer(collectives.all_reduce_configs), (),
                ("_sm90_configs", "_sm100_configs", "_sm107_configs", "AllReduceConfig", "Heuristic")),
         Target("all-reduce fusion", f"{_FUSION}._resolve_backend", answer(fusion.resolve_backend),

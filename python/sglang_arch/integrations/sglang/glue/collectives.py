@@ -26,6 +26,7 @@ from typing import Any, Dict, Optional, Tuple
 from ....arch.policies.collectives import (
     CUSTOM_AR_DEFAULT_ONE_SHOT_BYTES,
     CUSTOM_AR_DEFAULT_TWO_SHOT_BYTES,
+    SymmMemDecision,
 )
 from ....arch.runtime import MachineContext
 from . import device_context, fail_open, per_machine, routed_context
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 _SYMM_MEM = "sglang.srt.distributed.device_communicators.torch_symm_mem"
 _ALL_REDUCE_UTILS = "sglang.srt.distributed.device_communicators.all_reduce_utils"
+_PCIE_IPC = "sglang.srt.distributed.device_communicators.pcie_ipc_ar"
 _CUSTOM_AR_V2 = (
     "sglang.srt.distributed.device_communicators.configs.custom_all_reduce_v2"
 )
@@ -45,7 +47,13 @@ def init_torch_symm_mem(comm: Any, group: Any, device: Any) -> Optional[bool]:
     """Initialise ``comm`` (a ``TorchSymmMemCommunicator``) from the registry.
 
     True: done, the caller returns.  None: no NVIDIA GPU; SGLang's own ``__init__``
-    runs.
+    runs.  The decision is taken on the node's detected topology (the same on every rank,
+    so every rank allocates and rendezvouses alike, or none does; a node without
+    peer-to-peer access never reaches the rendezvous, which crashes there on some PCIe
+    GPUs); after the rendezvous the handle says whether multicast really works, and the
+    decision for that is kept (without multicast: two-shot at its own measured bound, or
+    off as SGLang).  ``comm.multicast`` records it for the consumers that need multicast
+    (Inkling's kernels), which take their other path where it is False.
     """
     ctx = routed_context()
     if ctx is None:
@@ -55,6 +63,7 @@ def init_torch_symm_mem(comm: Any, group: Any, device: Any) -> Optional[bool]:
     comm.disabled = True
     comm.buffer = None
     comm.max_size = 0
+    comm.multicast = False
     if not module.torch_symm_mem_available:
         return True
 
@@ -74,19 +83,26 @@ def init_torch_symm_mem(comm: Any, group: Any, device: Any) -> Optional[bool]:
     if not max_size:
         logger.info("TorchSymmMemCommunicator: off (%s)", decision.reason)
         return True
-    comm.max_size = _with_inkling_floor(module, max_size)
+    if decision.algorithm == "multimem" or ctx.topology.multicast:
+        max_size = _with_inkling_floor(module, max_size)
     comm.buffer = module.torch_symm_mem.empty(
-        comm.max_size // comm.dtype.itemsize, device=comm.device, dtype=comm.dtype
+        max_size // comm.dtype.itemsize, device=comm.device, dtype=comm.dtype
     )
     handle = module.torch_symm_mem.rendezvous(comm.buffer, group.group_name)
-    # Only the multimem kernel needs multicast; two-shot needs peer-to-peer access.
-    if handle.multicast_ptr == 0 and decision.algorithm != "two_shot":
+    comm.multicast = handle.multicast_ptr != 0
+    if comm.multicast != ctx.topology.multicast:
+        # The handle knows better than detection (multicast turned off by a variable, or a
+        # group that spans fabrics): the decision for what the handle says.
+        max_size, decision = _size_and_kernel(ctx, comm, comm.multicast, max_size)
+    if not max_size:
         logger.warning(
             "TorchSymmMemCommunicator: torch symmetric memory "
-            "multicast operations are not supported."
+            "multicast operations are not supported (%s).",
+            decision.reason,
         )
         comm.buffer = None
         return True
+    comm.max_size = max_size
     comm.disabled = False
     logger.info(
         "TorchSymmMemCommunicator: %s, max %d bytes (%s)",
@@ -97,17 +113,23 @@ def init_torch_symm_mem(comm: Any, group: Any, device: Any) -> Optional[bool]:
     return True
 
 
-def _size_and_kernel(ctx: MachineContext, comm: Any) -> Tuple[int, Any]:
-    """The registry's buffer size for ``comm`` (0: off) and its decision; sets the
-    instance's multimem list, so the kernel choice on every all-reduce stays a look-up."""
-    decision = ctx.symm_mem(comm.world_size)
+def _size_and_kernel(ctx: MachineContext, comm: Any, multicast: Optional[bool] = None,
+                     allocated: Optional[int] = None) -> Tuple[int, Any]:
+    """The registry's bound for ``comm`` (0: off) and its decision, on the node's topology or
+    with ``multicast`` as the rendezvous found it (the bound then at most the ``allocated``
+    buffer); sets the instance's multimem list, so the kernel choice on every all-reduce
+    stays a look-up.  A group larger than the node spans nodes."""
+    nnodes = 1 if comm.world_size <= len(ctx.node.gpus) else 2
+    decision = ctx.symm_mem(comm.world_size, multicast=multicast, nnodes=nnodes)
+    if comm.device_capability not in {c.major for c in ctx.node.capabilities}:
+        decision = SymmMemDecision(False, 0, None, f"major {comm.device_capability} is not a GPU of this node")
     comm._WORLD_SIZES_MULTIMEM = {
         comm.device_capability: (
             [comm.world_size] if decision.algorithm == "multimem" else []
         )
     }
-    table = ctx.symm_mem_table().get(comm.device_capability, {})
-    return table.get(comm.world_size) or 0, decision
+    size = decision.max_bytes if decision.enabled else 0
+    return (size if allocated is None else min(size, allocated)), decision
 
 
 def publish_symm_mem_table(ctx: MachineContext) -> None:
@@ -133,6 +155,35 @@ def _with_inkling_floor(module: Any, max_size: int) -> int:
         ):
             max_size = max(max_size, 512 * MIB)
     return max_size
+
+
+@fail_open
+def pcie_ipc_eligible(*, group_name: Optional[str], world_size: int, deterministic: bool) -> Optional[bool]:
+    """``pcie_ipc_ar.eligible_group``: whether ``GroupCoordinator`` builds SGLang's PCIe-IPC
+    all-reduce for a group.
+
+    None (SGLang's own rule) without an NVIDIA GPU, where the user set
+    ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE`` either way, and where the registry does not turn it
+    on (SGLang's rule then answers off: the variable is unset).  Where it does (the tier's
+    measured TP sizes, one node over PCIe with peer-to-peer access), SGLang's other
+    conditions stand: its group names, and off in deterministic mode with SGLang's warning.
+    The workspace stays SGLang's decode-sized one.
+    """
+    ctx = routed_context()
+    if ctx is None or ctx.resolution is None:
+        return None
+    module = sys.modules[_PCIE_IPC]
+    if module.envs.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE.is_set():
+        return None
+    nnodes = 1 if world_size <= len(ctx.node.gpus) else 2
+    decision = ctx.pcie_ipc(world_size, nnodes)
+    if not decision.enabled or group_name not in module._ELIGIBLE_GROUP_NAMES:
+        return None
+    if deterministic:
+        module._warn_deterministic_wins()
+        return False
+    logger.info("FlashInfer PCIe-IPC all-reduce on by default: %s", decision.reason)
+    return True
 
 
 @fail_open
