@@ -88,7 +88,9 @@ MACHINE = SIMULATED_MACHINE
 def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
     logging.disable(logging.CRITICAL)
     os.environ["SGLANG_OPT_USE_INKLING_CUSTOM_AR"] = "0"  # compare the tables, not the inkling floor
+    os.environ.pop("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE", None)  # SGLang's opt-in unset: the default is compared
     from sglang.srt.arg_groups import model_override_base, overrides
+    from sglang.srt.distributed.device_communicators import pcie_ipc_ar
     from sglang.srt.layers import flashinfer_comm_fusion
     from sglang.srt.runtime_context import get_platform, override_platform
 
@@ -122,6 +124,8 @@ def run_suite(mode: str, runtime: str) -> Dict[str, Any]:
             row["fusion_auto_enable"] = _call(overrides._flashinfer_allreduce_fusion_auto_enable,
                                               _auto_enable_view(ws))
             row["symm_mem"] = symm_mem_outcome(cap, ws, multicast=topo == "nvswitch")
+            row["pcie_ipc"] = _call(lambda: pcie_ipc_ar.eligible_group(group_name="tp", world_size=ws,
+                                                                        deterministic=False))
             if topo == "nvswitch" and ws == 8:  # DSA depends on the GPU alone: one cell per capability
                 with simulated_torch_device(cap):  # the passes read torch's capability directly
                     row["dsa"] = {f"{arch}/{kv}": _dsa(overrides, arch, kv)

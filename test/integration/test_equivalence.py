@@ -21,13 +21,15 @@ from unit.test_dsa_rules import built_for  # noqa: E402  where each DSA backend 
 NO_MULTICAST = ("nvlink", "pcie-p2p", "pcie")
 
 
-def _d1_sm12x_symm_mem(cap, topo, ws, section, up, rt):
-    return section == "symm_mem" and cap.startswith("12.") and rt.get("algorithm") == "two_shot" and topo != "pcie"
+def _d1_pcie_ipc_at_tp8_on_sm120(cap, topo, ws, section, up, rt):
+    """Ledger entry pcie-ipc-tp8-sm120: SGLang's PCIe-IPC all-reduce on by default there only."""
+    return section == "pcie_ipc" and (cap, topo, ws) == ("12.0", "pcie-p2p", 8) and (up, rt) == (False, True)
 
 
 def _d2_two_shot_without_multicast(cap, topo, ws, section, up, rt):
-    return (section == "symm_mem" and cap.split(".")[0] in ("9", "10") and topo in ("nvlink", "pcie-p2p")
-            and up == {"enabled": False} and rt.get("algorithm") == "two_shot")
+    """Ledger entry two-shot-ws2-sm90-no-multicast: below 16 MiB at world size 2 over NVLink."""
+    return (section == "symm_mem" and cap.split(".")[0] == "9" and topo == "nvlink" and ws == 2
+            and up == {"enabled": False} and rt == {"enabled": True, "max_bytes": 16 << 20, "algorithm": "two_shot"})
 
 
 def _d3_sm12x_fusion(cap, topo, ws, section, up, rt):
@@ -128,7 +130,7 @@ def _d11_dsa_kernels_not_built_for_the_tier(cap, topo, ws, section, up, rt):
 
 
 DIFFERENCES = {
-    "D1": _d1_sm12x_symm_mem,
+    "D1": _d1_pcie_ipc_at_tp8_on_sm120,
     "D2": _d2_two_shot_without_multicast,
     "D3": _d3_sm12x_fusion,
     "D4": _d4_trtllm_fusion_needs_p2p,
@@ -192,8 +194,10 @@ def test_unknown_capabilities_take_their_nearest_tier(suites):
             assert rt[key]["facts"] == up[key]["facts"], key
     assert rt["13.0|pcie-p2p|8"]["facts"]["is_sm120"] is False
     assert rt["13.0|pcie-p2p|8"]["facts"]["device_capability"] == [13, 0]
-    assert rt["13.0|pcie-p2p|8"]["symm_mem"]["algorithm"] == "two_shot"
+    assert rt["13.0|pcie-p2p|8"]["symm_mem"] == {"enabled": False}  # 12.1 has no symm-mem sizes to lend
     assert rt["13.0|pcie-p2p|8"]["fusion"]["auto/single"] == "ValueError"  # family kernels not kept
+    # asked for (--enable-torch-symm-mem), 9.5 takes 9.0's two-shot bound measured without multicast
+    assert rt["9.5|nvlink|2"]["symm_mem"] == {"enabled": True, "max_bytes": 16 << 20, "algorithm": "two_shot"}
     assert rt["9.5|nvswitch|8"]["attention"]["mha"] == "flashinfer"  # no sm_90a wgmma on 9.5
     assert rt["9.5|nvswitch|8"]["custom_ar_v2"] == "sm90"  # tuned limits kept
     assert rt["10.5|nvswitch|8"]["attention"]["mha"] == "trtllm_mha"  # sm_100f family code runs
@@ -201,6 +205,18 @@ def test_unknown_capabilities_take_their_nearest_tier(suites):
     assert rt["6.1|nvswitch|8"]["symm_mem"] == {"enabled": False}
     assert suites["upstream"]["9.5|nvswitch|8"]["attention"]["mha"] == "fa3"  # what upstream would try
     assert "## D6" in (ROOT / "docs" / "differences.md").read_text()
+
+
+def test_a_fallback_never_turns_on_by_default_a_path_stock_leaves_off(suites):
+    """What a fallback lends: on a GPU the table does not know, a path SGLang turns on by itself
+    (PCIe-IPC, the fusion auto-enable pass) is on only where stock SGLang turns it on too;
+    only what the user asks for (torch symm mem's flag) may take the nearest tier's bounds."""
+    rt, up = suites["routed"], suites["upstream"]
+    unknown = [key for key in rt if key.split("|")[0] not in KNOWN_TO_UPSTREAM_DOMAIN]
+    assert len(unknown) >= 6 * 4 * 3
+    for key in unknown:
+        assert not (rt[key]["pcie_ipc"] is True and up[key]["pcie_ipc"] is not True), key
+        assert not (rt[key]["fusion_auto_enable"] and not up[key]["fusion_auto_enable"]), key
 
 
 def test_d10_d11_dsa_takes_upstreams_pair_only_where_its_kernels_are_built(suites):

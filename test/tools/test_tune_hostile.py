@@ -84,7 +84,7 @@ def test_a_valid_results_file_writes_both_outputs(tmp_path, capsys):
     out, results = tmp_path / "o.toml", tmp_path / "r.json"
     code, stdout, err = tune(capsys, "--from-results", src, "--out", str(out), "--results", str(results))
     assert code == 0 and err == ""
-    assert load_override_file(str(out))["9.0"]["torch_symm_mem"] == {"2": 64, "4": 64, "6": 128, "8": 128}
+    assert load_override_file(str(out))["9.0"]["symm_mem_two_shot"] == {"2": 64, "4": 64}  # the measured world sizes
     assert json.loads(results.read_text())["override_file"] == str(out)
     assert sorted(os.listdir(tmp_path)) == ["o.toml", "ok.json", "r.json"]  # no temporary file left
 
@@ -247,7 +247,7 @@ def test_a_symlink_target_is_replaced_not_written_through(tmp_path, capsys):
     link.symlink_to(victim)
     code, _, _ = tune(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(link))
     assert code == 0 and victim.read_text() == "precious\n" and not link.is_symlink()
-    assert "torch_symm_mem" in link.read_text()
+    assert "symm_mem_two_shot" in link.read_text()
 
 
 def test_an_existing_files_permissions_are_kept(tmp_path, capsys):

@@ -103,3 +103,20 @@ def test_a_blocked_preference_moves_on_to_the_next():
     assert d.reason == ("tier 8.0 prefers fa3; skipped trtllm_mha (speculative top-k not decided), "
                         "fa4 (cannot run: fa4_cute has no build for 8.0 (builds: jit:9.0, jit:10.0, jit:10.3, "
                         "jit:10.7, jit:11.0, jit:12.0, jit:12.1))")
+
+
+def test_trtllm_mla_on_sm12x_decodes_and_refuses_prefill():
+    """Ledger entry trtllm-mla-sm12x-decode-only: FlashInfer 0.7.2 decodes MLA on SM12x through
+    XQA (catalog: xqa_mla, decode only); its prefill is trtllm-gen's, which has no SM12x build."""
+    for cap in ("12.0", "12.1"):
+        res = resolve(cap)
+        decode = check_backend(res, "trtllm_mla", "mla", "decode")
+        prefill = check_backend(res, "trtllm_mla", "mla", "prefill")
+        assert decode.valid is True and "xqa_mla" in decode.reason
+        assert prefill.valid is False and "trtllm_gen_fmha has no build" in prefill.reason
+        assert "trtllm_mla" not in prefill.alternatives
+        assert check_backend(res, "trtllm_mla", "mha", "decode").valid is False  # XQA MLA serves MLA only
+    for cap in ("10.0", "10.3"):
+        assert all(check_backend(resolve(cap), "trtllm_mla", "mla", ph).valid for ph in ("prefill", "decode"))
+    for cap in ("9.0", "11.0", "13.0"):  # XQA MLA is built for major 12 only
+        assert check_backend(resolve(cap), "trtllm_mla", "mla", "decode").valid is False, cap

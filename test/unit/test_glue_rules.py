@@ -992,3 +992,17 @@ def test_k3_sp_collective_sm_is_the_band_sm_and_sglangs_probe_without_a_gpu(monk
     monkeypatch.setattr(glue, "current", lambda: types.SimpleNamespace(resolution=None))
     assert gc.k3_sp_collective_sm() is None
     runtime.reset()
+
+
+def test_trtllm_mla_on_sm12x_is_refused_for_prefill_only_at_argument_resolution(route, monkeypatch):
+    """An explicit trtllm_mla on SM12x: decode runs (FlashInfer's XQA MLA), prefill is refused
+    while SGLang resolves its arguments, before any weight loads, naming what runs."""
+    route("12.0", "pcie-p2p", 8)
+    _sglang_attention(monkeypatch, mla=True)
+    assert ga.check_explicit_backends(_view(prefill="triton", decode="trtllm_mla")) is None
+    for view, flag in ((_view(attention="trtllm_mla"), "--attention-backend"),
+                       (_view(prefill="trtllm_mla", decode="trtllm_mla"), "--prefill-attention-backend")):
+        with pytest.raises(ArchDecisionError) as e:
+            ga.check_explicit_backends(view)
+        assert str(e.value).startswith(f"{flag} trtllm_mla: trtllm_mla cannot run MLA prefill on 12.0")
+        assert "Valid here: flashinfer, triton" in str(e.value)

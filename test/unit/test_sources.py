@@ -121,7 +121,7 @@ def test_symm_mem_sizes_and_algorithm_come_from_sglang_or_a_measurement(tier):
     sizes, multimem = _symm_mem_source(tier)
     two_shot = MEASURED_TWO_SHOT_MIB.get(tier, {})
     res = resolve(tier)
-    for topo, (p2p, _, multicast) in TOPOLOGY_FACTS.items():
+    for topo, (p2p, full_nvlink, multicast) in TOPOLOGY_FACTS.items():
         for ws in WORLD_SIZES:
             d = collectives.torch_symm_mem(res, TOPOLOGIES[topo], ws)
             if ws == 1:
@@ -129,7 +129,7 @@ def test_symm_mem_sizes_and_algorithm_come_from_sglang_or_a_measurement(tier):
             elif multicast:
                 expected = ((True, sizes[ws] * MIB, "multimem" if ws in multimem else "two_shot") if ws in sizes
                             else (False, 0, None))
-            elif p2p and ws in two_shot:
+            elif full_nvlink and ws in two_shot:  # measured over NVLink
                 expected = (True, two_shot[ws] * MIB, "two_shot")
             else:
                 expected = (False, 0, None)

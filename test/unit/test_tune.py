@@ -67,17 +67,27 @@ def test_check_compares_the_registry_pick_with_the_fastest_path():
     assert picks[16 * MIB] == ("two_shot", "nccl", False)  # 150/120 = 1.25 > 1.10
 
 
+def torch_symm_mem_decision(res, topology, ws):
+    from sglang_arch.arch.policies.collectives import torch_symm_mem
+
+    return torch_symm_mem(res, TOPOLOGIES[topology], ws)
+
+
 def test_override_file_round_trips_into_the_registry(tmp_path):
-    base = resolve("9.0").profile.torch_symm_mem
-    entry = tc.override_entry("9.0", dict(base), {2: 16 * MIB, 4: None}, "measured on test data")
+    base = {2: 16 * MIB, 4: 8 * MIB, 8: 4 * MIB}
+    entry = tc.override_entry("9.0", dict(base), {2: 32 * MIB, 4: None}, "measured on test data")
     for suffix in (".toml", ".json"):
         path = tmp_path / f"arch{suffix}"
         tc.write_override(str(path), entry)
         reg = build_registry(load_override_file(str(path)), override_source=str(path))
         res = reg.resolve("9.0")
         assert res.match == "override"
-        assert res.profile.torch_symm_mem == {2: 16 * MIB, 6: 128 * MIB, 8: 128 * MIB}
+        assert res.profile.symm_mem_two_shot == {2: 32 * MIB, 8: 4 * MIB}  # the bounds without multicast
+        assert res.profile.torch_symm_mem == resolve("9.0").profile.torch_symm_mem  # SGLang's, with multicast
         assert res.profile.sources == ("measured on test data",)
+        d = torch_symm_mem_decision(res, "pcie-p2p", 2)  # a node's own measurement: PCIe too
+        assert (d.enabled, d.max_bytes, d.evidence) == (True, 32 * MIB, ())
+        assert "measured on this node (override)" in d.reason
 
 
 def test_explain_reports_the_tuned_override(tmp_path, monkeypatch, capsys):

@@ -419,11 +419,11 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
                                f"{printable(run['device'])}, topology {topology.name}, multicast off, "
                                f"{tune_mode} timing", MAX_TEXT)
             tier = str(res.resolved)
-            entry = tc.override_entry(tier, dict(res.profile.torch_symm_mem), tuned, source)
+            entry = tc.override_entry(tier, dict(res.profile.symm_mem_two_shot), tuned, source)
             text = tc.override_text(args.out, entry)
             where = f"--out {printable(args.out, 200)}"
-            read = dict(tc.read_back(args.out, text, where).profile(tier).torch_symm_mem)
-            meant = {ws: b for ws, b in {**res.profile.torch_symm_mem, **tuned}.items() if b is not None}
+            read = dict(tc.read_back(args.out, text, where).profile(tier).symm_mem_two_shot)
+            meant = {ws: b for ws, b in {**res.profile.symm_mem_two_shot, **tuned}.items() if b is not None}
             if read != meant:
                 raise ValueError(f"{where}: the override would be read as {read}, not {meant}; nothing was written")
             outputs.append(("--out", args.out, text))
@@ -460,7 +460,7 @@ def _check_capability(where: str, res) -> None:
                          f"{res.match} of {res.resolved}); an override for {res.resolved} would change every "
                          f"GPU of that tier, and one for {res.requested} would be a new tier with the features "
                          f"of {res.resolved}; accepted: a run on a known capability; for {res.requested}, add a tier "
-                         f"(name, features, and torch_symm_mem from the sizes this reports without --out) to an "
+                         f"(name, features, and symm_mem_two_shot from the sizes this reports without --out) to an "
                          f"override file yourself")
 
 

@@ -26,7 +26,9 @@ node); ``benchmark/sglang_allreduce.py`` times it with SGLang's other communicat
 Multicast stays off in every process (``NCCL_NVLS_ENABLE=0``,
 ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``, ``NVSHMEM_DISABLE_NVLS=1``): on shared machines
 it can take the GPUs out of service, and it is exactly the no-multicast case (a PCIe
-box) in which the registry must choose two-shot.
+box) that the two-shot bounds are about.  ``--out`` writes those
+(``symm_mem_two_shot``); with multicast SGLang's own sizes and kernels stay in force, and
+this harness does not measure multimem.
 """
 
 from __future__ import annotations
@@ -487,15 +489,17 @@ def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot", mode: str = "e
 
 def override_entry(capability: str, base_sizes: Dict[int, int], tuned: Dict[int, Optional[int]],
                    source: str) -> Dict[str, Any]:
-    """An override entry in the table's schema: the tier's sizes (bytes) with the measured
-    ones in, each spelled as the table reads it back to the byte (``symm_size_text``)."""
+    """An override entry in the table's schema: the tier's two-shot bounds without multicast
+    (``symm_mem_two_shot``: the harness keeps multicast off, so what it measures is two-shot
+    where multicast is absent; SGLang's own sizes with multicast stay as they are), with the
+    measured ones in, each spelled as the table reads it back to the byte (``symm_size_text``)."""
     sizes = dict(base_sizes)
     for ws, size in tuned.items():
         if size is None:
             sizes.pop(ws, None)
         else:
             sizes[ws] = size
-    return {capability: {"torch_symm_mem": {str(k): symm_size_text(v) for k, v in sorted(sizes.items())},
+    return {capability: {"symm_mem_two_shot": {str(k): symm_size_text(v) for k, v in sorted(sizes.items())},
                          "sources": [source]}}
 
 

@@ -91,7 +91,8 @@ def torch_symm_mem(res: Resolution, topology: Topology, world_size: int, nnodes:
     lists the world size, two-shot otherwise.  Without multicast SGLang turns the
     communicator off; the registry keeps torch's two-shot kernel (peer-to-peer access only)
     where the tier has a two-shot bound measured without multicast (``symm_mem_two_shot``,
-    with its evidence), on one node (peer access does not span nodes), and only there.
+    with its evidence), over NVLink as measured (over PCIe only from the node's own
+    ``tune`` override), on one node (peer access does not span nodes), and only there.
     """
     _check_world_size(world_size)
     _check_nnodes(nnodes)
@@ -118,7 +119,8 @@ def torch_symm_mem(res: Resolution, topology: Topology, world_size: int, nnodes:
                                f"tier {tier}, world size {world_size}, {topology.name} (multimem not tuned for world "
                                f"size {world_size}): two-shot over P2P{_lent(res)}")
     bounds = res.profile.symm_mem_two_shot
-    evidence = res.profile.evidence_for("symm_mem_two_shot")
+    # a node's own override carries its own measurement (its sources), not the shipped entry's
+    evidence = res.profile.evidence_for("symm_mem_two_shot") if res.match != "override" else ()
     if not bounds:
         return SymmMemDecision(False, 0, None, f"{topology.name} has no NVLink multicast and tier {tier} has no "
                                                f"two-shot bound measured without it: off, as stock SGLang "
@@ -128,6 +130,11 @@ def torch_symm_mem(res: Resolution, topology: Topology, world_size: int, nnodes:
                                                f"peer-to-peer access, which does not span nodes")
     if not topology.p2p:
         return SymmMemDecision(False, 0, None, f"topology {topology.name} has no peer-to-peer access")
+    if not topology.full_nvlink and res.match != "override":
+        return SymmMemDecision(False, 0, None, f"{topology.name}: tier {tier}'s two-shot bound was measured over "
+                                               f"NVLink; nothing measured torch's two-shot kernel over PCIe: off, as "
+                                               f"stock SGLang (`sglang-arch tune collectives` on the node measures "
+                                               f"one)")
     if world_size not in bounds:
         return SymmMemDecision(False, 0, None, f"no two-shot bound for world size {world_size} on tier {tier} "
                                                f"without multicast (measured: {_span(tuple(sorted(bounds)))}): "
@@ -136,10 +143,11 @@ def torch_symm_mem(res: Resolution, topology: Topology, world_size: int, nnodes:
     if not max_bytes:
         return SymmMemDecision(False, 0, None, f"tier {tier}: the two-shot bound for world size {world_size} is "
                                                f"outside 1 B-{SYMM_MEM_MAX_BYTES_LIMIT // MIB} MiB")
+    where = "measured on this node (override)" if res.match == "override" else "measured without multicast"
     return SymmMemDecision(True, max_bytes, "two_shot",
                            f"tier {tier}, world size {world_size}, {topology.name} (no multicast): two-shot over "
-                           f"P2P below {_size(max_bytes)}, measured without multicast; larger reductions stay "
-                           f"on NCCL{_lent(res)}", evidence)
+                           f"P2P below {_size(max_bytes)}, {where}; larger reductions stay on NCCL{_lent(res)}",
+                           evidence)
 
 
 def _bounded(nbytes: int) -> int:
