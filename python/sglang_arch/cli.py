@@ -52,7 +52,16 @@ def render_decisions(d: Decisions) -> str:
     rows = [("decision", "on", "value", "reason", ()),
             ("torch symm mem", _yn(d.symm_mem.enabled), symm, d.symm_mem.reason, ()),
             ("custom all-reduce", _yn(d.custom_allreduce.enabled), car, d.custom_allreduce.reason, ()),
-            ("all-reduce fusion", _yn(d.fusion.enabled), d.fusion.backend or "-", d.fusion.reason, d.fusion.dropped)]
+            ("all-reduce fusion", _yn(d.fusion.enabled), d.fusion.backend or "-", d.fusion.reason, d.fusion.dropped),
+            ("PCIe-IPC all-reduce", _yn(d.pcie_ipc.enabled), "decode-sized" if d.pcie_ipc.enabled else "-",
+             d.pcie_ipc.reason, ())]
+    if d.world_size > 1:
+        plan = d.plan()
+        rows.append(("all-reduce path", "", f"decode {plan.decode}, prefill {plan.prefill}",
+                     "SGLang's dispatch order, without opt-in flags", ()))
+    from .arch.evidence import entry
+
+    rows += [("evidence", "", evidence_id, entry(evidence_id).short(), ()) for evidence_id in d.evidence()]
     rows += [(label, "", value, reason, dropped) for label, value, reason, dropped in d.named()]
     from .explain_text import gemm_cells
 
