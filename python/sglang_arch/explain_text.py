@@ -166,8 +166,9 @@ def mission(d: Decisions, s: stock.StockDecisions) -> List[str]:
              d.pcie_ipc.reason, s.pcie_ipc.reason, evidence=d.pcie_ipc.evidence)
     decision("custom all-reduce", [_car(d)], [s.custom_allreduce.value], d.custom_allreduce.reason,
              s.custom_allreduce.reason)
-    fusion_flag = (f"{FUSION_FLAG} auto for a model SGLang does not turn fusion on for (the Llama, Qwen, DeepSeek "
-                   f"and other families its auto-enable pass lists turn it on by themselves)"
+    fusion_flag = (f"{FUSION_FLAG} auto for a model SGLang's auto-enable pass does not list (it lists DeepSeek V3 "
+                   f"/ V3.2 / V4, GPT-OSS, GLM-4 MoE, Qwen3 MoE / Next / 3.5, Kimi K2.5, Nemotron-H, MiMo and a "
+                   f"few more, TP > 1)"
                    if d.fusion.enabled or s.fusion.value != "off" else None)
     decision("all-reduce fusion", [d.fusion.backend if d.fusion.enabled else "off"], [s.fusion.value],
              d.fusion.reason, f"{s.fusion.reason} (for the models SGLang turns fusion on for)", fusion_flag,

@@ -75,12 +75,12 @@ def test_the_command_in_this_process_with_warm_workers_prints_what_a_user_sees(s
     assert json.loads(out.stdout) == sm120_pcie
 
 
-def test_sm120_pcie_symm_mem_on_where_upstream_is_off(sm120_pcie):
+def test_sm120_pcie_decode_on_pcie_ipc_and_no_torch_symm_mem(sm120_pcie):
+    """D1: SGLang's PCIe-IPC all-reduce on by default at TP 8 (measured); torch symm mem stays
+    off over PCIe as in SGLang (nothing measured its kernels there)."""
     routed, upstream = sm120_pcie["routed"], sm120_pcie["upstream"]
-    assert routed["torch_symm_mem"]["enabled"] is True
-    assert routed["torch_symm_mem"]["max_bytes"] == 128 * 1024 * 1024
-    assert routed["torch_symm_mem"]["algorithm"] == "two_shot"
-    assert routed["torch_symm_mem"]["table"] == {"12": {"2": 64 << 20, "4": 64 << 20, "6": 128 << 20, "8": 128 << 20}}
+    assert routed["pcie_ipc"] == {"enabled": True} and upstream["pcie_ipc"] == {"enabled": False}
+    assert routed["torch_symm_mem"]["enabled"] is False and routed["torch_symm_mem"]["table"] == {"12": {}}
     assert upstream["torch_symm_mem"]["enabled"] is False
 
 

@@ -316,6 +316,12 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
     symm_out = dict(symm_mem_outcome(cap, tp, topo.multicast) if tp > 1 else {"enabled": False},
                     reason=reason, table=table)
     car_table = custom_ar_table(cap)
+    from sglang.srt.distributed.device_communicators import pcie_ipc_ar
+
+    # SGLang's own eligible_group (the plugin's hook over it in the routed worker), as the
+    # tensor-parallel group asks it; the user's SGLANG_ENABLE_PCIE_IPC_ALLREDUCE as set
+    pcie_ipc = tp > 1 and nnodes == 1 and bool(pcie_ipc_ar.eligible_group(group_name="tp", world_size=tp,
+                                                                          deterministic=False))
 
     from sglang.srt.arg_groups.overrides import resolving_view
     from sglang.srt.layers import flashinfer_comm_fusion
@@ -368,6 +374,7 @@ def worker(mode: str, cap: Capability, tp: int, topology: str, nnodes: int, cuda
             "allreduce_fusion": {"requested": fusion, "backend": fusion_resolved},
             "torch_symm_mem": dict(symm_out, flag=bool(view.enable_torch_symm_mem)),
             "custom_allreduce": {"disabled_by_flag": bool(view.disable_custom_all_reduce), "v2_table": car_table},
+            "pcie_ipc": {"enabled": pcie_ipc and not view.enable_deterministic_inference},
             "moe_gemm": moe_gemm,
             "speculative": speculative,
             "kv_cache": kv_cache,

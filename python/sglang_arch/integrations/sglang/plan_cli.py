@@ -215,6 +215,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _on(decision) -> str:
+    return "on (decode-sized)" if (decision or {}).get("enabled") else "off"
+
+
 def _symm(d: Dict[str, Any]) -> str:
     if not d["enabled"]:
         return "off"
@@ -287,6 +291,7 @@ def rows_of(result: Dict[str, Any]) -> List[Tuple[str, str, str]]:
     rows += [
         ("all-reduce fusion", r["allreduce_fusion"]["backend"] or "off", u["allreduce_fusion"]["backend"] or "off"),
         ("torch symm mem", _symm(r["torch_symm_mem"]), _symm(u["torch_symm_mem"])),
+        ("PCIe-IPC all-reduce", _on(r.get("pcie_ipc")), _on(u.get("pcie_ipc"))),
         ("custom AR v2 table", _table(r["custom_allreduce"]["v2_table"]), _table(u["custom_allreduce"]["v2_table"])),
     ]
     if r.get("moe_gemm") and u.get("moe_gemm"):
