@@ -109,6 +109,7 @@ def main() -> int:
         out["attention"] = {kind: attention(kind, gpus, ctx) for kind in MODELS}
         out["fusion"] = fusion(gpus, ctx, add_norm)
         out["symm_mem"] = symm_mem(gpus, ctx, args.cpu)
+        out["pcie_ipc"] = pcie_ipc(gpus, ctx)
         out["deterministic"] = deterministic(gpus, ctx)
         out["build_guard"] = build_guard(gpus, ctx)
         out["vision"] = vision(ctx)
@@ -278,6 +279,16 @@ def fusion(gpus: int, ctx, add_norm) -> dict:
                                     if hasattr(add_norm.flashinfer_ar_fusion_applies, "__wrapped__") else None),
             "registry": {"enabled": bool(decision and decision.enabled),
                          "backend": decision.backend if decision else None}}
+
+
+def pcie_ipc(gpus: int, ctx) -> dict:
+    """Whether SGLang's own ``eligible_group`` builds its PCIe-IPC all-reduce for the TP group
+    (routed in this process as SGLang imports it), beside the registry's decision."""
+    from sglang.srt.distributed.device_communicators import pcie_ipc_ar
+
+    os.environ.pop("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE", None)
+    return {"registry": ctx.pcie_ipc(gpus).enabled if gpus > 1 else False,
+            "sglang": bool(pcie_ipc_ar.eligible_group(group_name="tp", world_size=gpus, deterministic=False))}
 
 
 def symm_mem(gpus: int, ctx, cpu: bool) -> dict:

@@ -112,15 +112,15 @@ def test_symm_mem_kernel_and_size_are_the_registrys(truth, machine):
 
 
 def test_symm_mem_values_from_their_sources(truth):
-    """Field report (8x RTX PRO 6000, docs/differences.md D1) and SGLang 0.5.23's own table."""
+    """The evidence ledger (docs/differences.md D1, D2) and SGLang 0.5.23's own table."""
     from sglang.srt.distributed.device_communicators.all_reduce_utils import (
         TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES,
     )
 
     sm120 = truth[("12.0", 8, "pcie-p2p")][0]["symm_mem"]["sglang"]
-    assert (sm120["kernel"], sm120["max_bytes"]) == ("two_shot", 128 * MIB)  # no NVLink, no multicast
+    assert sm120["enabled"] is False  # nothing measured torch's kernels over PCIe
     sm90 = truth[("9.0", 2, "nvlink")][0]["symm_mem"]["sglang"]
-    assert (sm90["kernel"], sm90["max_bytes"]) == ("two_shot", TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[9][2])
+    assert (sm90["kernel"], sm90["max_bytes"]) == ("two_shot", 16 * MIB)  # measured without multicast
     sm100 = truth[("10.0", 8, "nvswitch")][0]["symm_mem"]["sglang"]
     assert (sm100["kernel"], sm100["max_bytes"]) == ("multimem", TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[10][8])
     assert truth[("8.9", 4, "pcie")][0]["symm_mem"]["sglang"]["enabled"] is False  # no P2P
@@ -177,11 +177,22 @@ def test_dsa_defaults_are_the_registrys(truth, machine):
 
 
 def test_unknown_gpu_keeps_its_own_identity(truth):
-    """docs/fallback.md: 13.0 takes 12.1's sizes, never sm_120's identity."""
+    """docs/fallback.md: 13.0 takes 12.1's decisions, never sm_120's identity, and no path
+    stock SGLang leaves off (12.1 has no symm-mem sizes; PCIe-IPC only where measured)."""
     result = truth[("13.0", 8, "pcie-p2p")][0]
     assert result["machine"]["tier"] == "12.1" and result["machine"]["match"] == "generation"
     assert result["identity"] == {"device_capability": [13, 0], "device_sm": 130, "is_sm120": False}
-    assert result["symm_mem"]["sglang"]["max_bytes"] == 128 * MIB  # 12.1's tuned size, a decision
+    assert result["symm_mem"]["sglang"]["enabled"] is False
+    assert result["pcie_ipc"] == {"registry": False, "sglang": False}
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: f"{m[1]}x{m[0]}-{m[2]}")
+def test_pcie_ipc_in_sglangs_import_order_is_the_registrys(truth, machine):
+    """SGLang's eligible_group, routed as SGLang imports it, answers the registry's decision:
+    on for 8x 12.0 over PCIe with P2P (D1), off (SGLang's opt-in) everywhere else here."""
+    got = truth[machine][0]["pcie_ipc"]
+    assert got["sglang"] is got["registry"]
+    assert got["sglang"] is (machine == ("12.0", 8, "pcie-p2p"))
 
 
 
