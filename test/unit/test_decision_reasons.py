@@ -32,7 +32,7 @@ def test_symm_mem_reasons():
         "SGLang (`sglang-arch tune collectives` on the node measures one)")
     assert c.torch_symm_mem(h, T["nvswitch"], 3).reason == "world size 3 has no size on tier 9.0 (sizes for 2, 4, 6, 8)"
     assert c.torch_symm_mem(resolve("9.5"), T["nvlink"], 2).reason.endswith(
-        "(family fallback from 9.5: the nearest tier's measured bound, as asked for)")
+        "(family fallback from 9.5: the nearest tier's bound, as --enable-torch-symm-mem asks)")
 
 
 def test_portable_devices_get_no_collectives_with_the_resolution_reason():

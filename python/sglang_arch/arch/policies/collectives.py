@@ -81,7 +81,7 @@ def _lent(res: Resolution) -> str:
     """How a value reached the device: '' for its own tier, else the fallback named."""
     if res.match in ("exact", "override"):
         return ""
-    return f" ({res.match} fallback from {res.requested}: the nearest tier's measured bound, as asked for)"
+    return f" ({res.match} fallback from {res.requested}: the nearest tier's bound, as --enable-torch-symm-mem asks)"
 
 
 def torch_symm_mem(res: Resolution, topology: Topology, world_size: int, nnodes: int = 1) -> SymmMemDecision:
