@@ -460,6 +460,49 @@ def test_init_torch_symm_mem_without_multicast(route, monkeypatch):
     assert c._WORLD_SIZES_MULTIMEM == {9: []}
 
 
+def test_the_plugins_communicator_says_whether_it_has_multicast(route, monkeypatch):
+    route("9.0", "nvlink", 8)
+    _torch(monkeypatch)
+    _symm_mem_module(monkeypatch, multicast_ptr=0)
+    c = SimpleNamespace()
+    gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0)
+    assert (c.disabled, c.multicast) == (False, False)  # two-shot, kept enabled
+    route("9.0", "nvswitch", 8)
+    _symm_mem_module(monkeypatch, multicast_ptr=0x7f00)
+    c = SimpleNamespace()
+    gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0)
+    assert (c.disabled, c.multicast) == (False, True)
+
+
+class _Group:
+    """Stands in for SGLang's GroupCoordinator."""
+
+    def __init__(self, comm, world_size=4):
+        self.torch_symm_mem_comm, self.world_size = comm, world_size
+
+    def all_reduce(self, x):
+        return ("group all_reduce", x)
+
+
+def test_group_without_multicast_only_where_the_plugins_communicator_has_none(monkeypatch):
+    monkeypatch.setattr(gc, "_views", {})
+    monkeypatch.setattr(glue, "_warned", set())
+    two_shot = SimpleNamespace(disabled=False, multicast=False)
+    group = _Group(two_shot, world_size=8)
+    view = gc.group_without_multicast(group)
+    assert (view.torch_symm_mem_comm, view.world_size, view.all_reduce("x")) == (None, 8, ("group all_reduce", "x"))
+    assert group.torch_symm_mem_comm is two_shot  # the group itself is left as it is
+    assert gc.group_without_multicast(group) is view  # built once per group
+    assert gc.group_without_multicast(_Group(two_shot)) is not view
+    for comm in (None, SimpleNamespace(disabled=False, multicast=True),  # multicast: SGLang's path
+                 SimpleNamespace(disabled=False),  # not made by the plugin (no flag): SGLang's
+                 SimpleNamespace(disabled=True, multicast=False)):  # off: SGLang's disabled path already
+        assert gc.group_without_multicast(_Group(comm)) is None
+    assert gc.group_without_multicast(object()) is None  # not a group: SGLang's own code
+    assert gc.group_without_multicast(SimpleNamespace(torch_symm_mem_comm=two_shot)) is None  # no world size: fails open
+    assert glue._warned == {"sglang_arch.integrations.sglang.glue.collectives.group_without_multicast"}
+
+
 def test_init_torch_symm_mem_off(route, monkeypatch):
     log = Log()
     monkeypatch.setattr(gc, "logger", log)

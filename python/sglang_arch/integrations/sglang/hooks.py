@@ -25,7 +25,9 @@ once), calls upstream's original.  The shapes:
   ``self._get_device_sm``): for the original's call, each named attribute of ``self``
   answers the glue's value;
 - ``decides``: the glue answers ``(answer,)`` (the answer may be ``None``), or ``None``
-  for the original's.
+  for the original's;
+- ``viewed``: the original runs with one of its arguments (a group, a driver binding) seen
+  through the glue's view of it, or as passed where the glue answers ``None``.
 
 ``ArchDecisionError`` is the one error the glue raises on purpose (a user choice that
 cannot run on this GPU); through the plugin its message also names the kill switch.
@@ -335,3 +337,30 @@ def decides(ask: Callable) -> Callable:
         return original(*args, **kwargs) if box is None else box[0]
 
     return _hook("decides", ask, around)
+
+
+def viewed(ask: Callable, name: str, position: int) -> Callable:
+    """``viewed`` form: the original runs with its argument ``name`` (the ``position``-th
+    positional one, or passed by keyword) replaced by ``ask(value)``, a view of it the glue
+    builds (e.g. a process group seen without its symmetric-memory communicator), or as
+    passed where ``ask`` answers ``None``.  SGLang's whole body runs, reading the view.
+
+    Asked per forward or per collective, so the per-call work is one index, one glue call
+    and, only where a view answers, one tuple rebuilt: no signature binding (``position`` is
+    found once, from the target's parameters)."""
+
+    def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        positional = len(args) > position
+        value = args[position] if positional else kwargs.get(name, _MISSING)
+        try:
+            view = None if value is _MISSING else ask(value)
+        except ArchDecisionError as exc:
+            raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+        if view is None:
+            return original(*args, **kwargs)
+        if positional:
+            return original(*args[:position], view, *args[position + 1:], **kwargs)
+        kwargs[name] = view
+        return original(*args, **kwargs)
+
+    return _hook("viewed", ask, around, (name,))
