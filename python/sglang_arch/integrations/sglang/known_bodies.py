@@ -91,6 +91,8 @@ BODIES = {
             '4249243678a6ec70',
         'sglang.srt.layers.deep_gemm_wrapper.configurer._compute_enable_deep_gemm':
             '24f505f8fa797086',
+        'sglang.srt.layers.flashinfer_comm_fusion._flashinfer_trtllm_workspace_allocation_sizes':
+            '06beb3583847ae7e',
         'sglang.srt.layers.flashinfer_comm_fusion._resolve_backend':
             'f0a4e6453538340c',
         'sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies':

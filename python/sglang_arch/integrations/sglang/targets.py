@@ -341,6 +341,12 @@ def all_targets() -> List[Target]:
                ("_sm90_configs", "_sm100_configs", "_sm107_configs", "AllReduceConfig", "Heuristic")),
         Target("all-reduce fusion", f"{_FUSION}._resolve_backend", answer(fusion.resolve_backend),
                ("backend", "is_multi_node")),
+        # The workspace preflight's sizes: for the trtllm backend, the driver it reads answers
+        # the multicast granularity the trtllm workspace does without (FlashInfer's allocation).
+        Target("all-reduce fusion", f"{_FUSION}._flashinfer_trtllm_workspace_allocation_sizes",
+               viewed(fusion.trtllm_workspace_driver, "cuda_driver", 0),
+               ("cuda_driver", "prop", "world_size", "max_token_num", "hidden_dim", "dtype"),
+               ("resolve_flashinfer_allreduce_fusion_backend",)),
         Target("all-reduce fusion", f"{_ADD_NORM}.flashinfer_ar_fusion_applies", answer(fusion.applies),
                ("batch_size",),
                ("_is_cuda", "_is_flashinfer_available", "is_dp_attention_enabled", "get_exec", "get_parallel",
