@@ -40,22 +40,38 @@ import sys
 import types
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-from .glue import ArchDecisionError, fail_open, platform
+from .glue import ArchDecisionError, fail_open, failed, platform
 
 KILL_SWITCH = "SGLANG_ARCH_DISABLE"
 
 
 def _naming_the_kill_switch(ask: Callable) -> Callable:
-    """``ask``, with the kill switch added to the message of an ``ArchDecisionError``."""
+    """``ask``, with the kill switch added to the message of an ``ArchDecisionError``.
+
+    A fail-open glue function (``glue.fail_open``) is called unwrapped inside this one
+    ``try``, which also answers for its guard (``glue.failed``): SGLang calls some hooks per
+    layer or per collective, so each is one Python call less."""
+    raw = getattr(ask, "__fail_open__", None)
+    if raw is None:
+        @functools.wraps(ask)
+        def asking(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return ask(*args, **kwargs)
+            except ArchDecisionError as exc:
+                raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+
+        return asking
 
     @functools.wraps(ask)
-    def asking(*args: Any, **kwargs: Any) -> Any:
+    def asking_guarded(*args: Any, **kwargs: Any) -> Any:
         try:
-            return ask(*args, **kwargs)
+            return raw(*args, **kwargs)
         except ArchDecisionError as exc:
             raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+        except Exception as exc:  # routing must never break the server
+            return failed(raw, exc)
 
-    return asking
+    return asking_guarded
 
 
 def _hook(form: str, ask: Callable, around: Callable, answers: Optional[Tuple[str, ...]] = None) -> Callable:
@@ -113,9 +129,13 @@ def fact(name: str) -> Callable:
     upstream's original: the registry answers for this process's machine.
     """
     ask = functools.partial(platform.fact, name)
+    raw = platform.fact.__fail_open__  # (the guard inline: a probe is read on every platform-fact access)
 
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
-        arch_answer = ask()
+        try:
+            arch_answer = raw(name)
+        except Exception as exc:  # routing must never break the server
+            arch_answer = failed(raw, exc)
         return original(*args, **kwargs) if arch_answer is None else arch_answer
 
     around.__name__ = around.__qualname__ = f"fact_{name}"
@@ -349,13 +369,19 @@ def viewed(ask: Callable, name: str, position: int) -> Callable:
     and, only where a view answers, one tuple rebuilt: no signature binding (``position`` is
     found once, from the target's parameters)."""
 
+    raw = getattr(ask, "__fail_open__", ask)  # (the guard inline, as in _naming_the_kill_switch)
+
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
         positional = len(args) > position
         value = args[position] if positional else kwargs.get(name, _MISSING)
         try:
-            view = None if value is _MISSING else ask(value)
+            view = None if value is _MISSING else raw(value)
         except ArchDecisionError as exc:
             raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+        except Exception as exc:  # routing must never break the server
+            if raw is ask:  # not a fail-open glue function: its error is its own
+                raise
+            view = failed(raw, exc)
         if view is None:
             return original(*args, **kwargs)
         if positional:
