@@ -57,7 +57,6 @@ PER_CALL = {
     "ar_sconv_norm_fusable": "Inkling's _inkling_fusable, every layer of every decode / verify forward",
     "scattered_ar_sconv_fusable": "Inkling's _inkling_fusable, every layer of every forward",
     "fullwidth_ar_sconv_fusable": "Inkling's _inkling_fusable, every layer of every extend forward",
-    "tiny_router_gemm_max_tokens": "DeepSeek-family router GEMM dispatch, every MoE layer",
     "use_cutedsl_bf16_gemm": "the CuTe DSL BF16 GEMM dispatch, every linear layer that can take it",
     "use_hopper_bf16_gemv": "the BF16 GEMV dispatch, every decode linear layer that can take it",
     "scoped_fact form (DSA replay stand-in)": "DSA _apply_cuda_graph_metadata / _build_paged_mqa_schedule_2d_ctx_lens "
@@ -68,11 +67,13 @@ PER_CALL = {
 }
 # Routed targets judged not per call (read once at start-up, load or init): the rest of
 # targets.py, e.g. ensure_inkling_ar_resources (model init), the trtllm workspace sizes (the
-# preflight, once per workspace), _flashinfer_ar_band (BeamModel.__init__), the attention /
-# MoE / GEMM backend resolutions, the platform probes' import-time reads.
+# preflight, once per workspace), _flashinfer_ar_band (BeamModel.__init__),
+# tiny_router_gemm_max_tokens (router layer init), the attention / MoE / GEMM backend
+# resolutions, the platform probes' import-time reads.
 NOT_PER_CALL_EXAMPLES = ("ensure_inkling_ar_resources (model init)",
                          "_flashinfer_trtllm_workspace_allocation_sizes (once per workspace)",
                          "BeamModel._flashinfer_ar_band (BeamModel.__init__)",
+                         "tiny_router_gemm_max_tokens (each router layer's __init__)",
                          "attention / MoE / GEMM backend resolutions (server-argument resolution, load)")
 
 HIDDEN = 6144
@@ -344,16 +345,7 @@ def inkling_rows(trials: int, seconds: float, collective: Callable) -> Dict[str,
 # --- other per-call targets ----------------------------------------------------------------
 
 def gemm_rows(trials: int, seconds: float) -> Dict[str, Dict[str, Any]]:
-    import torch
-    from sglang.srt.models.deepseek_common import utils as ds_utils
-
     rows = {}
-    machine("9.0", "nvswitch")
-    ds_utils._is_cuda, ds_utils._device_sm = True, 90
-    stock, routed = routed_pair("sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens")
-    kw = dict(num_experts=256, hidden_size=7168, weight_dtype=torch.bfloat16)
-    assert stock(**kw) == routed(**kw)
-    rows["tiny_router_gemm_max_tokens"] = measure(calls(stock, (), kw), calls(routed, (), kw), trials, seconds)
     machine("10.3", "nvswitch")
     stock, routed = routed_pair("sglang.kernels.ops.gemm.cutedsl_bf16_gemm.use_cutedsl_bf16_gemm")
     assert stock(8, 4096, 7168) == routed(8, 4096, 7168)
@@ -433,6 +425,9 @@ def main() -> int:
     parser.add_argument("--out", help="write the JSON result here")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
+    import torch
+
+    torch.set_num_threads(1)  # the CPU tensor copies stand in for kernel launches: no thread pool spinning
     speed_before = loop_speed()
     collective = gloo_all_reduce()
     rows: Dict[str, Dict[str, Any]] = {}

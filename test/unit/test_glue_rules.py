@@ -570,6 +570,9 @@ def test_group_without_multicast_only_where_the_plugins_communicator_has_none(mo
     view = gc.group_without_multicast(group)
     assert (view.torch_symm_mem_comm, view.world_size, view.all_reduce("x")) == (None, 8, ("group all_reduce", "x"))
     assert group.torch_symm_mem_comm is two_shot  # the group itself is left as it is
+    group.rank = 3
+    assert view.rank == 3 and "rank" not in vars(view)  # data read through, never frozen
+    assert "all_reduce" in vars(view)  # a method is kept after its first read (a miss costs an exception)
     assert gc.group_without_multicast(group) is view  # built once per group
     assert gc.group_without_multicast(_Group(two_shot)) is not view
     for comm in (None, SimpleNamespace(disabled=False, multicast=True),  # multicast: SGLang's path

@@ -192,7 +192,10 @@ class GroupWithoutSymmMem:
         self.__dict__["world_size"] = group.world_size  # read on every call: no look-up through the group
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_group"], name)
+        value = getattr(self.__dict__["_group"], name)
+        if callable(value):  # a bound method of the group: kept, so the next read is a plain look-up
+            self.__dict__[name] = value  # (a miss costs an AttributeError raised and caught: ~2 us)
+        return value
 
 
 _views: Dict[int, Tuple[Any, GroupWithoutSymmMem]] = {}  # id(group) -> (group, its view), built once
