@@ -45,7 +45,7 @@ def _d3_sm12x_fusion(cap, topo, ws, section, up, rt):
 
 def _fusion_refused_by_interconnect(topo, up, rt):
     """The fusion keys that differ, each refused for its interconnect: D4 (trtllm needs P2P)
-    or D9 (mnnvl needs NVLink); None when a difference is anything else."""
+    or D9 (mnnvl needs NVLink multicast); None when a difference is anything else."""
     changed = {k for k in up if up[k] != rt[k]}
     kinds = set()
     for k in changed:
@@ -53,7 +53,7 @@ def _fusion_refused_by_interconnect(topo, up, rt):
             return None
         if up[k] == "trtllm" and topo == "pcie":
             kinds.add("D4")
-        elif up[k] == "mnnvl" and topo in ("pcie", "pcie-p2p"):
+        elif up[k] == "mnnvl" and topo in NO_MULTICAST:
             kinds.add("D9")
         else:
             return None
@@ -70,8 +70,8 @@ def _d4_trtllm_fusion_needs_p2p(cap, topo, ws, section, up, rt):
     return False
 
 
-def _d9_mnnvl_fusion_needs_nvlink(cap, topo, ws, section, up, rt):
-    if topo not in ("pcie", "pcie-p2p"):
+def _d9_mnnvl_fusion_needs_multicast(cap, topo, ws, section, up, rt):
+    if topo not in NO_MULTICAST:
         return False
     if section == "fusion_auto_enable":
         return rt == {} and up.get("flashinfer_allreduce_fusion_backend") == "auto"
@@ -135,7 +135,7 @@ DIFFERENCES = {
     "D3": _d3_sm12x_fusion,
     "D4": _d4_trtllm_fusion_needs_p2p,
     "D5": _d5_flashinfer_needs_sm75,
-    "D9": _d9_mnnvl_fusion_needs_nvlink,
+    "D9": _d9_mnnvl_fusion_needs_multicast,
     "D11": _d11_dsa_kernels_not_built_for_the_tier,
     "D16": _d16_deterministic_backend_that_runs,
 }

@@ -150,8 +150,8 @@ def test_fusion_backend_equals_upstream(sglang_routed, routed_machine, upstream,
     elif topology == "pcie" and up == "trtllm":
         assert routed == "ValueError"  # D4
         event("D4")
-    elif topology in ("pcie", "pcie-p2p") and up == "mnnvl":
-        assert routed == "ValueError"  # D9
+    elif topology in ("pcie", "pcie-p2p", "nvlink") and up == "mnnvl":
+        assert routed == "ValueError"  # D9: mnnvl needs NVLink multicast
         event("D9")
     else:
         assert routed == up, (cap, cuda, requested, multi_node, topology)

@@ -94,6 +94,20 @@ def test_check_form_runs_the_original_after_the_glue():
     assert calls == [(("view",), {})]
 
 
+def test_viewed_form_passes_the_glue_view_of_one_argument_else_the_arguments_as_given():
+    ask, calls = _recording("view")
+    hook = hooks.viewed(ask, "group", 1)
+    assert hook(_original, "input", "group", output=None) == ("original", ("input", "view"), {"output": None})
+    assert hook(_original, "input", group="group") == ("original", ("input",), {"group": "view"})
+    assert calls == [(("group",), {}), (("group",), {})]
+    assert hook(_original, "input") == ("original", ("input",), {})  # not passed: the original says so
+    assert calls == [(("group",), {}), (("group",), {})]
+    ask, _ = _recording(None)
+    hook = hooks.viewed(ask, "group", 0)
+    assert hook(_original, "group", 4) == ("original", ("group", 4), {})
+    assert (hook.form, hook.answers) == ("viewed", ("group",))
+
+
 def test_a_decision_error_through_the_plugin_names_the_kill_switch():
     ask, _ = _recording(ArchDecisionError("--attention-backend fa3: no"))
     with pytest.raises(ValueError, match=r"^--attention-backend fa3: no; SGLANG_ARCH_DISABLE=1 turns sglang-arch off$"):

@@ -46,6 +46,7 @@ def route(monkeypatch):
     capability: no NVIDIA GPU."""
     monkeypatch.setattr(glue, "_warned", set())
     monkeypatch.setattr(gf, "_platform_ok", {})
+    monkeypatch.setattr(gf, "_resolved", {})
 
     def use(capability=None, topology=None, gpus=1, cuda=(12, 8)):
         if capability is None:
@@ -178,6 +179,83 @@ def test_the_platform_decision_is_kept_per_machine_backend_and_node_count(route,
     _add_norm(monkeypatch, backend="trtllm", nnodes=1)
     assert gf.applies(16) is False
     assert gf._platform_ok[("trtllm", 1)] == (ctx, False)
+
+
+def test_the_fusion_backend_is_decided_once_per_machine_backend_and_node_count(route, monkeypatch):
+    from sglang_arch.arch import runtime as rt
+
+    policy, asked = rt.collectives.allreduce_fusion, []
+
+    def counted(res, topology, world_size, nnodes, requested, cuda, explicit=False):
+        asked.append((str(res.resolved), nnodes, requested))
+        return policy(res, topology, world_size, nnodes, requested, cuda, explicit=explicit)
+
+    monkeypatch.setattr(rt.collectives, "allreduce_fusion", counted)
+    route("9.0", "nvswitch", 8)
+    assert [gf.resolve_backend("auto") for _ in range(50)] == ["trtllm"] * 50
+    assert asked == [("9.0", 1, "auto")]
+    for _ in range(3):  # a refusal is decided once too, and raised every time
+        with pytest.raises(ArchDecisionError, match="multi-node|2 nodes"):
+            gf.resolve_backend("auto", is_multi_node=True)
+    assert gf.resolve_backend("trtllm") == "trtllm"
+    assert asked == [("9.0", 1, "auto"), ("9.0", 2, "auto"), ("9.0", 1, "trtllm")]
+    route("10.0", "nvswitch", 8)  # another machine: decided again
+    assert gf.resolve_backend("auto") == gf.resolve_backend("auto") == "mnnvl"
+    assert asked[3:] == [("10.0", 1, "auto")]
+
+
+def test_mnnvl_is_refused_at_resolution_where_the_node_has_no_multicast(route):
+    route("10.0", "nvlink", 8)  # NVLink, multicast off: FlashInfer's MNNVL workspace is a multicast buffer
+    for backend in ("auto", "mnnvl"):
+        with pytest.raises(ArchDecisionError, match=r"mnnvl fusion needs NVLink multicast .*; nvlink has none"):
+            gf.resolve_backend(backend)
+    assert gf.resolve_backend("trtllm") == "trtllm"
+    route("10.0", "nvswitch", 8)
+    assert gf.resolve_backend("mnnvl") == "mnnvl"
+
+
+class _Driver:
+    """Stands in for cuda-python's driver bindings (the multicast granularity query only)."""
+
+    CUresult = SimpleNamespace(CUDA_SUCCESS="ok")
+
+    def __init__(self, answer):
+        self.answer, self.other = answer, "the driver's own"
+
+    def cuMulticastGetGranularity(self, prop, option):  # noqa: N802
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_the_trtllm_workspace_is_sized_without_multicast_where_the_query_fails(route, monkeypatch):
+    log = Log()
+    monkeypatch.setattr(gf, "logger", log)
+    route("12.0", "pcie-p2p", 2)
+    backend = ["trtllm"]
+    module(monkeypatch, gf._FUSION, resolve_flashinfer_allreduce_fusion_backend=lambda: backend[0])
+    failing = _Driver(("not supported", 0))
+    view = gf.trtllm_workspace_driver(failing)
+    assert view.cuMulticastGetGranularity("prop", "mc") == ("ok", 1)  # no alignment, as FlashInfer allocates
+    assert view.cuMulticastGetGranularity("prop", "mc") == ("ok", 1)
+    assert view.other == "the driver's own"
+    assert log.lines == ["info: FlashInfer trtllm workspace sized without multicast alignment: the multicast "
+                         "granularity query failed (not supported) and FlashInfer's trtllm workspace does not use "
+                         "multicast"]  # once per preflight
+    assert gf.trtllm_workspace_driver(_Driver(RuntimeError("no binding"))).cuMulticastGetGranularity(0, 0) == ("ok", 1)
+    working = gf.trtllm_workspace_driver(_Driver(("ok", 512 * MIB)))
+    assert working.cuMulticastGetGranularity("prop", "mc") == ("ok", 512 * MIB)  # SGLang's result stands
+    for other in ("mnnvl", None):
+        backend[0] = other
+        assert gf.trtllm_workspace_driver(failing) is None
+
+    def refused():
+        raise ValueError("FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.")
+
+    module(monkeypatch, gf._FUSION, resolve_flashinfer_allreduce_fusion_backend=refused)
+    assert gf.trtllm_workspace_driver(failing) is None
+    route()
+    assert gf.trtllm_workspace_driver(failing) is None
 
 
 def _add_norm(monkeypatch, backend="trtllm", nnodes=1, **over):
@@ -472,6 +550,52 @@ def test_init_torch_symm_mem_without_multicast(route, monkeypatch):
     c = SimpleNamespace()
     assert gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0) is True
     assert (c.disabled, made) == (True, [])
+
+
+def test_the_plugins_communicator_says_whether_it_has_multicast(route, monkeypatch):
+    route("9.0", "nvlink", 8)
+    _torch(monkeypatch)
+    _symm_mem_module(monkeypatch, multicast_ptr=0)
+    c = SimpleNamespace()
+    gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0)
+    assert (c.disabled, c.multicast) == (False, False)  # two-shot, kept enabled
+    route("9.0", "nvswitch", 8)
+    _symm_mem_module(monkeypatch, multicast_ptr=0x7f00)
+    c = SimpleNamespace()
+    gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0)
+    assert (c.disabled, c.multicast) == (False, True)
+
+
+class _Group:
+    """Stands in for SGLang's GroupCoordinator."""
+
+    def __init__(self, comm, world_size=4):
+        self.torch_symm_mem_comm, self.world_size = comm, world_size
+
+    def all_reduce(self, x):
+        return ("group all_reduce", x)
+
+
+def test_group_without_multicast_only_where_the_plugins_communicator_has_none(monkeypatch):
+    monkeypatch.setattr(gc, "_views", {})
+    monkeypatch.setattr(glue, "_warned", set())
+    two_shot = SimpleNamespace(disabled=False, multicast=False)
+    group = _Group(two_shot, world_size=8)
+    view = gc.group_without_multicast(group)
+    assert (view.torch_symm_mem_comm, view.world_size, view.all_reduce("x")) == (None, 8, ("group all_reduce", "x"))
+    assert group.torch_symm_mem_comm is two_shot  # the group itself is left as it is
+    group.rank = 3
+    assert view.rank == 3 and "rank" not in vars(view)  # data read through, never frozen
+    assert "all_reduce" in vars(view)  # a method is kept after its first read (a miss costs an exception)
+    assert gc.group_without_multicast(group) is view  # built once per group
+    assert gc.group_without_multicast(_Group(two_shot)) is not view
+    for comm in (None, SimpleNamespace(disabled=False, multicast=True),  # multicast: SGLang's path
+                 SimpleNamespace(disabled=False),  # not made by the plugin (no flag): SGLang's
+                 SimpleNamespace(disabled=True, multicast=False)):  # off: SGLang's disabled path already
+        assert gc.group_without_multicast(_Group(comm)) is None
+    assert gc.group_without_multicast(object()) is None  # not a group: SGLang's own code
+    assert gc.group_without_multicast(SimpleNamespace(torch_symm_mem_comm=two_shot)) is None  # no world size: fails open
+    assert glue._warned == {"sglang_arch.integrations.sglang.glue.collectives.group_without_multicast"}
 
 
 def test_init_torch_symm_mem_off(route, monkeypatch):

@@ -505,17 +505,20 @@ def test_show_without_gpu_still_checks_the_environment(tmp_path, monkeypatch, ca
 
 
 @pytest.mark.parametrize("topology,nnodes,enabled", [
-    ("pcie", 16, False), ("pcie-p2p", 2, False), ("pcie-p2p", 1, False), ("nvlink", 1, True), ("nvswitch", 2, True),
+    ("pcie", 16, False), ("pcie-p2p", 2, False), ("pcie-p2p", 1, False), ("nvlink", 1, False), ("nvlink", 2, False),
+    ("nvswitch", 1, True), ("nvswitch", 2, True),
 ])
-def test_mnnvl_needs_nvlink(topology, nnodes, enabled):
-    """D9: `explain 10.0 --nnodes 16 --topology pcie` enabled mnnvl."""
+def test_mnnvl_needs_nvlink_multicast(topology, nnodes, enabled):
+    """D9: `explain 10.0 --nnodes 16 --topology pcie` enabled mnnvl; on `nvlink` (no multicast)
+    FlashInfer's MNNVL workspace, a multicast buffer, cannot be made."""
     from sglang_arch.arch import TOPOLOGIES, resolve
     from sglang_arch.arch.policies.collectives import allreduce_fusion
 
     d = allreduce_fusion(resolve("10.0"), TOPOLOGIES[topology], 16, nnodes=nnodes, requested="mnnvl")
     assert d.enabled is enabled
     if not enabled:
-        assert d.reason == f"mnnvl fusion needs NVLink between the GPUs; {topology} has none"
+        assert d.reason == (f"mnnvl fusion needs NVLink multicast (its workspace is a multicast buffer); "
+                            f"{topology} has none")
 
 
 # --- strings, integers and versions of an override file --------------------

@@ -52,7 +52,7 @@ TOPOLOGY_FACTS = {  # name: (peer-to-peer, full NVLink, multicast)
 # sglang 0.5.23, srt/layers/flashinfer_comm_fusion.py _resolve_backend: SM90 auto ->
 # trtllm (single node only), SM10x auto -> mnnvl (also multi-node), cutedsl on SM10x.
 # docs/differences.md D3: 12.x -> trtllm with P2P (FlashInfer PR #3903); D4: trtllm needs P2P;
-# D9: mnnvl needs NVLink.
+# D9: mnnvl needs NVLink multicast.
 FUSION_AUTO = {  # tier: (one node, several nodes)
     "9.0": ("trtllm", None), "10.0": ("mnnvl", "mnnvl"), "10.3": ("mnnvl", "mnnvl"), "10.7": ("mnnvl", "mnnvl"),
     "12.0": ("trtllm", None), "12.1": ("trtllm", None),
@@ -166,11 +166,11 @@ def test_custom_allreduce_table_and_world_sizes_are_sglangs(tier):
 def test_fusion_backend_from_sglang_and_d3_d4(tier):
     one, several = FUSION_AUTO.get(tier, (None, None))
     res = resolve(tier)
-    for topo, (p2p, full_nvlink, _) in TOPOLOGY_FACTS.items():
+    for topo, (p2p, _, multicast) in TOPOLOGY_FACTS.items():
         for ws in (1, 2, 4, 8):
             for nnodes, expected in ((1, one), (2, several)):
-                if ws == 1 or (expected == "trtllm" and not p2p) or (expected == "mnnvl" and not full_nvlink):
-                    expected = None  # D4: trtllm needs P2P; D9: mnnvl needs NVLink
+                if ws == 1 or (expected == "trtllm" and not p2p) or (expected == "mnnvl" and not multicast):
+                    expected = None  # D4: trtllm needs P2P; D9: mnnvl needs NVLink multicast
                 d = collectives.allreduce_fusion(res, TOPOLOGIES[topo], ws, nnodes, explicit=True)
                 assert (d.enabled, d.backend) == (expected is not None, expected), (tier, topo, ws, nnodes, d.reason)
                 # unasked (SGLang's auto-enable pass): also where the tier lists the world size as

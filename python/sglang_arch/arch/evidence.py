@@ -114,7 +114,9 @@ ENTRIES: Tuple[Evidence, ...] = (
                 "CUDA_ERROR_NOT_SUPPORTED on such nodes",
         source="flashinfer 0.7.2 comm/trtllm_ar.py; sgl-project/sglang#32330 (removed the preflight: it "
                "'rejects valid non-multicast configurations')",
-        tests=("test/integration/test_fusion_preflight.py",),
+        tests=("test/integration/test_fusion_workspace_preflight.py::test_trtllm_preflight_proceeds_without_multicast",
+               "test/unit/test_glue_rules.py::test_the_trtllm_workspace_is_sized_without_multicast_where_the_query_"
+               "fails"),
     ),
     Evidence(
         id="trtllm-fusion-needs-p2p",
@@ -129,12 +131,14 @@ ENTRIES: Tuple[Evidence, ...] = (
     Evidence(
         id="mnnvl-needs-nvlink",
         kind=KERNEL_BUILD,
-        supports="mnnvl all-reduce fusion is off (and refused when asked) on PCIe",
-        hardware="PCIe nodes of SM 9.0 / 10.x",
-        software="FlashInfer 0.7.2 comm/mnnvl.py (fabric memory over NVLink)",
-        numbers="the workspace maps memory over the NVLink fabric, which a PCIe node does not have",
-        source="flashinfer 0.7.2 comm/mnnvl.py SymmDeviceMemory",
-        tests=("test/unit/test_hostile.py::test_mnnvl_needs_nvlink",),
+        supports="mnnvl all-reduce fusion is off (and refused when asked) without NVLink multicast: on PCIe and "
+                 "on NVLink nodes with multicast off",
+        hardware="PCIe nodes of SM 9.0 / 10.x; NVLink nodes with multicast off",
+        software="FlashInfer 0.7.2 comm/mnnvl.py (fabric memory over NVLink, a multicast buffer)",
+        numbers="the workspace maps memory over the NVLink fabric and binds it to a multicast object "
+                "(McastGPUBuffer), which refuses a device without multicast",
+        source="flashinfer 0.7.2 comm/mnnvl.py SymmDeviceMemory / McastGPUBuffer",
+        tests=("test/unit/test_hostile.py::test_mnnvl_needs_nvlink_multicast",),
     ),
     Evidence(
         id="kernel-catalog",

@@ -313,7 +313,9 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
 
     ``auto`` takes the tier's first backend; an explicit one must be listed for the
     tier; across nodes only the tier's multi-node backends; trtllm's IPC workspace needs
-    P2P, mnnvl's (multi-node) NVLink workspace needs NVLink between every pair.
+    P2P, mnnvl's (multi-node) NVLink workspace is a multicast buffer (FlashInfer 0.7.2's
+    ``McastGPUBuffer``: ``SymmDeviceMemory`` with multicast, which refuses a device without it),
+    so it needs NVLink multicast (``nvswitch``).
     A backend is a candidate only where the kernel catalog has its comm kernels for the
     device itself (FlashInfer generates them for named majors), so a fallback lends the
     tier's list, never a kernel.  ``cuda`` (torch's CUDA version), when given, must reach
@@ -354,9 +356,9 @@ def allreduce_fusion(res: Resolution, topology: Topology, world_size: int, nnode
     if choice == "trtllm" and not topology.p2p:
         return FusionDecision(False, None, f"trtllm fusion needs peer-to-peer access; {topology.name} has none",
                               dropped + (("trtllm", f"needs peer-to-peer access; {topology.name} has none"),))
-    if choice == "mnnvl" and not topology.full_nvlink:
-        return FusionDecision(False, None, f"mnnvl fusion needs NVLink between the GPUs; {topology.name} has none",
-                              dropped + (("mnnvl", f"needs NVLink between the GPUs; {topology.name} has none"),))
+    if choice == "mnnvl" and not topology.multicast:
+        why = f"needs NVLink multicast (its workspace is a multicast buffer); {topology.name} has none"
+        return FusionDecision(False, None, f"mnnvl fusion {why}", dropped + (("mnnvl", why),))
     here = f"tier {tier}, {world_size} GPUs on {topology.name}, {where}"
     measured = res.profile.allreduce_fusion_auto_world_sizes
     evidence = res.profile.evidence_for("allreduce_fusion")

@@ -25,7 +25,9 @@ once), calls upstream's original.  The shapes:
   ``self._get_device_sm``): for the original's call, each named attribute of ``self``
   answers the glue's value;
 - ``decides``: the glue answers ``(answer,)`` (the answer may be ``None``), or ``None``
-  for the original's.
+  for the original's;
+- ``viewed``: the original runs with one of its arguments (a group, a driver binding) seen
+  through the glue's view of it, or as passed where the glue answers ``None``.
 
 ``ArchDecisionError`` is the one error the glue raises on purpose (a user choice that
 cannot run on this GPU); through the plugin its message also names the kill switch.
@@ -38,22 +40,38 @@ import sys
 import types
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-from .glue import ArchDecisionError, fail_open, platform
+from .glue import ArchDecisionError, fail_open, failed, platform
 
 KILL_SWITCH = "SGLANG_ARCH_DISABLE"
 
 
 def _naming_the_kill_switch(ask: Callable) -> Callable:
-    """``ask``, with the kill switch added to the message of an ``ArchDecisionError``."""
+    """``ask``, with the kill switch added to the message of an ``ArchDecisionError``.
+
+    A fail-open glue function (``glue.fail_open``) is called unwrapped inside this one
+    ``try``, which also answers for its guard (``glue.failed``): SGLang calls some hooks per
+    layer or per collective, so each is one Python call less."""
+    raw = getattr(ask, "__fail_open__", None)
+    if raw is None:
+        @functools.wraps(ask)
+        def asking(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return ask(*args, **kwargs)
+            except ArchDecisionError as exc:
+                raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+
+        return asking
 
     @functools.wraps(ask)
-    def asking(*args: Any, **kwargs: Any) -> Any:
+    def asking_guarded(*args: Any, **kwargs: Any) -> Any:
         try:
-            return ask(*args, **kwargs)
+            return raw(*args, **kwargs)
         except ArchDecisionError as exc:
             raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+        except Exception as exc:  # routing must never break the server
+            return failed(raw, exc)
 
-    return asking
+    return asking_guarded
 
 
 def _hook(form: str, ask: Callable, around: Callable, answers: Optional[Tuple[str, ...]] = None) -> Callable:
@@ -111,9 +129,13 @@ def fact(name: str) -> Callable:
     upstream's original: the registry answers for this process's machine.
     """
     ask = functools.partial(platform.fact, name)
+    raw = platform.fact.__fail_open__  # (the guard inline: a probe is read on every platform-fact access)
 
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
-        arch_answer = ask()
+        try:
+            arch_answer = raw(name)
+        except Exception as exc:  # routing must never break the server
+            arch_answer = failed(raw, exc)
         return original(*args, **kwargs) if arch_answer is None else arch_answer
 
     around.__name__ = around.__qualname__ = f"fact_{name}"
@@ -335,3 +357,36 @@ def decides(ask: Callable) -> Callable:
         return original(*args, **kwargs) if box is None else box[0]
 
     return _hook("decides", ask, around)
+
+
+def viewed(ask: Callable, name: str, position: int) -> Callable:
+    """``viewed`` form: the original runs with its argument ``name`` (the ``position``-th
+    positional one, or passed by keyword) replaced by ``ask(value)``, a view of it the glue
+    builds (e.g. a process group seen without its symmetric-memory communicator), or as
+    passed where ``ask`` answers ``None``.  SGLang's whole body runs, reading the view.
+
+    Asked per forward or per collective, so the per-call work is one index, one glue call
+    and, only where a view answers, one tuple rebuilt: no signature binding (``position`` is
+    found once, from the target's parameters)."""
+
+    raw = getattr(ask, "__fail_open__", ask)  # (the guard inline, as in _naming_the_kill_switch)
+
+    def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        positional = len(args) > position
+        value = args[position] if positional else kwargs.get(name, _MISSING)
+        try:
+            view = None if value is _MISSING else raw(value)
+        except ArchDecisionError as exc:
+            raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+        except Exception as exc:  # routing must never break the server
+            if raw is ask:  # not a fail-open glue function: its error is its own
+                raise
+            view = failed(raw, exc)
+        if view is None:
+            return original(*args, **kwargs)
+        if positional:
+            return original(*args[:position], view, *args[position + 1:], **kwargs)
+        kwargs[name] = view
+        return original(*args, **kwargs)
+
+    return _hook("viewed", ask, around, (name,))

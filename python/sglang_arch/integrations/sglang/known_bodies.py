@@ -93,6 +93,8 @@ BODIES = {
             '4249243678a6ec70',
         'sglang.srt.layers.deep_gemm_wrapper.configurer._compute_enable_deep_gemm':
             '24f505f8fa797086',
+        'sglang.srt.layers.flashinfer_comm_fusion._flashinfer_trtllm_workspace_allocation_sizes':
+            '06beb3583847ae7e',
         'sglang.srt.layers.flashinfer_comm_fusion._resolve_backend':
             'f0a4e6453538340c',
         'sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies':
@@ -155,6 +157,20 @@ BODIES = {
             '332f167d7fb6423a',
         'sglang.srt.models.gemma4_vision.Gemma4VisionAttention._select_backend':
             '94a3c7f6c19b60fa',
+        'sglang.srt.models.inkling_common.kernels.comm._symm_mem_comm':
+            '41cf6ab06373a2ae',
+        'sglang.srt.models.inkling_common.kernels.comm.ar_sconv_norm_fusable':
+            'e5bff20c89864835',
+        'sglang.srt.models.inkling_common.kernels.comm.ensure_inkling_ar_resources':
+            '27e4ccc1e5e5804c',
+        'sglang.srt.models.inkling_common.kernels.comm.fullwidth_ar_sconv_fusable':
+            '7ac9eb7a99a79fee',
+        'sglang.srt.models.inkling_common.kernels.comm.get_ar_buffer':
+            'f0bc75bc63865f33',
+        'sglang.srt.models.inkling_common.kernels.comm.scattered_ar_sconv_fusable':
+            '535460278227474b',
+        'sglang.srt.models.inkling_common.kernels.comm.symm_mem_all_reduce':
+            '9776111207a301fb',
         'sglang.srt.models.kimi_k3_vl._resolve_mm_attention_backend':
             '587cf5e03e5f4d7b',
         'sglang.srt.models.mimo_audio.AudioEncoderMixin.build_audio_encoder':
@@ -308,6 +324,8 @@ FILES = {
             '73ce5de739d49316',
         'sglang/srt/models/gemma4_vision.py':
             '14fcf7989c7b621f',
+        'sglang/srt/models/inkling_common/kernels/comm.py':
+            '0e0b316c5b94a259',
         'sglang/srt/models/kimi_k3_vl.py':
             'b1b0d20dfcada8fb',
         'sglang/srt/models/mimo_audio.py':

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import fingerprint, known_bodies
 from .glue import attention, collectives, fusion, moe
-from .hooks import answer, check, decides, done, fact, scoped, scoped_capability, scoped_fact, scoped_self
+from .hooks import answer, check, decides, done, fact, scoped, scoped_capability, scoped_fact, scoped_self, viewed
 
 logger = logging.getLogger("sglang_arch")
 
@@ -70,6 +70,20 @@ _MIMO_AUDIO = "sglang.srt.models.mimo_audio.AudioEncoderMixin"
 _BEAM_MODEL = "sglang.srt.models.beam.BeamModel"
 _DSV4_HOOK = "sglang.srt.arg_groups.deepseek_v4_hook"
 _DSPARK = "sglang.srt.models.deepseek_v4_dspark.DeepseekV4ForCausalLMDSpark"
+_INKLING_COMM = "sglang.srt.models.inkling_common.kernels.comm"
+# Inkling's readers of a group's torch symm-mem communicator that take "enabled" for "has
+# NVLink multicast" (glue/collectives.group_without_multicast): name -> its parameters.  The
+# fused kernels (ar_sconv_norm_fused, ar_scattered_sconv_fused, ar_fullwidth_sconv_fused)
+# also read it, but run only where one of the *_fusable checks below said yes.
+INKLING_MULTICAST_CONSUMERS = {
+    "ensure_inkling_ar_resources": ("group",),
+    "ar_sconv_norm_fusable": ("group", "forward_batch", "num_tokens", "hidden", "dtype"),
+    "get_ar_buffer": ("group", "num_tokens", "hidden", "dtype"),
+    "symm_mem_all_reduce": ("input", "group", "output", "input_is_ar_buffer", "num_sms", "shared"),
+    "_symm_mem_comm": ("group", "input", "full_numel"),
+    "scattered_ar_sconv_fusable": ("group", "forward_batch", "num_tokens", "hidden", "dtype"),
+    "fullwidth_ar_sconv_fusable": ("group", "forward_batch", "num_tokens", "hidden", "dtype"),
+}
 _K3_SP = "sglang.srt.layers.communication.k3_sp_collective"
 _K3_AR = "sglang.srt.layers.communication.k3_ar_fusion"
 _CUTEDSL_GEMM = "sglang.kernels.ops.gemm.cutedsl_bf16_gemm"
@@ -322,10 +336,23 @@ def all_targets() -> List[Target]:
         Target("PCIe-IPC all-reduce", f"{_PCIE_IPC}.eligible_group", answer(collectives.pcie_ipc_eligible),
                ("group_name", "world_size", "deterministic"),
                ("envs", "_ELIGIBLE_GROUP_NAMES", "_warn_deterministic_wins")),
+    ] + [
+        # Inkling's multicast consumers: where the plugin kept the communicator for two-shot
+        # (no multicast), each runs with the group seen without it (stock's disabled path).
+        Target("torch symm mem", f"{_INKLING_COMM}.{name}",
+               viewed(collectives.group_without_multicast, "group", params.index("group")), params)
+        for name, params in INKLING_MULTICAST_CONSUMERS.items()
+    ] + [
         Target("custom all-reduce v2", f"{_CAR}._get_all_reduce_configs", answer(collectives.all_reduce_configs), (),
                ("_sm90_configs", "_sm100_configs", "_sm107_configs", "AllReduceConfig", "Heuristic")),
         Target("all-reduce fusion", f"{_FUSION}._resolve_backend", answer(fusion.resolve_backend),
                ("backend", "is_multi_node")),
+        # The workspace preflight's sizes: for the trtllm backend, the driver it reads answers
+        # the multicast granularity the trtllm workspace does without (FlashInfer's allocation).
+        Target("all-reduce fusion", f"{_FUSION}._flashinfer_trtllm_workspace_allocation_sizes",
+               viewed(fusion.trtllm_workspace_driver, "cuda_driver", 0),
+               ("cuda_driver", "prop", "world_size", "max_token_num", "hidden_dim", "dtype"),
+               ("resolve_flashinfer_allreduce_fusion_backend",)),
         Target("all-reduce fusion", f"{_ADD_NORM}.flashinfer_ar_fusion_applies", answer(fusion.applies),
                ("batch_size",),
                ("_is_cuda", "_is_flashinfer_available", "is_dp_attention_enabled", "get_exec", "get_parallel",

@@ -192,7 +192,11 @@ def per_machine(cache: Dict[Any, Tuple[Any, Any]], ctx: Any, key: Any, decide: C
 
 
 def fail_open(fn: F) -> F:
-    """Answer ``None`` (SGLang decides) when ``fn`` fails unexpectedly; warn once."""
+    """Answer ``None`` (SGLang decides) when ``fn`` fails unexpectedly; warn once.
+
+    The guarded function keeps ``fn`` as ``__fail_open__``: the plugin's hooks, which run
+    on SGLang's per-call paths, call ``fn`` inside their own ``try`` with :func:`failed` as
+    the handler (the same answer, one Python call fewer per call)."""
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -201,15 +205,17 @@ def fail_open(fn: F) -> F:
         except ArchDecisionError:
             raise
         except Exception as exc:  # routing must never break the server
-            name = f"{fn.__module__}.{fn.__qualname__}"
-            if name not in _warned:
-                _warned.add(name)
-                logger.warning(
-                    "%s failed (%s: %s); SGLang's own code decides",
-                    name,
-                    type(exc).__name__,
-                    exc,
-                )
-            return None
+            return failed(fn, exc)
 
+    guarded.__fail_open__ = fn  # type: ignore[attr-defined]
     return guarded  # type: ignore[return-value]
+
+
+def failed(fn: Callable, exc: BaseException) -> None:
+    """What a fail-open glue function answers when it failed unexpectedly: ``None`` (SGLang's
+    own code decides), warned once per function."""
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    if name not in _warned:
+        _warned.add(name)
+        logger.warning("%s failed (%s: %s); SGLang's own code decides", name, type(exc).__name__, exc)
+    return None

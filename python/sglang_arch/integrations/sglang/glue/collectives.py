@@ -89,7 +89,7 @@ def init_torch_symm_mem(comm: Any, group: Any, device: Any) -> Optional[bool]:
         max_size // comm.dtype.itemsize, device=comm.device, dtype=comm.dtype
     )
     handle = module.torch_symm_mem.rendezvous(comm.buffer, group.group_name)
-    comm.multicast = handle.multicast_ptr != 0
+    comm.multicast = handle.multicast_ptr != 0  # what SGLang's multicast-only consumers read
     if comm.multicast != ctx.topology.multicast:
         # The handle knows better than detection (multicast turned off by a variable, or a
         # group that spans fabrics): the decision for what the handle says.
@@ -223,6 +223,57 @@ def _default_configs(configs: Any, num_sm: int, world_sizes: Any) -> Dict[int, A
         num_mc_blocks=None,
     )
     return {world_size: default for world_size in world_sizes}
+
+
+# --- Inkling's symmetric-memory consumers (srt/models/inkling_common/kernels/comm.py) ---
+
+
+class GroupWithoutSymmMem:
+    """A process group (SGLang's ``GroupCoordinator``) seen without its torch
+    symmetric-memory communicator: ``torch_symm_mem_comm`` is None, ``world_size`` the
+    group's, every other attribute the group's own (its ``all_reduce``,
+    ``reduce_scatter_tensor`` and ``all_gather`` are the group's bound methods, so they
+    still take the two-shot communicator where it applies)."""
+
+    torch_symm_mem_comm = None
+
+    def __init__(self, group: Any) -> None:
+        self.__dict__["_group"] = group
+        self.__dict__["world_size"] = group.world_size  # read on every call: no look-up through the group
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.__dict__["_group"], name)
+        if callable(value):  # a bound method of the group: kept, so the next read is a plain look-up
+            self.__dict__[name] = value  # (a miss costs an AttributeError raised and caught: ~2 us)
+        return value
+
+
+_views: Dict[int, Tuple[Any, GroupWithoutSymmMem]] = {}  # id(group) -> (group, its view), built once
+
+
+@fail_open
+def group_without_multicast(group: Any) -> Optional[GroupWithoutSymmMem]:
+    """The group as Inkling's multicast consumers must see it (the ``viewed`` form).
+
+    SGLang 0.5.23's Inkling kernels read "the group's symmetric-memory communicator is
+    enabled (and the world size 4, 6 or 8)" as "NVLink multicast is available" and then
+    call ``torch.ops.symm_mem.multimem_*`` or build resources from ``multicast_ptr``.  A
+    communicator the plugin keeps enabled for torch's two-shot kernel
+    (``init_torch_symm_mem``: ``comm.multicast`` False) has none, so those readers see the
+    group without it and take the path stock SGLang takes when the communicator is
+    disabled (NCCL's collectives through the group, no custom-AR buffer, no fused
+    kernels).  ``None`` (SGLang reads the group itself) wherever the communicator has
+    multicast, is off, or was not made by the plugin (no ``multicast`` attribute).
+
+    Asked per collective: two attribute reads where nothing changes; the view is built
+    once per group."""
+    comm = getattr(group, "torch_symm_mem_comm", None)
+    if comm is None or getattr(comm, "multicast", True) is not False or comm.disabled:
+        return None
+    entry = _views.get(id(group))
+    if entry is None or entry[0] is not group:
+        entry = _views[id(group)] = (group, GroupWithoutSymmMem(group))
+    return entry[1]
 
 
 # --- Beam's fused all-reduce + norm (srt/models/beam.py) ---

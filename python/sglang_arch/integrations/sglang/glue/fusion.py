@@ -42,17 +42,26 @@ _in_upstream_pass: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 
 
+# (machine, backend, nodes) -> the fusion decision ``_resolve_backend`` answers: SGLang asks it
+# at every workspace check (``ensure_workspace_initialized``, per fused layer call), so the
+# registry's policy runs once per machine, backend and node count.
+_resolved: Dict[Tuple[str, int], Tuple[Any, Any]] = {}
+
+
 @fail_open
 def resolve_backend(backend: str, is_multi_node: bool = False) -> Optional[str]:
     """The fusion backend for ``--flashinfer-allreduce-fusion-backend backend``.
 
     None: no NVIDIA GPU, SGLang resolves.  ``ValueError`` (as SGLang's own) when fusion
-    cannot run here, with the registry's reason.
+    cannot run here, with the registry's reason.  Decided once per machine, backend and
+    node count.
     """
     ctx = routed_context()
     if ctx is None:
         return None
-    decision = ctx.fusion(nnodes=2 if is_multi_node else 1, requested=backend, explicit=True)
+    nnodes = 2 if is_multi_node else 1
+    decision = per_machine(_resolved, ctx, (backend, nnodes),
+                           lambda: ctx.fusion(nnodes=nnodes, requested=backend, explicit=True))
     if decision.enabled:
         return decision.backend
     raise ArchDecisionError(
@@ -141,6 +150,64 @@ def _fusion_enabled(ctx: Any, backend: str, nnodes: int) -> bool:
 def _fusion_runs_here(ctx: Any, backend: str) -> bool:
     nnodes = sys.modules[_ADD_NORM].get_parallel().nnodes
     return _fusion_enabled(ctx, backend, nnodes)
+
+
+# --- FlashInfer's trtllm workspace preflight (flashinfer_comm_fusion.py) ---
+
+_FUSION = "sglang.srt.layers.flashinfer_comm_fusion"
+
+
+class DriverWithoutMulticastAlignment:
+    """cuda-python's driver bindings as FlashInfer's trtllm workspace sees the machine: the
+    multicast granularity query answers 1 (no alignment) where the driver's own query does
+    not succeed, every other binding the driver's own.  FlashInfer 0.7.2 creates the trtllm
+    workspace's buffers with ``enable_multicast=False`` (``comm/trtllm_ar.py``), sized to the
+    allocation granularity alone, so a node without multicast needs no multicast
+    granularity for them."""
+
+    def __init__(self, driver: Any) -> None:
+        self._driver = driver
+        self.answered: list = []  # the driver's errors answered with granularity 1 (for the log)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._driver, name)
+
+    def cuMulticastGetGranularity(self, prop: Any, option: Any) -> Tuple[Any, int]:  # noqa: N802 (the driver's name)
+        success = self._driver.CUresult.CUDA_SUCCESS
+        try:
+            err, granularity = self._driver.cuMulticastGetGranularity(prop, option)
+        except Exception as exc:  # a driver or binding without the call: no multicast either
+            err, granularity = exc, 0
+        if err != success:
+            if not self.answered:
+                logger.info("FlashInfer trtllm workspace sized without multicast alignment: the multicast "
+                            "granularity query failed (%s) and FlashInfer's trtllm workspace does not use "
+                            "multicast", err)
+            self.answered.append(err)
+            return success, 1
+        return err, granularity
+
+
+@fail_open
+def trtllm_workspace_driver(driver: Any) -> Optional[DriverWithoutMulticastAlignment]:
+    """The driver ``_flashinfer_trtllm_workspace_allocation_sizes`` reads (the ``viewed`` form),
+    for the preflight SGLang runs before it creates FlashInfer's fusion workspace.
+
+    SGLang 0.5.23 aligns each size to the multicast granularity for every backend, and where
+    that query fails (SM12x over PCIe, an H100 / H200 node with multicast off) the preflight
+    fails and fusion is skipped with a warning, although the trtllm workspace never uses
+    multicast.  Where the process's fusion backend resolves to ``trtllm``, the sizes are
+    computed as FlashInfer allocates them when the query fails; where it succeeds, or for
+    any other backend (mnnvl's workspace is a multicast buffer: the registry refuses mnnvl
+    without multicast at backend resolution), SGLang's result stands.  None (SGLang's own
+    driver) without an NVIDIA GPU or for another backend."""
+    if routed_context() is None:
+        return None
+    try:
+        backend = sys.modules[_FUSION].resolve_flashinfer_allreduce_fusion_backend()
+    except ValueError:  # fusion refused here: nothing of the plugin's to size
+        return None
+    return DriverWithoutMulticastAlignment(driver) if backend == "trtllm" else None
 
 
 # --- Beam's FlashInfer all-reduce token band (srt/models/beam.py) ---
