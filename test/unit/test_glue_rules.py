@@ -553,12 +553,12 @@ def test_init_torch_symm_mem_without_multicast(route, monkeypatch):
 
 
 def test_the_plugins_communicator_says_whether_it_has_multicast(route, monkeypatch):
-    route("9.0", "nvlink", 8)
+    route("9.0", "nvlink", 2)
     _torch(monkeypatch)
-    _symm_mem_module(monkeypatch, multicast_ptr=0)
+    _symm_mem_module(monkeypatch, multicast_ptr=0, world_size=2)
     c = SimpleNamespace()
     gc.init_torch_symm_mem(c, SimpleNamespace(group_name="tp"), 0)
-    assert (c.disabled, c.multicast) == (False, False)  # two-shot, kept enabled
+    assert (c.disabled, c.multicast) == (False, False)  # two-shot below its measured bound, kept enabled
     route("9.0", "nvswitch", 8)
     _symm_mem_module(monkeypatch, multicast_ptr=0x7f00)
     c = SimpleNamespace()
