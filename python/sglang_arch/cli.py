@@ -122,7 +122,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dict(d.to_dict(), topology_note=note, stock_sglang=baseline.to_dict()), indent=2))
     else:
-        print(explain_text.render(d, baseline, note, everything=args.all))
+        print(explain_text.render(d, baseline, note, everything=args.all, cuda=args.cuda))
     return 0
 
 
@@ -270,12 +270,40 @@ def render_matrix_markdown(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_matrix_table(rows: List[Dict[str, Any]], width: int = WIDTH) -> str:
+    """The support matrix as a terminal table within ``width`` columns: one line per tier,
+    a wide cell (the name, the fusion backends) wrapped in its column; examples and the
+    rest are in ``--format markdown`` / ``json``."""
+    import textwrap
+
+    head = ["cc", "name", "topology", "CUDA", "symm mem (8 GPUs)", "custom AR", "fusion", "MHA", "MLA"]
+    cells = [[r["capability"], r["name"], r["typical_topology"], r["min_cuda"] or "-",
+              r["torch_symm_mem"] if r["decisions_at"]["world_size"] > 1 else f"{r['torch_symm_mem']} (1 GPU)",
+              r["custom_ar_v2_table"], ", ".join(r["allreduce_fusion"]) or "-", r["attention_mha"], r["attention_mla"]]
+             for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    wrap_at = {1: 12, 6: 9}  # the name and the fusion backends wrap where the line is too wide
+    for i, narrow in wrap_at.items():
+        if sum(widths) + 2 * (len(widths) - 1) > width:
+            widths[i] = max(len(head[i]), narrow)
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+    for row in cells:
+        parts = [textwrap.wrap(c, width=w, break_on_hyphens=False) or [""] for c, w in zip(row, widths)]
+        for k in range(max(len(p) for p in parts)):
+            out.append("  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths)).rstrip())
+    out += ["", "Decisions for 8 GPUs on each tier's typical topology (1 for a single-GPU tier), CUDA 13.0;",
+            "--format markdown adds examples, features and sizes (docs/support-matrix.md), --format json all."]
+    return "\n".join(out) + "\n"
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     rows = matrix_rows()
     if args.format == "json":
         print(json.dumps(rows, indent=2))
-    else:
+    elif args.format == "markdown":
         sys.stdout.write(render_matrix_markdown(rows))
+    else:
+        sys.stdout.write(render_matrix_table(rows))
     return 0
 
 
@@ -291,13 +319,23 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def version_text() -> str:
+    """``--version``: this release and the SGLang releases it supports (the plugin's
+    recorded fingerprints, ``known_bodies.SUPPORTED``)."""
+    from .integrations.sglang.known_bodies import SUPPORTED
+
+    return (f"sglang-arch {__version__}; supports sglang {', '.join(SUPPORTED)} "
+            f"(other releases: hooks route only where SGLang's code is unchanged)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sglang-arch", description=(
         "The GPU architecture registry for SGLang: what a GPU resolves to and what SGLang "
         "decides on it (torch symmetric memory, custom all-reduce, FlashInfer all-reduce "
-        "fusion, attention backends)."),
+        "fusion, attention backends, MoE runners and GEMM backends, and the model-specific "
+        "kernel paths). Start with `sglang-arch check`: whether the plugin works here."),
         epilog=f"Capabilities are written as {ACCEPTED_FORMS}. Topologies: {', '.join(TOPOLOGIES)}.")
-    parser.add_argument("--version", action="version", version=f"sglang-arch {__version__}")
+    parser.add_argument("--version", action="version", version=version_text())
     parser.add_argument("-v", "--verbose", action="store_true", help="log fallback warnings and detection details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -330,8 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="the decisions for a capability, beside stock SGLang's, with reasons",
                        description="Resolve CAP and print the decisions the plugin makes (torch symmetric memory, "
-                                   "custom all-reduce, all-reduce fusion, attention), each beside stock SGLang "
-                                   "0.5.23's answer, with its reason; --all adds the model-specific rows.")
+                                   "custom all-reduce, all-reduce fusion, attention, a summary of MoE / GEMM), "
+                                   "each beside stock SGLang 0.5.23's answer, with its reason; --all adds the "
+                                   "model-specific rows and each MoE / GEMM choice.")
     p.add_argument("capability", type=args_mod.capability, metavar="CAP", help=f"compute capability: {ACCEPTED_FORMS}")
     p.add_argument("--topology", type=args_mod.topology, metavar="T",
                    help=f"one of {', '.join(TOPOLOGIES)} (default: the tier's typical topology; single for one GPU; "
@@ -344,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("matrix", help="the support matrix of every known tier",
                        description="Print the support matrix (docs/support-matrix.md is generated from it).")
-    p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table",
+                   help="table (default: fits 100 columns), markdown (docs/support-matrix.md), json")
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("audit", help="every capability-dependent site of an SGLang tree and whether it is routed",

@@ -65,10 +65,17 @@ class Launch:
     source: str = "command line"
 
 
+class _Quiet(argparse.ArgumentParser):
+    """A parser that raises instead of printing its usage and exiting."""
+
+    def error(self, message):
+        raise ValueError(message)
+
+
 def _parser() -> argparse.ArgumentParser:
     """SGLang's spellings of the flags the line reads (``ServerArgs.add_cli_args``; ``--tp``
     is how most launches abbreviate ``--tp-size``, which SGLang's parser accepts)."""
-    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p = _Quiet(add_help=False, allow_abbrev=False, exit_on_error=False)
     p.add_argument("--tp-size", "--tensor-parallel-size", "--tp", dest="tp", type=int, default=1)
     p.add_argument("--nnodes", type=int, default=1)
     p.add_argument(SYMM_MEM_FLAG, dest="symm", action="store_true")
@@ -87,7 +94,7 @@ def launch_from_argv(argv: Sequence[str]) -> Optional[Launch]:
             tokens[i:i + 1] = token.split("=", 1)
     try:
         ns, _ = _parser().parse_known_args(tokens)
-    except (SystemExit, ValueError, TypeError):
+    except (SystemExit, ValueError, TypeError, argparse.ArgumentError):
         return None
     if ns.tp < 1 or ns.nnodes < 1:
         return None
