@@ -7,6 +7,8 @@ runs of:
 
 - ``sglang-arch plan --capability CAP --tp N --model-path DIR`` (a subprocess: two SGLang
   workers, with and without the plugin, side by side);
+- one plan worker alone (``python -m sglang_arch.integrations.sglang.plan --mode upstream``):
+  what each of plan's two workers costs without the other beside it;
 - SGLang alone: a fresh interpreter that imports SGLang and resolves the same server
   arguments once (``prepare_server_args(argv).resolve_once()``) with the platform facts
   SGLang's probes would answer for the simulated GPU, as plan's upstream worker gives them,
@@ -88,18 +90,28 @@ def main() -> int:
         plan_cmd = [sys.executable, "-m", "sglang_arch", "plan", "--capability", cap, "--tp", str(tp),
                     "--model-path", path, "--json"]
         alone_cmd = [sys.executable, "-c", SGLANG_ALONE, cap, str(tp), path]
-        plans, alones, workers = [], [], []
-        for i in range(args.runs):  # interleaved; the order alternates so drift hits both alike
-            for which in (("plan", "alone") if i % 2 == 0 else ("alone", "plan")):
+        topology = "single" if tp == 1 else json.loads(timed(plan_cmd[:3] + ["explain", cap, "--world-size", str(tp),
+                                                                              "--json"], env)[1])["topology"]
+        worker_cmd = [sys.executable, "-m", "sglang_arch.integrations.sglang.plan", "--mode", "upstream",
+                      "--capability", cap, "--tp", str(tp), "--topology", topology, "--nnodes", "1", "--cuda", "13.0",
+                      "--model-path", path, "--"]
+        plans, alones, singles, workers = [], [], [], []
+        for i in range(args.runs):  # interleaved; the order turns so drift hits each alike
+            order = ("plan", "alone", "worker")
+            for which in order[i % 3:] + order[:i % 3]:
                 if which == "plan":
                     took, out = timed(plan_cmd, env)
                     plans.append(took)
                     workers.append(json.loads(out)["timing"])
+                elif which == "worker":
+                    took, _ = timed(worker_cmd, alone_env)
+                    singles.append(took)
                 else:
                     took, _ = timed(alone_cmd, alone_env)
                     alones.append(took)
         case = {"model": model, "capability": cap, "tp": tp, "plan_s": [round(x, 2) for x in plans],
-                "sglang_alone_s": [round(x, 2) for x in alones], "plan_workers": workers,
+                "sglang_alone_s": [round(x, 2) for x in alones], "one_worker_alone_s": [round(x, 2) for x in singles],
+                "plan_workers": workers, "one_worker_alone_median_s": round(statistics.median(singles), 2),
                 "plan_median_s": round(statistics.median(plans), 2),
                 "sglang_alone_median_s": round(statistics.median(alones), 2)}
         case["ratio"] = round(case["plan_median_s"] / case["sglang_alone_median_s"], 2)

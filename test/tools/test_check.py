@@ -119,7 +119,7 @@ def test_check_answers_in_under_a_second_without_importing_sglang_or_torch():
              "try:\n    runpy.run_module('sglang_arch', run_name='__main__')\nexcept SystemExit:\n    pass\n"
              "print('ELAPSED', time.perf_counter() - t, 'sglang' in sys.modules, 'torch' in sys.modules)")
     best = None
-    for _ in range(3):
+    for _ in range(5):  # the best of five: a busy machine slows some runs
         out = subprocess.run([sys.executable, "-c", probe, *SIM], capture_output=True, text=True, env=env(),
                              timeout=120)
         _, elapsed, sglang, torch = out.stdout.strip().splitlines()[-1].split()

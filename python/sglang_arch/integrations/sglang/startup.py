@@ -189,8 +189,11 @@ def line(machine: str, d: Any, off: FrozenSet[str] = frozenset(), kept: int = 0,
         if "+" in archs:
             parts[0] = parts[0].replace(machine, " ".join([count, f"{archs.count('+') + 1} archs", *rest]), 1)
             text = PREFIX + "; ".join(parts)
-    if len(text) > MAX_LENGTH and "--" in parts[1]:  # the flag a symm-mem part names goes last
-        parts[1] = parts[1].split(" (no ")[0].split(" with ")[0] + (" (flag)" if "(no " in parts[1] else "")
+    if len(text) > MAX_LENGTH:  # the flags named in the parts become the word "flag"
+        import re
+
+        parts = [re.sub(r"\((?:no )?--[a-z0-9-]+\)", "(flag)", part).replace(f" with {SYMM_MEM_FLAG}", " (flag)")
+                 for part in parts]
         text = PREFIX + "; ".join(parts)
     return text if len(text) <= MAX_LENGTH else text[:MAX_LENGTH - 3] + "..."
 
