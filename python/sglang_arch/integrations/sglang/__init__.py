@@ -147,7 +147,10 @@ def _register() -> None:
     how = "early" if late == 0 else (f"{late} late" if not _early.installed() else f"early, {late} late")
     node = ctx.node
     if node.gpus:
-        launch = startup.this_launch()
+        try:
+            launch = startup.this_launch()
+        except Exception:  # the line only reports: the node's GPU count stands in, nothing else changes
+            launch = None
         if launch is not None:  # the decisions at this launch's TP size, not the node's GPU count
             from ...arch.decisions import decide
             from ...arch.policies.attention import ModelTraits
