@@ -44,13 +44,15 @@ def _size(nbytes: int) -> str:
     return size_text(nbytes) if nbytes > 0 else "-"
 
 
-def render_decisions(d: Decisions) -> str:
-    res = d.resolution
+WIDTH = 100  # every default output line fits this many columns
+
+
+def decision_rows(d: Decisions) -> List[tuple]:
+    """(label, on, value, reason, dropped) of every decision ``show`` lists, in its order."""
     symm = (_size(d.symm_mem.max_bytes) + " " + (d.symm_mem.algorithm or "")).strip()
     car = ((_size(d.custom_allreduce.max_bytes) + " " + (d.custom_allreduce.table or "default")).strip()
            if d.custom_allreduce.enabled else "-")
-    rows = [("decision", "on", "value", "reason", ()),
-            ("torch symm mem", _yn(d.symm_mem.enabled), symm, d.symm_mem.reason, ()),
+    rows = [("torch symm mem", _yn(d.symm_mem.enabled), symm, d.symm_mem.reason, ()),
             ("custom all-reduce", _yn(d.custom_allreduce.enabled), car, d.custom_allreduce.reason, ()),
             ("all-reduce fusion", _yn(d.fusion.enabled), d.fusion.backend or "-", d.fusion.reason, d.fusion.dropped),
             ("PCIe-IPC all-reduce", _yn(d.pcie_ipc.enabled), "decode-sized" if d.pcie_ipc.enabled else "-",
@@ -67,20 +69,42 @@ def render_decisions(d: Decisions) -> str:
 
     # stock SGLang's answer on the device itself beside each, as explain and plan show it
     rows += [(name, "", value, reason, ()) for name, value, reason in gemm_cells(d)]
-    # Columns as wide as their longest cell (at least 20 and 26), so that no cell runs into
-    # the next (a 37-character "refused (upstream: flashinfer_trtllm)" once did).
-    label_w = max(20, max(len(row[0]) for row in rows) + 1)
-    value_w = max(26, max(len(row[2]) for row in rows) + 1)
-    lines = [
-        f"device     {res.requested} -> tier {res.resolved} {res.profile.name} [{res.match}]",
-        f"           {res.reason}",
-        f"machine    {d.world_size} GPU(s), {d.nnodes} node(s), topology {d.topology.name} ({d.topology.description})",
-        "features   " + ", ".join(f"{k} {_yn(v)}" for k, v in res.features.items()),
-        "",
-    ]
+    return rows
+
+
+def render_decisions(d: Decisions, effect=None, verbose: bool = False, width: int = WIDTH) -> str:
+    """The node's decisions as ``show`` prints them: a row each (its value wrapped in its
+    column), with ``effect(label)`` in a last column where given (whether the plugin's
+    hooks for it take effect); ``verbose`` adds each reason and dropped candidate under its
+    row.  Every line fits ``width`` columns."""
+    import textwrap
+
+    from .explain_text import header
+
+    rows = decision_rows(d)
+    label_w = min(27, max(len(row[0]) for row in rows) + 1)
+    value_w = 38
+    last = "in effect" if effect is not None else ""
+    lines = header(d) + ["", f"{'decision':<{label_w}}{'on':<5}{'value':<{value_w}}{last}".rstrip()]
     for label, on, value, reason, dropped in rows:
-        lines.append(f"{label:<{label_w}}{on:<5}{value:<{value_w}}{reason}")
-        lines += _dropped_lines(dropped, label_w + 5)
+        cells = textwrap.wrap(value, width=value_w - 2, break_on_hyphens=False) or ["-"]
+        tail = effect(label) if effect is not None else ""
+        name = label if len(label) < label_w else None
+        if name is None:  # a name as wide as its column: on a line of its own
+            lines.append(label)
+        for i, cell in enumerate(cells):
+            first = i == 0
+            lines.append(f"{(name or '') if first else '':<{label_w}}{on if first else '':<5}{cell:<{value_w}}"
+                         f"{tail if first else ''}".rstrip())
+        if verbose:
+            pad = " " * label_w
+            lines += textwrap.wrap(" ".join(reason.split()), width=width, initial_indent=pad + "why: ",
+                                   subsequent_indent=pad + "     ", break_on_hyphens=False)
+            for choice, why in dropped:
+                lines += textwrap.wrap(f"{choice}: {why}", width=width, initial_indent=pad + "dropped ",
+                                       subsequent_indent=pad + "        ", break_on_hyphens=False)
+    if not verbose:
+        lines += ["", "--verbose adds each decision's reason; --json for tools."]
     return "\n".join(lines)
 
 
@@ -107,7 +131,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dict(d.to_dict(), topology_note=note, stock_sglang=baseline.to_dict()), indent=2))
     else:
-        print(explain_text.render(d, baseline, note, everything=args.all))
+        print(explain_text.render(d, baseline, note, everything=args.all, cuda=args.cuda))
     return 0
 
 
@@ -123,6 +147,22 @@ def _plugin_status() -> Dict[str, Any]:
         raise CliError(f"sglang-arch: error: {exc} (inside SGLang this value keeps the plugin out)") from None
 
 
+def gpu_lines(per_gpu) -> List[str]:
+    """One line per run of GPUs with the same name, capability and tier (``GPU 0-7: ...``)."""
+    groups: List[list] = []
+    for g, r in per_gpu:
+        key = (g.name, g.capability, r.resolved, r.match)
+        if groups and groups[-1][0] == key and groups[-1][2] == g.index - 1:
+            groups[-1][2] = g.index
+        else:
+            groups.append([key, g.index, g.index])
+    out = []
+    for (name, cap, resolved, match), first, last in groups:
+        which = f"GPU {first}" if first == last else f"GPU {first}-{last}"
+        out.append(f"  {which}: {name}  sm_{cap.sm}  -> tier {resolved} [{match}]")
+    return out
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     if args.capability is None and (args.gpus is not None or args.topology_name is not None):
         raise CliError("sglang-arch show: error: --gpus and --topology simulate a machine and need --capability CAP")
@@ -131,13 +171,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     ctx = runtime.machine(capability=args.capability, topology=args.topology_name, gpu_count=args.gpus,
                           cuda=args.cuda)
     node = ctx.node
+    verbose = args.details or args.verbose
+    from .integrations.sglang import status
+
     if not node.gpus:
         if args.json:
-            print(json.dumps({"source": node.source, "gpus": [], "notes": list(node.notes)}, indent=2))
+            print(json.dumps({"source": node.source, "gpus": [], "notes": list(node.notes),
+                              "plugin_disabled": plugin["not_loaded"] is not None, "plugin": plugin}, indent=2))
         else:
             print("No NVIDIA GPU found on this machine.")
             for note in node.notes:
                 print(f"  {note}")
+            for line in status.lines(plugin, verbose):
+                print(line)
             print("To see what the registry decides for a GPU you do not have: sglang-arch explain 12.0 --world-size 8")
         return 0
     per_gpu = [(g, resolve(g.capability)) for g in node.gpus]
@@ -150,21 +196,24 @@ def cmd_show(args: argparse.Namespace) -> int:
             "gpus": [{"index": g.index, "name": g.name, "capability": str(g.capability),
                       "resolved": str(r.resolved), "match": r.match} for g, r in per_gpu],
             "node": d.to_dict(),
-            "plugin_disabled": plugin["disabled"],
+            # true wherever SGLang will not run the plugin (SGLANG_PLUGINS, SGLANG_ARCH_DISABLE, ...)
+            "plugin_disabled": plugin["not_loaded"] is not None,
             "plugin": plugin,
+            "in_effect": {row[0]: status.row_effect(plugin, row[0]) for row in decision_rows(d)},
         }, indent=2))
         return 0
-    cuda = f"; torch CUDA {format_version(ctx.cuda)}" if ctx.cuda else ""
-    print(f"{len(node.gpus)} GPU(s) from {node.source}" + (f" ({'; '.join(node.notes)})" if node.notes else "")
-          + cuda)
-    for g, r in per_gpu:
-        print(f"  GPU {g.index}: {g.name}  sm_{g.capability.sm}  -> tier {r.resolved} [{r.match}]")
-    from .integrations.sglang.status import lines as plugin_lines
+    import textwrap
 
-    for line in plugin_lines(plugin):
+    cuda = f"; torch CUDA {format_version(ctx.cuda)}" if ctx.cuda else ""
+    head = f"{len(node.gpus)} GPU(s) from {node.source}" + (f" ({'; '.join(node.notes)})" if node.notes else "")
+    for line in textwrap.wrap(head + cuda, width=WIDTH, subsequent_indent="  ", break_on_hyphens=False):
+        print(line)
+    for line in gpu_lines(per_gpu):
+        print(line)
+    for line in status.lines(plugin, verbose):
         print(line)
     print()
-    print(render_decisions(d))
+    print(render_decisions(d, effect=lambda label: status.row_effect(plugin, label), verbose=verbose))
     return 0
 
 
@@ -235,12 +284,40 @@ def render_matrix_markdown(rows: List[Dict[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_matrix_table(rows: List[Dict[str, Any]], width: int = WIDTH) -> str:
+    """The support matrix as a terminal table within ``width`` columns: one line per tier,
+    a wide cell (the name, the fusion backends) wrapped in its column; examples and the
+    rest are in ``--format markdown`` / ``json``."""
+    import textwrap
+
+    head = ["cc", "name", "topology", "CUDA", "symm mem (8 GPUs)", "custom AR", "fusion", "MHA", "MLA"]
+    cells = [[r["capability"], r["name"], r["typical_topology"], r["min_cuda"] or "-",
+              r["torch_symm_mem"] if r["decisions_at"]["world_size"] > 1 else f"{r['torch_symm_mem']} (1 GPU)",
+              r["custom_ar_v2_table"], ", ".join(r["allreduce_fusion"]) or "-", r["attention_mha"], r["attention_mla"]]
+             for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    wrap_at = {1: 12, 6: 9}  # the name and the fusion backends wrap where the line is too wide
+    for i, narrow in wrap_at.items():
+        if sum(widths) + 2 * (len(widths) - 1) > width:
+            widths[i] = max(len(head[i]), narrow)
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+    for row in cells:
+        parts = [textwrap.wrap(c, width=w, break_on_hyphens=False) or [""] for c, w in zip(row, widths)]
+        for k in range(max(len(p) for p in parts)):
+            out.append("  ".join((p[k] if k < len(p) else "").ljust(w) for p, w in zip(parts, widths)).rstrip())
+    out += ["", "Decisions for 8 GPUs on each tier's typical topology (1 for a single-GPU tier), CUDA 13.0;",
+            "--format markdown adds examples, features and sizes (docs/support-matrix.md), --format json all."]
+    return "\n".join(out) + "\n"
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     rows = matrix_rows()
     if args.format == "json":
         print(json.dumps(rows, indent=2))
-    else:
+    elif args.format == "markdown":
         sys.stdout.write(render_matrix_markdown(rows))
+    else:
+        sys.stdout.write(render_matrix_table(rows))
     return 0
 
 
@@ -256,13 +333,23 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def version_text() -> str:
+    """``--version``: this release and the SGLang releases it supports (the plugin's
+    recorded fingerprints, ``known_bodies.SUPPORTED``)."""
+    from .integrations.sglang.known_bodies import SUPPORTED
+
+    return (f"sglang-arch {__version__}; supports sglang {', '.join(SUPPORTED)} "
+            f"(other releases: hooks route only where SGLang's code is unchanged)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sglang-arch", description=(
         "The GPU architecture registry for SGLang: what a GPU resolves to and what SGLang "
         "decides on it (torch symmetric memory, custom all-reduce, FlashInfer all-reduce "
-        "fusion, attention backends)."),
+        "fusion, attention backends, MoE runners and GEMM backends, and the model-specific "
+        "kernel paths). Start with `sglang-arch check`: whether the plugin works here."),
         epilog=f"Capabilities are written as {ACCEPTED_FORMS}. Topologies: {', '.join(TOPOLOGIES)}.")
-    parser.add_argument("--version", action="version", version=f"sglang-arch {__version__}")
+    parser.add_argument("--version", action="version", version=version_text())
     parser.add_argument("-v", "--verbose", action="store_true", help="log fallback warnings and detection details")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -286,6 +373,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"simulate this topology ({', '.join(TOPOLOGIES)}; with --capability)")
     p.add_argument("--gpus", type=args_mod.gpus, metavar="N",
                    help=f"simulate N GPUs (1-{args_mod.MAX_GPUS_PER_NODE}; with --capability)")
+    p.add_argument("--verbose", dest="details", action="store_true",
+                   help="each decision's reason, and every reason a hook keeps SGLang's code")
     add_common(p, world=False, cuda_help="torch's CUDA version the decisions assume (default: SGLANG_ARCH_CUDA, "
                                            "else the installed torch's; 13.0 for a simulated GPU without either)")
     p.set_defaults(cuda=None)
@@ -293,8 +382,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="the decisions for a capability, beside stock SGLang's, with reasons",
                        description="Resolve CAP and print the decisions the plugin makes (torch symmetric memory, "
-                                   "custom all-reduce, all-reduce fusion, attention), each beside stock SGLang "
-                                   "0.5.23's answer, with its reason; --all adds the model-specific rows.")
+                                   "custom all-reduce, all-reduce fusion, attention, a summary of MoE / GEMM), "
+                                   "each beside stock SGLang 0.5.23's answer, with its reason; --all adds the "
+                                   "model-specific rows and each MoE / GEMM choice.")
     p.add_argument("capability", type=args_mod.capability, metavar="CAP", help=f"compute capability: {ACCEPTED_FORMS}")
     p.add_argument("--topology", type=args_mod.topology, metavar="T",
                    help=f"one of {', '.join(TOPOLOGIES)} (default: the tier's typical topology; single for one GPU; "
@@ -307,7 +397,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("matrix", help="the support matrix of every known tier",
                        description="Print the support matrix (docs/support-matrix.md is generated from it).")
-    p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table",
+                   help="table (default: fits 100 columns), markdown (docs/support-matrix.md), json")
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("audit", help="every capability-dependent site of an SGLang tree and whether it is routed",

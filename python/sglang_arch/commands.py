@@ -32,7 +32,9 @@ def add_commands(sub) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_gencode)
 
-    from .integrations.sglang import plan_cli
+    from .integrations.sglang import check, plan_cli
+
+    check.add_command(sub)
 
     plan_cli.add_command(sub)
 

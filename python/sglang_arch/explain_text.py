@@ -21,6 +21,15 @@ WIDTH = 100
 LABEL_W = 22  # the row's name
 CELL_W = 30  # each of the two answers
 MARK = "differs"
+# What each group of explain's rows depends on: the collectives on no model, fusion on the
+# model (SGLang turns it on for some), attention on the model's kind, MoE / GEMM on the
+# weights' quantization.
+SCOPE_EVERY_MODEL = "for every model (the collectives do not depend on it):"
+SCOPE_FUSION = "for the models SGLang's auto-enable pass turns fusion on for (DeepSeek, Qwen MoE, GLM and others):"
+SCOPE_ATTENTION = "by the model's attention (MHA or MLA), for a model without its own rule:"
+SCOPE_QUANTIZATION = "by the weights' quantization, for every model:"
+MODEL_HEADING = "model-specific decisions (for the models that have them)"
+QUANTIZATION_HEADING = "MoE / GEMM choices (for every model, by the weights' quantization)"
 SYMM_MEM_FLAG = "--enable-torch-symm-mem"
 FUSION_FLAG = "--flashinfer-allreduce-fusion-backend"
 PCIE_IPC_VARIABLE = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"
@@ -160,12 +169,16 @@ def mission(d: Decisions, s: stock.StockDecisions) -> List[str]:
 
     symm_flag = (f"{SYMM_MEM_FLAG} (without it SGLang uses no symmetric memory, with or without the plugin)"
                  if d.world_size > 1 else None)
+    lines.append(SCOPE_EVERY_MODEL)
     decision("torch symm mem", [_symm(d)], [s.symm_mem.value], d.symm_mem.reason, s.symm_mem.reason, symm_flag,
              evidence=d.symm_mem.evidence)
     decision("PCIe-IPC all-reduce", ["on (decode-sized)" if d.pcie_ipc.enabled else "off"], [s.pcie_ipc.value],
              d.pcie_ipc.reason, s.pcie_ipc.reason, evidence=d.pcie_ipc.evidence)
     decision("custom all-reduce", [_car(d)], [s.custom_allreduce.value], d.custom_allreduce.reason,
              s.custom_allreduce.reason)
+    if d.world_size > 1:
+        lines.extend(plan_rows(d))
+    lines.append(SCOPE_FUSION)
     fusion_flag = (f"{FUSION_FLAG} auto for a model SGLang's auto-enable pass does not list (it lists DeepSeek V3 "
                    f"/ V3.2 / V4, GPT-OSS, GLM-4 MoE, Qwen3 MoE / Next / 3.5, Kimi K2.5, Nemotron-H, MiMo and a "
                    f"few more, TP > 1)"
@@ -173,11 +186,11 @@ def mission(d: Decisions, s: stock.StockDecisions) -> List[str]:
     decision("all-reduce fusion", [d.fusion.backend if d.fusion.enabled else "off"], [s.fusion.value],
              d.fusion.reason, f"{s.fusion.reason} (for the models SGLang turns fusion on for)", fusion_flag,
              dropped=d.fusion.dropped, evidence=d.fusion.evidence)
-    if d.world_size > 1:
-        lines.extend(plan_rows(d))
+    lines.append(SCOPE_ATTENTION)
     for label, ours, theirs in (("attention MHA", d.mha, s.mha), ("attention MLA", d.mla, s.mla)):
         decision(label, _phases(ours.prefill, ours.decode), _phases(theirs.prefill, theirs.decode), ours.reason,
                  theirs.reason, dropped=ours.dropped)
+    lines.append(SCOPE_QUANTIZATION)
     lines.extend(_wrap(_gemm_summary(d), 0, f"{'MoE / GEMM':<{LABEL_W}}"))
     return lines
 
@@ -199,29 +212,47 @@ def plan_rows(d: Decisions) -> List[str]:
     return lines
 
 
-def model_rows(d: Decisions) -> List[str]:
-    """``--all``: every model-specific row, its value on the row, reasons under it."""
-    lines = ["", "model-specific decisions (for the models that have them)"]
-    named = [row for row in d.named() if row[0] not in ("attention MHA", "attention MLA")]
-    named += [(name, value, reason, ()) for name, value, reason in gemm_cells(d)]
-    for label, value, reason, dropped in named:
-        if len(label) >= LABEL_W:  # a long name on a line of its own: never run into its value
-            lines.append(label)
-            lines.extend(_wrap(value, LABEL_W))
-        else:
-            lines.extend(_wrap(value, 0, f"{label:<{LABEL_W}}"))
-        for choice, why in dropped:
-            lines.extend(_wrap(f"{choice}: {why}", LABEL_W, "dropped "))
-        lines.extend(_wrap(reason, LABEL_W, "why: "))
+def _with_stock(value: str, theirs: Optional[str]) -> str:
+    """A row's value with stock SGLang's beside it: ``(same)``, or ``(stock: X)`` where it differs."""
+    if theirs is None:
+        return value
+    return f"{value} (same)" if value == theirs else f"{value} (stock: {theirs})"
+
+
+def model_rows(d: Decisions, cuda: Optional[Tuple[int, int]] = (13, 0)) -> List[str]:
+    """``--all``: the rows for particular models, then the MoE / GEMM choices every model's
+    weights take by their quantization; each value beside stock SGLang's where this project
+    models SGLang's rule for it, reasons under it."""
+    theirs = stock.named(d.resolution.requested, cuda)
+    named = [(label, _with_stock(value, theirs.get(label)), reason, dropped) for label, value, reason, dropped
+             in d.named() if label not in ("attention MHA", "attention MLA")]
+    gemm = [(name, value if "(stock:" in value else f"{value} (same)", reason, ())
+            for name, value, reason in gemm_cells(d)]
+    lines = []
+    for heading, rows in ((MODEL_HEADING, named), (QUANTIZATION_HEADING, gemm)):
+        lines += ["", heading]
+        for label, value, reason, dropped in rows:
+            if len(label) >= LABEL_W:  # a long name on a line of its own: never run into its value
+                lines.append(label)
+                lines.extend(_wrap(value, LABEL_W))
+            else:
+                lines.extend(_wrap(value, 0, f"{label:<{LABEL_W}}"))
+            for choice, why in dropped:
+                lines.extend(_wrap(f"{choice}: {why}", LABEL_W, "dropped "))
+            lines.extend(_wrap(reason, LABEL_W, "why: "))
+    lines += [""] + _wrap("(same): stock SGLang picks the same; (stock: X): it picks X; a value without either "
+                          "has no model of SGLang's rule here (sglang-arch plan runs SGLang's own code).", 0)
     return lines
 
 
-def render(d: Decisions, s: stock.StockDecisions, note: Optional[str] = None, everything: bool = False) -> str:
+def render(d: Decisions, s: stock.StockDecisions, note: Optional[str] = None, everything: bool = False,
+           cuda: Optional[Tuple[int, int]] = (13, 0)) -> str:
     lines = header(d, note) + [""] + mission(d, s)
     if everything:
-        lines += model_rows(d)
+        lines += model_rows(d, cuda)
     else:
-        lines += ["", "--all adds the model-specific rows (DeepSeek, MiniCPM, MiniMax, DSA, vision, GEMM paths)."]
+        lines += [""] + _wrap("--all adds the model-specific rows (DeepSeek, MiniCPM, MiniMax, DSA, vision, the "
+                              "V4.1 indexer) and each MoE / GEMM choice, with stock SGLang's.", 0)
     return "\n".join(lines)
 
 

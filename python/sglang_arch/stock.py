@@ -184,3 +184,26 @@ def decide(cap: Capability, topology: Topology, world_size: int, nnodes: int = 1
                           custom_allreduce=custom_allreduce(cap, topology, world_size),
                           fusion=fusion(cap, world_size, nnodes, cuda),
                           mha=attention(cap, "mha", cuda), mla=attention(cap, "mla", cuda), moe_gemm=moe_gemm(cap))
+
+
+def named(cap: Capability, cuda: Cuda = (13, 0)) -> Dict[str, str]:
+    """Stock SGLang's answer for the model-specific rows ``explain --all`` prints, where this
+    model has SGLang's rule: each asked of the device's own capability, as SGLang asks it.
+    A row without an entry here is not modelled (``plan`` runs SGLang's own code for it)."""
+    from types import SimpleNamespace
+
+    from .arch.policies import deterministic, speculative, vision
+
+    # SGLang's rules read the device, not a tier: the registry's own copies of them (the
+    # policies' upstream_pick, which read only the resolved capability), asked of the device.
+    device = SimpleNamespace(resolved=cap)
+    return {
+        "deterministic MHA": deterministic.upstream_pick(device, False, cuda),
+        "deterministic MLA": deterministic.upstream_pick(device, True, cuda),
+        "vision attention": vision.upstream_pick(device),
+        "hybrid linear draft": speculative.upstream_pick(device, cuda),
+        # layers/attention/dsv4/v41_indexer.is_sm100_or_newer: major >= 10
+        "DeepSeek-V4.1 indexer": "DeepGEMM" if cap.major >= 10 else "torch",
+        # kernels/ops/attention/dsv4/index_logits._is_sm100: major == 10
+        "V4.1 index logits": "bf16" if cap.major == 10 else "fp32",
+    }

@@ -72,7 +72,10 @@ def sm120_pcie():
 def test_the_command_in_this_process_with_warm_workers_prints_what_a_user_sees(sm120_pcie):
     out = plan(*SM120_PCIE)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads(out.stdout) == sm120_pcie
+    seen, fresh = json.loads(out.stdout), dict(sm120_pcie)
+    # the time each run took differs; the plan itself does not
+    assert set(seen.pop("timing")) == set(fresh.pop("timing")) == {"routed_s", "upstream_s", "wall_s"}
+    assert seen == fresh
 
 
 def test_sm120_pcie_decode_on_pcie_ipc_and_no_torch_symm_mem(sm120_pcie):
@@ -196,6 +199,11 @@ def test_a_refused_backend_is_a_difference_on_its_row():
     assert lines[row].split() == ["attention", "prefill", "refused", "fa3", "<-", "differs"]
     assert "--attention-backend fa3: fa3 cannot run MHA prefill on 12.0" in " ".join(
         " ".join(lines[row + 1:row + 3]).split())
+    # what a user sees fits 100 columns: the routed concerns counted, the time the plan took
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert any(line.startswith("routed through the registry: ") and line.endswith("concerns (--verbose lists them)")
+               for line in lines)
+    assert " ".join(lines).count("time: ") == 1 and "with the plugin (" in " ".join(out.stdout.split())
 
 
 def test_an_fp8_kv_cache_shows_the_dsa_kv_path_it_changes():

@@ -219,7 +219,7 @@ def test_a_refused_choice_is_a_difference_on_its_row_with_the_reason_under_it():
     assert decode.split() == ["attention", "decode", "refused", "fa3", "<-", "differs"]
     assert " ".join(lines).count("fa3 cannot run") == 1  # the reason once, under the first row
     assert "with sglang-arch: server would not start (refused above)" in lines
-    assert max(len(line) for line in lines if not line.startswith("routed through")) <= 100
+    assert max(len(line) for line in lines) <= 100
 
 
 def test_an_error_that_names_no_row_stays_in_the_footer():
@@ -383,3 +383,35 @@ def test_a_signal_ends_plan_and_its_workers_at_once(tmp_path, signame):
     assert proc.returncode != 0 and "Traceback" not in err, err
     time.sleep(0.5)
     assert workers() == []
+
+
+ROUTED = ["platform facts", "torch symm mem", "custom all-reduce v2", "all-reduce fusion", "attention backend"] * 12
+
+
+def test_every_line_of_a_plan_fits_100_columns_and_the_routed_concerns_are_counted():
+    r = result(upstream_error="ValueError: " + "a long reason " * 40)
+    r["routed"]["routed"] = list(ROUTED)
+    r["timing"] = {"routed_s": 21.5, "upstream_s": 20.25, "wall_s": 22.0}
+    lines = plan_cli.render(r).splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert f"routed through the registry: {len(ROUTED)} concerns (--verbose lists them)" in lines
+    text = " ".join(" ".join(lines).split())
+    assert "SGLang alone: server would not start: ValueError: a long reason" in text
+    assert ("time: 22.0 s for two resolutions of SGLang's server arguments run side by side, with the plugin "
+            "(21.5 s) and SGLang alone (20.2 s)") in text
+    verbose = plan_cli.render(r, verbose=True).splitlines()
+    assert max(len(line) for line in verbose) <= 100
+    assert "routed through the registry: platform facts, torch symm mem" in " ".join(verbose)
+
+
+@pytest.mark.parametrize("gpus, disabled, shown", [(1, False, "off (1 GPU)"), (8, False, "sm90"),
+                                                   (8, True, "off (--disable-custom-all-reduce)")])
+def test_the_custom_all_reduce_row_says_off_where_explain_does(gpus, disabled, shown):
+    r = result()
+    r["machine"]["gpus"] = gpus
+    for mode in ("routed", "upstream"):
+        r[mode]["custom_allreduce"]["disabled_by_flag"] = disabled
+    rows = {name: (a, b) for name, a, b in plan_cli.rows_of(r)}
+    assert rows["custom AR v2 table"] == (shown, shown)
+    line = next(line for line in plan_cli.render(r).splitlines() if line.startswith("custom AR v2 table"))
+    assert line.split("  ")[-1].strip() == shown

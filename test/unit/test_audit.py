@@ -351,7 +351,15 @@ def test_json_schema_and_summary(tree, capsys):
 def test_table_and_markdown(tree, capsys):
     assert cli.main(["audit", str(tree)]) == 0
     out = capsys.readouterr().out
-    assert "collectives" in out and "plugin unrouted" in out
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("concern "))
+    assert lines[head].split()[-4:] == ["routed", "unrouted", "routed", "unrouted"]
+    assert lines[head - 1].split() == ["plugin", "patched"]  # each group named over its columns
+    top, columns = lines[head - 1], lines[head]
+    ends = [i + len(w) for i, w in ((columns.index(" unrouted") + 1, "unrouted"),
+                                      (columns.rindex(" unrouted") + 1, "unrouted"))]
+    assert [top.index("plugin") + len("plugin"), top.index("patched") + len("patched")] == ends  # over its columns
+    assert "collectives" in out and max(len(line) for line in lines) <= 100
     assert f"{ATTN}:12  choose: if get_platform().is_sm100:" in out  # an unrouted attention decision, listed
     md = report.render_markdown(audit(str(tree)))
     assert md.startswith("# Capability sites")

@@ -106,7 +106,7 @@ def test_the_reference_pcie_box_shows_what_differs_from_stock_sglang(capsys):
     moe = next(line for line in lines if line.startswith("MoE / GEMM"))
     assert "differs from stock SGLang: MoE runner mxfp8 refused" in moe
     # only the mission by default; the model rows with --all
-    assert "DeepSeek-V4.1 auto" not in out and "--all" in lines[-1]
+    assert "DeepSeek-V4.1 auto" not in out and "--all adds" in " ".join(lines[-2:])
     assert "DeepSeek-V4.1 auto" in run(capsys, "explain", "12.0", "--world-size", "8", "--all")[1]
 
 
@@ -163,15 +163,17 @@ def test_the_moe_gemm_stock_is_sglangs_on_the_device_as_json_says(capsys, cap):
     out = run(capsys, "explain", cap, "--all")[1]
     for label, key in (("FP8 block GEMM", "fp8_gemm"), ("FP4 GEMM", "fp4_gemm"), ("DeepGEMM", "deep_gemm")):
         row = next(line for line in out.splitlines() if line.startswith(label))
-        ours = row[explain_text.LABEL_W:].split(" (stock: ")[0].strip()
-        assert f"(stock: {theirs[key]})" in row if ours != theirs[key] else "(stock:" not in row, (cap, row)
+        ours = row[explain_text.LABEL_W:].split(" (stock: ")[0].split(" (same)")[0].strip()
+        assert f"(stock: {theirs[key]})" in row if ours != theirs[key] else row.endswith(" (same)"), (cap, row)
 
 
 @given(cap=st.sampled_from(list(ARCHITECTURES) + ["13.0", "10.5", "15.2"]))
 @settings(max_examples=30, **SETTINGS)
 def test_a_long_row_name_never_runs_into_its_value(capsys, cap):
     out = run(capsys, "explain", cap, "--all")[1].splitlines()
-    rows = out[out.index("model-specific decisions (for the models that have them)") + 1:]
+    footer = len(out) - 1 - out[::-1].index("")  # the note on (same) / (stock: X) after the last blank line
+    rows = [line for line in out[out.index(explain_text.MODEL_HEADING) + 1:footer]
+            if line != explain_text.QUANTIZATION_HEADING]
     d = explain(cap)
     labels = sorted([row[0] for row in d.named()] + list(d.gemm_rows()), key=len, reverse=True)
     assert rows
@@ -201,3 +203,43 @@ def test_a_size_is_shown_in_the_largest_unit_that_holds_it_as_an_override_spells
 
     assert explain_text.size_text(nbytes) == text
     assert symm_size_bytes(text, "size") == nbytes  # what is shown reads back as the same size
+
+
+def test_explain_says_which_rows_do_not_depend_on_the_model(capsys):
+    out = run(capsys, "explain", "12.0", "--world-size", "8", "--topology", "pcie-p2p")[1].splitlines()
+    every = out.index(explain_text.SCOPE_EVERY_MODEL)
+    fusion = out.index(explain_text.SCOPE_FUSION)
+    attention = out.index(explain_text.SCOPE_ATTENTION)
+    quantization = out.index(explain_text.SCOPE_QUANTIZATION)
+    assert out[every + 1].startswith("torch symm mem") and every < fusion < attention < quantization
+    assert any(line.startswith("custom all-reduce") for line in out[every:fusion])
+    assert out[fusion + 1].startswith("all-reduce fusion") and out[attention + 1].startswith("attention MHA")
+    assert out[quantization + 1].startswith("MoE / GEMM")
+
+
+@pytest.mark.parametrize("cap, indexer, stock_indexer", [("10.7", "torch", "DeepGEMM"), ("13.0", "torch", "DeepGEMM"),
+                                                          ("10.0", "DeepGEMM", "DeepGEMM"), ("9.0", "torch", "torch")])
+def test_explain_all_lists_the_v41_indexer_with_stock_sglangs_pick(capsys, cap, indexer, stock_indexer):
+    out = run(capsys, "explain", cap, "--all")[1].splitlines()
+    row = next(line for line in out if line.startswith("DeepSeek-V4.1 indexer"))
+    want = f"{indexer} (same)" if indexer == stock_indexer else f"{indexer} (stock: {stock_indexer})"
+    assert row[explain_text.LABEL_W:] == want
+    assert any(line.startswith("V4.1 index logits") for line in out)
+    d = json.loads(run(capsys, "explain", cap, "--all", "--json")[1])
+    assert d["moe_gemm"]["dsv41_indexer"]["deep_gemm"] is (indexer == "DeepGEMM")
+
+
+def test_explain_all_gives_stock_sglangs_value_on_its_rows(capsys):
+    out = run(capsys, "explain", "12.0", "--all")[1].splitlines()
+    quantization = out.index(explain_text.QUANTIZATION_HEADING)
+    model = out.index(explain_text.MODEL_HEADING)
+    assert model < quantization
+    footer = len(out) - 1 - out[::-1].index("")
+    firsts = [line for line in out[quantization + 1:footer] if line[:1].strip()]
+    values = [line[explain_text.LABEL_W:] for line in firsts if len(line) > explain_text.LABEL_W]
+    assert values and all(v.endswith(" (same)") or "(stock: " in v for v in values), values
+    rows = {line[:explain_text.LABEL_W].strip(): line[explain_text.LABEL_W:] for line in out[model + 1:quantization]
+            if line[:1].strip()}
+    assert rows["vision attention"] == "triton_attn (same)"
+    assert rows["deterministic MHA"] == "flashinfer (same)"
+    assert rows["DeepSeek-V4.1 indexer"] == "DeepGEMM (same)"

@@ -62,6 +62,9 @@ class Decisions:
     # the NVFP4 KV cache's dequantize and FlashInfer's FP4 / MXFP8 quantize backends
     kv_dequant: Optional[quant.KvDequant] = None
     quantize_backends: Optional[Dict[str, quant.QuantizeBackend]] = None
+    # DeepSeek-V4.1's indexer (DeepGEMM's MQA logits or torch) and its index logits' dtype
+    dsv41_indexer: Optional[deepseek.IndexerPath] = None
+    dsv41_index_logits: Optional[deepseek.IndexLogits] = None
 
     def plan(self, symm_mem_flag: bool = False) -> collectives.AllReducePlan:
         """The all-reduce path of each phase, in SGLang's dispatch order, for a launch with
@@ -123,7 +126,11 @@ class Decisions:
             (("NVFP4 KV dequantize", "flashinfer" if self.kv_dequant.flashinfer else "SGLang's fallback",
               self.kv_dequant.reason, ()),) if self.kv_dequant is not None else ()) + tuple(
             (f"FlashInfer {which.upper()} quantize", q.backend or "SGLang's own", q.reason, ())
-            for which, q in (self.quantize_backends or {}).items())
+            for which, q in (self.quantize_backends or {}).items()) + (
+            (("DeepSeek-V4.1 indexer", "DeepGEMM" if self.dsv41_indexer.deep_gemm else "torch",
+              self.dsv41_indexer.reason, ()),) if self.dsv41_indexer is not None else ()) + (
+            (("V4.1 index logits", "bf16" if self.dsv41_index_logits.bf16 else "fp32",
+              self.dsv41_index_logits.reason, ()),) if self.dsv41_index_logits is not None else ())
 
     def to_dict(self) -> Dict[str, Any]:
         res = self.resolution
@@ -209,6 +216,10 @@ class Decisions:
                     "flashinfer": self.kv_dequant.flashinfer, "reason": self.kv_dequant.reason},
                 "quantize_backends": {which: {"backend": q.backend, "reason": q.reason}
                                       for which, q in (self.quantize_backends or {}).items()},
+                "dsv41_indexer": None if self.dsv41_indexer is None else {
+                    "deep_gemm": self.dsv41_indexer.deep_gemm, "reason": self.dsv41_indexer.reason},
+                "dsv41_index_logits": None if self.dsv41_index_logits is None else {
+                    "bf16": self.dsv41_index_logits.bf16, "reason": self.dsv41_index_logits.reason},
             },
         }
 
@@ -307,6 +318,8 @@ def decide(
         kv_dequant=quant.nvfp4_kv_dequant(res, traits.cuda),
         quantize_backends={which: quant.flashinfer_quantize_backend(res, which, traits.cuda)
                            for which in quant.QUANTIZE_DECISIONS},
+        dsv41_indexer=deepseek.dsv41_indexer_deep_gemm(res, traits.cuda),
+        dsv41_index_logits=deepseek.dsv41_bf16_index_logits(res, traits.cuda),
     )
 
 

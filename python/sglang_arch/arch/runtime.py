@@ -265,14 +265,59 @@ def _cuda_version(simulated: bool) -> Optional[Tuple[int, int]]:
             return parse_version(explicit)
         except ValueError as exc:
             raise ValueError(f"{ENV_CUDA}: {exc}") from None
+    cuda = torch_cuda()
+    if cuda:
+        return parse_version(cuda)
+    return SIMULATED_CUDA_DEFAULT if simulated else None
+
+
+def torch_cuda() -> Optional[str]:
+    """torch's CUDA version (``torch.version.cuda``), None for a CPU build or without torch.
+
+    Read from the ``torch/version.py`` its build wrote, without importing torch (1-2 s) where
+    torch is not imported yet; imported where that file cannot be read."""
+    import sys
+
+    loaded = sys.modules.get("torch")
+    if loaded is None:
+        found = _torch_version_file()
+        if found is not False:
+            return found
     try:
         import torch
-
-        if torch.version.cuda:
-            return parse_version(torch.version.cuda)
     except ImportError:
-        pass
-    return SIMULATED_CUDA_DEFAULT if simulated else None
+        return None
+    return torch.version.cuda or None
+
+
+def _torch_version_file():
+    """``cuda`` of torch's ``version.py`` (None: a CPU build); False where it cannot be read."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return None  # not installed
+    if not spec.submodule_search_locations:
+        return False
+    path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(64 * 1024))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return False
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == "cuda":
+            value = node.value
+            if isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str)):
+                return value.value or None
+            return False
+    return False
 
 
 def machine(*, capability: Optional[str] = None, topology: Optional[str] = None,

@@ -33,20 +33,41 @@ def _problems(report: Report) -> List[str]:
     return out + [f"note: {n}" for n in report.notes]
 
 
-def render_table(report: Report) -> str:
+WIDTH = 100  # the table's lines; a listed site's code is cut to fit (whole in --json / --markdown)
+
+
+def _cut(text: str, width: int = WIDTH) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def render_table(report: Report, width: int = WIDTH) -> str:
+    import textwrap
+
     rows = [HEAD] + summary_rows(report)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
-    out = [f"SGLang {report.sglang} at {report.root}: {len(report.sites)} capability sites "
-           f"({report.files_read} files, {report.seconds:.1f} s; early routing {'on' if report.early_routing else 'off'})",
-           ""]
-    for r in rows:
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
-    out += [""] + _problems(report)
+    widths = [max(len(r[i]) if j else len(r[i].split()[-1]) for j, r in enumerate(rows)) for i in range(len(HEAD))]
+    out = textwrap.wrap(f"SGLang {report.sglang} at {report.root}: {len(report.sites)} capability sites "
+                        f"({report.files_read} files, {report.seconds:.1f} s; early routing "
+                        f"{'on' if report.early_routing else 'off'})", width=width, subsequent_indent="  ",
+                        break_on_hyphens=False) + [""]
+    # the routed / unrouted columns under a heading each (plugin, patched): two header lines
+    groups = ["" if " " not in h else h.split()[0] for h in HEAD]
+    heads = [[groups[i] if i < len(groups) else "" for i in range(len(HEAD))], [h.split()[-1] for h in HEAD]]
+    for k, r in enumerate(heads + rows[1:]):
+        cells = []
+        for i, (c, w) in enumerate(zip(r, widths)):
+            if k == 0 and c and i + 1 < len(r) and r[i + 1] == c:
+                c = ""  # the group's name once, over its last column
+            cells.append(c.ljust(w) if i == 0 else c.rjust(w))
+        line = "  ".join(cells).rstrip()
+        if line:
+            out.append(line)
+    out += [""] + [line for problem in _problems(report) for line in textwrap.wrap(
+        problem, width=width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)]
     for who in ("plugin", "patched"):
         left = report.unrouted_decisions(who)
         out.append(f"decisions in collectives, fusion, attention/* the registry does not take ({who}): {len(left)}")
-        out += [f"  {_where(s)}  {s.scope or '<module>'}: {printable(s.code)}" for s in left]
-    out.append("(--json for every site)")
+        out += [_cut(f"  {_where(s)}  {s.scope or '<module>'}: {printable(s.code)}", width) for s in left]
+    out.append("(--json for every site, each line of code whole)")
     return "\n".join(out) + "\n"
 
 

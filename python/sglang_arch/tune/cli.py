@@ -471,9 +471,20 @@ def tc_times(m) -> bool:
 def render(report) -> str:
     run = report["run"]
     trials = run.get("trials") or "?"
-    lines = [f"{printable(run['device'])} ({run['backend']}), world sizes {run['world_sizes']}, {trials} trials; "
+    device = printable(run["device"])
+    backend = run["backend"]
+    judged = backend != "gloo"  # a gloo run checks the harness on CPUs: no registry pick is judged
+    # The backend once: a gloo run's device already says it
+    named = device if f"({backend}" in device else f"{device} ({backend})"
+    lines = [f"{named}, world sizes {run['world_sizes']}, {trials} trials; "
              f"eager: {run['iters']} calls per trial; graph: {run.get('graph_calls') or '-'} calls per replay",
              "times per all-reduce in us: median [min-max] of the trials, slowest rank"]
+    if not judged:
+        lines.append("registry pick: none on gloo (CPUs): this run checks the harness; the picks are judged on GPUs")
+
+    def label(path: str) -> str:
+        # torch.distributed's all_reduce runs on the run's backend: named after it
+        return backend if path == "nccl" else path
     checks = {(r["world_size"], r["size"], r.get("mode", "eager")): r for r in report.get("check", [])}
     for mode in ("eager", "graph"):
         key = "times_us" if mode == "eager" else "graph_times_us"
@@ -482,7 +493,8 @@ def render(report) -> str:
             continue
         paths = sorted({p for m in cells for p in m[key]})
         lines.append(f"-- {mode}")
-        lines.append(f"{'ws':>3} {'size':>8}  " + "  ".join(f"{p:>22}" for p in paths) + "   registry pick")
+        lines.append((f"{'ws':>3} {'size':>8}  " + "  ".join(f"{label(p):>22}" for p in paths)
+                      + ("   registry pick" if judged else "")).rstrip())
         for m in cells:
             row = []
             for p in paths:
@@ -501,7 +513,8 @@ def render(report) -> str:
                 pick = f"{r['pick']} ({r['pick_over_fastest']:.2f}x SGLang's fastest){'' if r['ok'] else '  slower!'}"
                 if r["fastest_measured"] != r["fastest"]:
                     pick += f"; {r['fastest_measured']} {r['pick_over_fastest_measured']:.2f}x faster"
-            lines.append(f"{m['world_size']:>3} {_fmt(m['size']):>8}  " + "  ".join(row) + f"   {pick}")
+            lines.append((f"{m['world_size']:>3} {_fmt(m['size']):>8}  " + "  ".join(row)
+                          + (f"   {pick}" if judged else "")).rstrip())
     for m in run["measurements"]:
         for p, why in m["errors"].items():
             lines.append(f"  {m['world_size']} {_fmt(m['size'])} {printable(p)}: {printable(why)}")

@@ -147,7 +147,18 @@ def _register() -> None:
     how = "early" if late == 0 else (f"{late} late" if not _early.installed() else f"early, {late} late")
     node = ctx.node
     if node.gpus:
-        text = startup.line(startup.machine_words(node, ctx.topology.name), ctx.decisions(), off, len(kept))
+        try:
+            launch = startup.this_launch()
+        except Exception:  # the line only reports: the node's GPU count stands in, nothing else changes
+            launch = None
+        if launch is not None:  # the decisions at this launch's TP size, not the node's GPU count
+            from ...arch.decisions import decide
+            from ...arch.policies.attention import ModelTraits
+
+            d = decide(ctx.resolution, ctx.topology, launch.tp, launch.nnodes, ModelTraits(cuda=ctx.cuda))
+        else:
+            d = ctx.decisions()
+        text = startup.line(startup.machine_words(node, ctx.topology.name), d, off, len(kept), launch)
     else:
         text = f"sglang-arch: no NVIDIA GPU ({node.source}), SGLang decides"
     _state.update(line=text, applied=how)

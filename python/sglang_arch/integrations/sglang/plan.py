@@ -399,7 +399,19 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
         if key in os.environ:
             env[key] = os.environ[key]
 
+    import time
+
+    took: Dict[str, float] = {}
+    started = time.perf_counter()
+
     def one(mode: str) -> Dict[str, Any]:
+        begun = time.perf_counter()
+        try:
+            return _one(mode)
+        finally:
+            took[mode] = time.perf_counter() - begun
+
+    def _one(mode: str) -> Dict[str, Any]:
         cmd = [sys.executable, "-m", __name__, "--mode", mode, "--capability", str(cap), "--tp", str(tp),
                "--topology", topo, "--nnodes", str(nnodes), "--cuda", format_version(cuda),
                "--model-path", model_path, "--", *extra]
@@ -436,7 +448,11 @@ def run_plan(cap: Capability, tp: int, topology: Optional[str], nnodes: int, cud
     note = stand_in_note(resolve(cap).profile.topology, tp, parse_topology(topology) if topology else None)
     return {"machine": {"capability": str(cap), "gpus": tp, "topology": topo, "nnodes": nnodes,
                         "cuda": format_version(cuda), "topology_note": note},
-            "routed": routed, "upstream": upstream}
+            "routed": routed, "upstream": upstream,
+            # seconds: each worker (a fresh interpreter importing SGLang and resolving its
+            # arguments) and the whole plan, the workers side by side
+            "timing": {"routed_s": round(took.get("routed", 0.0), 2), "upstream_s": round(took.get("upstream", 0.0), 2),
+                       "wall_s": round(time.perf_counter() - started, 2)}}
 
 
 def _stop_workers() -> None:

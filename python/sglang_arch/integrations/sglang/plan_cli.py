@@ -12,6 +12,7 @@ from ...arch.validate import MAX_SHOWN_PATH, read_regular_file, shown
 from .plan import MAX_MODEL_CONFIG_BYTES, MAX_WORKER_TIMEOUT_S, WORKER_TIMEOUT_S
 
 MAX_ERROR_CHARS = 600  # of each worker's error quoted in plan's one-line error
+WIDTH = 100  # every line of plan's table fits this many columns
 
 
 def add_command(sub) -> None:
@@ -34,6 +35,8 @@ def add_command(sub) -> None:
                    default=WORKER_TIMEOUT_S, metavar="S",
                    help=f"seconds each SGLang worker may take (default {WORKER_TIMEOUT_S}, at most "
                         f"{MAX_WORKER_TIMEOUT_S}); past it the worker is killed and plan exits 2")
+    p.add_argument("--verbose", action="store_true", dest="details",
+                   help="list every concern routed through the registry")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then extra sglang server arguments")
     p.set_defaults(func=cmd_plan)
@@ -211,7 +214,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(render(result))
+        print(render(result, args.details or getattr(args, "verbose", False)))
     return 0
 
 
@@ -230,6 +233,16 @@ def _table(name: str) -> str:
         _, sizes, one_shot, two_shot = name.split(":")
         return f"default ({int(one_shot) >> 20}/{int(two_shot) >> 20} MiB)"
     return name
+
+
+def _custom_ar(result: Dict[str, Any], mode: Dict[str, Any]) -> str:
+    """The custom all-reduce table a mode's server would use: ``off`` for one GPU (no
+    all-reduce: what ``explain`` says at TP1) or with ``--disable-custom-all-reduce``."""
+    if result["machine"]["gpus"] == 1:
+        return "off (1 GPU)"
+    if mode["custom_allreduce"].get("disabled_by_flag"):
+        return "off (--disable-custom-all-reduce)"
+    return _table(mode["custom_allreduce"]["v2_table"])
 
 
 def _kernel(d: Dict[str, Any]) -> str:
@@ -292,7 +305,7 @@ def rows_of(result: Dict[str, Any]) -> List[Tuple[str, str, str]]:
         ("all-reduce fusion", r["allreduce_fusion"]["backend"] or "off", u["allreduce_fusion"]["backend"] or "off"),
         ("torch symm mem", _symm(r["torch_symm_mem"]), _symm(u["torch_symm_mem"])),
         ("PCIe-IPC all-reduce", _on(r.get("pcie_ipc")), _on(u.get("pcie_ipc"))),
-        ("custom AR v2 table", _table(r["custom_allreduce"]["v2_table"]), _table(u["custom_allreduce"]["v2_table"])),
+        ("custom AR v2 table", _custom_ar(result, r), _custom_ar(result, u)),
     ]
     if r.get("moe_gemm") and u.get("moe_gemm"):
         kind = r["moe_gemm"]["quantization"] or "not judged"
@@ -304,8 +317,31 @@ def rows_of(result: Dict[str, Any]) -> List[Tuple[str, str, str]]:
              REFUSED if _refused_by(label, flags[1]) else str(b)) for label, a, b in rows]
 
 
-def render(result: Dict[str, Any]) -> str:
+def _seconds(value: Any) -> str:
+    return f"{value:.1f} s" if isinstance(value, (int, float)) else "?"
+
+
+def timing_lines(result: Dict[str, Any], width: int = WIDTH) -> List[str]:
+    """What plan's time went to: two SGLang processes resolving the same arguments side by
+    side, one with the plugin and one without (the comparison is what the time buys)."""
     import textwrap
+
+    t = result.get("timing")
+    if not t:
+        return []
+    text = (f"time: {_seconds(t.get('wall_s'))} for two resolutions of SGLang's server arguments run side by side, "
+            f"with the plugin ({_seconds(t.get('routed_s'))}) and SGLang alone ({_seconds(t.get('upstream_s'))}), "
+            f"each in a fresh interpreter; one resolution is what a server's start-up spends before its GPUs")
+    return textwrap.wrap(text, width=width, break_on_hyphens=False)
+
+
+def render(result: Dict[str, Any], verbose: bool = False) -> str:
+    """The plan as a table within WIDTH columns; ``verbose`` lists every routed concern."""
+    import textwrap
+
+    def wrap(text: str, indent: str = "", more: str = "  ") -> List[str]:
+        return textwrap.wrap(" ".join(str(text).split()), width=WIDTH, initial_indent=indent,
+                             subsequent_indent=more, break_on_hyphens=False) or [indent]
 
     m, r, u = result["machine"], result["routed"], result["upstream"]
     rows = rows_of(result)
@@ -316,9 +352,9 @@ def render(result: Dict[str, Any]) -> str:
     col = max([len(routed_head)] + [len(str(b)) for _, b, _ in rows]) + 2
     lines = [head]
     if m.get("topology_note"):
-        lines += textwrap.wrap(m["topology_note"], width=100)
+        lines += textwrap.wrap(m["topology_note"], width=WIDTH)
     if m.get("model"):
-        lines.append(f"model {m['model']['id']} from the local Hugging Face cache ({m['model']['path']})")
+        lines += wrap(f"model {m['model']['id']} from the local Hugging Face cache ({m['model']['path']})")
     lines += ["", f"{'':<{width}}{routed_head:<{col}}{upstream_head}"]
     shown_errors = set()
     for name, routed, upstream in rows:
@@ -327,17 +363,21 @@ def render(result: Dict[str, Any]) -> str:
         for mode, value, res in ((routed_head, routed, r), (upstream_head, upstream, u)):
             if value == REFUSED and mode not in shown_errors:  # the reason once, under its first row
                 shown_errors.add(mode)
-                lines += textwrap.wrap(" ".join(str(res["error"]).split()), width=100, initial_indent=" " * width
+                lines += textwrap.wrap(" ".join(str(res["error"]).split()), width=WIDTH, initial_indent=" " * width
                                        + f"{mode}: ", subsequent_indent=" " * (width + 2), break_on_hyphens=False)
     if not r["torch_symm_mem"]["flag"]:
         lines.append("\n(torch symm mem is shown as it would be with --enable-torch-symm-mem)")
     for mode, res in ((routed_head, r), (upstream_head, u)):
         if res["error"]:
             where = " (refused above)" if mode in shown_errors else f": {res['error']}"
-            lines.append(f"{mode}: server would not start{where}")
+            lines += wrap(f"{mode}: server would not start{where}")
     from . import switches
 
     off = os.environ.get(switches.VARIABLE, "").strip()
-    routed_now = ", ".join(r["routed"]) or "nothing"
-    lines.append(f"routed through the registry: {routed_now}" + (f" ({switches.VARIABLE}={off})" if off else ""))
+    off_note = f" ({switches.VARIABLE}={off})" if off else ""
+    if verbose or not r["routed"]:
+        lines += wrap(f"routed through the registry: {', '.join(r['routed']) or 'nothing'}{off_note}")
+    else:
+        lines += wrap(f"routed through the registry: {len(r['routed'])} concerns{off_note} (--verbose lists them)")
+    lines += timing_lines(result)
     return "\n".join(lines)

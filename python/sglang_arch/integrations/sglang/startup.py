@@ -1,21 +1,33 @@
-"""The plugin's start-up line: what it decided for this machine, in one line of at most 200 characters.
+"""The plugin's start-up line: what it decided for this launch, in one line of at most 200 characters.
 
 One line per process, at INFO on rank 0 (and in processes that have no rank: the launcher,
 the detokenizer), at DEBUG on every other rank; which hooks were applied is DEBUG too.
-Example (8x RTX PRO 6000, PCIe with peer-to-peer access)::
+The decisions are those of this launch: its tensor-parallel size (not the node's GPU
+count) and its server flags, read from SGLang's server arguments where the process has
+them (a scheduler, the detokenizer, ``Engine(...)``), else from the launcher's command
+line.  Example (``--tp 8`` on 8x RTX PRO 6000, PCIe with peer-to-peer access, without
+``--enable-torch-symm-mem``)::
 
-    sglang-arch: 8x sm_120 pcie-p2p -> tier 12.0 [exact]; symm-mem 128 MiB two_shot; custom-AR no;
-    fusion no; attn MHA fa3/fa3 MLA flashinfer/flashinfer
+    sglang-arch: tp 8 on 8x sm_120 pcie-p2p -> tier 12.0 [exact]; symm-mem no; pcie-ipc on
+    (decode-sized); custom-AR no; fusion no; attn MHA flashinfer MLA triton
 
-(one line).  A decision left to SGLang by ``SGLANG_ARCH_DISABLE`` reads ``SGLang``, and the
-line ends with ``off: <names>``; hooks whose SGLang code differs from what they were written
-for are counted at the end (``2 hooks kept SGLang's``).
+(one line).  On a tier with symm-mem sizes the symm-mem part reads ``symm-mem 128 MiB
+multimem`` with ``--enable-torch-symm-mem`` and ``off (no --enable-torch-symm-mem)``
+without it; the pcie-ipc part shows only where the plugin turns it on; a flag
+that turns a decision off reads ``off (--flag)``, an explicit ``--attention-backend``
+``attn fa4 (--attention-backend)``.  A decision left to SGLang by ``SGLANG_ARCH_DISABLE``
+reads ``SGLang``, and the line ends with ``off: <names>``; hooks whose SGLang code differs
+from what they were written for are counted at the end (``2 hooks kept SGLang's``).  Where
+no launch can be read, the node's GPU count stands in and the symm-mem part says it needs
+the flag.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-from typing import Any, FrozenSet, Iterable, Optional
+from dataclasses import dataclass
+from typing import Any, FrozenSet, Iterable, Optional, Sequence
 
 from ...arch.profile import MIB
 from .switches import DECISIONS, describe
@@ -36,21 +48,134 @@ def _pair(decision: Any) -> str:
     return f"{decision.prefill}/{decision.decode}"
 
 
-def line(machine: str, d: Any, off: FrozenSet[str] = frozenset(), kept: int = 0) -> str:
-    """The start-up line.  ``machine``: ``8x sm_120 pcie-p2p``; ``d``: the node's ``Decisions``;
-    ``off``: decisions ``SGLANG_ARCH_DISABLE`` leaves to SGLang; ``kept``: hooks left to SGLang
-    because SGLang's code is not the code they were written for."""
+SYMM_MEM_FLAG = "--enable-torch-symm-mem"
+CUSTOM_AR_OFF_FLAG = "--disable-custom-all-reduce"
+FUSION_OFF_FLAG = "--enforce-disable-flashinfer-allreduce-fusion"
+ATTENTION_FLAG = "--attention-backend"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one launch's server arguments say about the decisions the line reports."""
+
+    tp: int = 1
+    nnodes: int = 1
+    symm_mem_flag: bool = False
+    custom_ar_off: bool = False
+    fusion_off: bool = False
+    attention: Optional[str] = None  # an explicit --attention-backend
+    source: str = "command line"
+
+
+class _Quiet(argparse.ArgumentParser):
+    """A parser that raises instead of printing its usage and exiting."""
+
+    def error(self, message):
+        raise ValueError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """SGLang's spellings of the flags the line reads (``ServerArgs.add_cli_args``; ``--tp``
+    is how most launches abbreviate ``--tp-size``, which SGLang's parser accepts)."""
+    p = _Quiet(add_help=False, allow_abbrev=False, exit_on_error=False)
+    p.add_argument("--tp-size", "--tensor-parallel-size", "--tp", dest="tp", type=int, default=1)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument(SYMM_MEM_FLAG, dest="symm", action="store_true")
+    p.add_argument(CUSTOM_AR_OFF_FLAG, dest="car_off", action="store_true")
+    p.add_argument(FUSION_OFF_FLAG, dest="fusion_off", action="store_true")
+    p.add_argument(ATTENTION_FLAG, dest="attention")
+    return p
+
+
+def launch_from_argv(argv: Sequence[str]) -> Optional[Launch]:
+    """The launch SGLang's command line ``argv`` describes (its server arguments, in any
+    order); None where they cannot be read (a value SGLang itself would refuse)."""
+    tokens = [str(t) for t in argv]
+    for i, token in enumerate(tokens):  # --flag=value as SGLang's parser takes it
+        if token.startswith("--") and "=" in token:
+            tokens[i:i + 1] = token.split("=", 1)
+    try:
+        ns, _ = _parser().parse_known_args(tokens)
+    except (SystemExit, ValueError, TypeError, argparse.ArgumentError):
+        return None
+    if ns.tp < 1 or ns.nnodes < 1:
+        return None
+    return Launch(ns.tp, ns.nnodes, ns.symm, ns.car_off, ns.fusion_off, ns.attention, "command line")
+
+
+def launch_from_server_args(args: Any, source: str = "server arguments") -> Optional[Launch]:
+    """The launch an SGLang ``ServerArgs`` (or the keywords of ``Engine(...)``) describes."""
+    get = args.get if isinstance(args, dict) else lambda name, default=None: getattr(args, name, default)
+    tp = get("tp_size", 1)
+    nnodes = get("nnodes", 1)
+    if not isinstance(tp, int) or not isinstance(nnodes, int) or tp < 1 or nnodes < 1:
+        return None
+    attention = get("attention_backend", None)
+    return Launch(tp, nnodes, bool(get("enable_torch_symm_mem", False)), bool(get("disable_custom_all_reduce", False)),
+                  bool(get("enforce_disable_flashinfer_allreduce_fusion", False)),
+                  attention if isinstance(attention, str) else None, source)
+
+
+def this_launch(frames: Optional[Iterable[Any]] = None, argv: Optional[Sequence[str]] = None) -> Optional[Launch]:
+    """This process's launch: SGLang's server arguments where a caller holds them (a
+    scheduler's, the detokenizer's ``server_args``; ``Engine(**kwargs)``), else the
+    launcher's command line (``python -m sglang.launch_server ...`` / ``sglang serve ...``:
+    one that names a model); None where neither is found."""
+    if frames is None:
+        frames = _stack()
+    for frame in frames:
+        local = frame.f_locals
+        held = local.get("server_args")
+        if held is not None and hasattr(held, "tp_size"):
+            return launch_from_server_args(held)
+        kwargs = local.get("kwargs")
+        if frame.f_code.co_name == "__init__" and isinstance(kwargs, dict) and (
+                "model_path" in kwargs or "tp_size" in kwargs):
+            if kwargs.get("server_args") is not None:
+                return launch_from_server_args(kwargs["server_args"])
+            return launch_from_server_args(kwargs, "Engine arguments")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(token.split("=", 1)[0] in ("--model-path", "--model") for token in argv):
+        return launch_from_argv(argv)
+    return None
+
+
+def line(machine: str, d: Any, off: FrozenSet[str] = frozenset(), kept: int = 0,
+         launch: Optional[Launch] = None) -> str:
+    """The start-up line.  ``machine``: ``8x sm_120 pcie-p2p``; ``d``: the ``Decisions`` at the
+    launch's TP size (the node's GPU count where ``launch`` is None); ``off``: decisions
+    ``SGLANG_ARCH_DISABLE`` leaves to SGLang; ``kept``: hooks left to SGLang because SGLang's
+    code is not the code they were written for; ``launch``: the launch's flags."""
     res = d.resolution
-    parts = [f"{machine} -> tier {res.resolved} [{res.match}]"]
+    where = f"tp {launch.tp} on {machine}" if launch is not None else machine
+    parts = [f"{where} -> tier {res.resolved} [{res.match}]"]
     symm = d.symm_mem
-    parts.append("symm-mem " + ("SGLang" if "symm_mem" in off else
-                                f"{_size(symm.max_bytes)} {symm.algorithm or ''}".strip() if symm.enabled else "no"))
+    if "symm_mem" in off:
+        symm_text = "SGLang"
+    elif not symm.enabled:
+        symm_text = "no"
+    elif launch is None:
+        symm_text = f"{_size(symm.max_bytes)} {symm.algorithm or ''} with {SYMM_MEM_FLAG}".replace("  ", " ")
+    elif not launch.symm_mem_flag:
+        symm_text = f"off (no {SYMM_MEM_FLAG})"
+    else:
+        symm_text = f"{_size(symm.max_bytes)} {symm.algorithm or ''}".strip()
+    parts.append("symm-mem " + symm_text)
+    if "pcie_ipc" in off:
+        parts.append("pcie-ipc SGLang")
+    elif d.pcie_ipc.enabled:  # on by default where measured: SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=0 keeps it off
+        parts.append("pcie-ipc on (decode-sized)")
     car = d.custom_allreduce
-    parts.append("custom-AR " + ("SGLang" if "custom_all_reduce" in off else _size(car.max_bytes) if car.enabled
-                                 else "no"))
-    parts.append("fusion " + ("SGLang" if "fusion" in off else (d.fusion.backend or "yes") if d.fusion.enabled
-                              else "no"))
-    attention = "SGLang" if "attention" in off else f"MHA {_pair(d.mha)} MLA {_pair(d.mla)}"
+    parts.append("custom-AR " + ("SGLang" if "custom_all_reduce" in off else
+                                 f"off ({CUSTOM_AR_OFF_FLAG})" if launch is not None and launch.custom_ar_off
+                                 else _size(car.max_bytes) if car.enabled else "no"))
+    parts.append("fusion " + ("SGLang" if "fusion" in off else
+                              f"off ({FUSION_OFF_FLAG})" if launch is not None and launch.fusion_off
+                              else (d.fusion.backend or "yes") if d.fusion.enabled else "no"))
+    if launch is not None and launch.attention and "attention" not in off:
+        attention = f"{launch.attention} ({ATTENTION_FLAG})"
+    else:
+        attention = "SGLang" if "attention" in off else f"MHA {_pair(d.mha)} MLA {_pair(d.mla)}"
     parts.append("attn " + attention)
     if off:
         parts.append("off: " + describe(off))
@@ -70,6 +195,12 @@ def line(machine: str, d: Any, off: FrozenSet[str] = frozenset(), kept: int = 0)
         if "+" in archs:
             parts[0] = parts[0].replace(machine, " ".join([count, f"{archs.count('+') + 1} archs", *rest]), 1)
             text = PREFIX + "; ".join(parts)
+    if len(text) > MAX_LENGTH:  # the flags named in the parts become the word "flag"
+        import re
+
+        parts = [re.sub(r"\((?:no )?--[a-z0-9-]+\)", "(flag)", part).replace(f" with {SYMM_MEM_FLAG}", " (flag)")
+                 for part in parts]
+        text = PREFIX + "; ".join(parts)
     return text if len(text) <= MAX_LENGTH else text[:MAX_LENGTH - 3] + "..."
 
 
