@@ -65,10 +65,13 @@ def test_check_on_a_supported_release_is_active_and_says_what_a_launch_needs():
     assert routed == total and int(total) > 50
     assert field(out.stdout, "peer access").startswith("yes, simulated (pcie-p2p): not measured")
     assert field(out.stdout, "launch").startswith("tp 8 (every GPU of the node")
-    assert field(out.stdout, "needs").startswith("--enable-torch-symm-mem: torch symm mem 128 MiB two_shot")
-    assert "torch symm mem: 128 MiB two_shot (stock SGLang: off)" in field(out.stdout, "differs")
-    assert "symm-mem off (no --enable-torch-symm-mem)" in " ".join(out.stdout.split())
+    assert field(out.stdout, "needs").startswith("no flag")  # no torch symm mem over PCIe; PCIe-IPC is on
+    assert "PCIe-IPC all-reduce: on (decode-sized) (stock SGLang: off)" in field(out.stdout, "differs")
+    assert "symm-mem no; pcie-ipc on (decode-sized)" in " ".join(out.stdout.split())
     assert fits(out.stdout)
+    hopper = cli("check", "--capability", "9.0", "--gpus", "8", "--topology", "nvswitch")
+    assert field(hopper.stdout, "needs").startswith("--enable-torch-symm-mem: torch symm mem 128 MiB multimem")
+    assert "symm-mem off (no --enable-torch-symm-mem)" in " ".join(hopper.stdout.split())
 
 
 @needs_sglang
@@ -78,7 +81,7 @@ def test_check_with_the_flag_and_a_tp_of_the_launch():
     assert field(out.stdout, "launch") == "tp 4, 1 node(s), --enable-torch-symm-mem"
     assert field(out.stdout, "needs").startswith("no flag")
     line = " ".join(out.stdout.split("start-up line:")[1].split())
-    assert line.startswith("sglang-arch: tp 4 on 8x sm_120 pcie-p2p -> tier 12.0 [exact]; symm-mem 64 MiB two_shot")
+    assert line.startswith("sglang-arch: tp 4 on 8x sm_120 pcie-p2p -> tier 12.0 [exact]; symm-mem no; custom-AR no")
     d = json.loads(cli("check", *SIM, "--json", "--", "--tp-size", "4", "--enable-torch-symm-mem").stdout)
     assert d["launch"]["tp"] == 4 and d["needs"] == [] and d["status"] == {"exit": 0, "verdict": "active"}
 
@@ -164,7 +167,8 @@ def test_bad_input_to_check_is_one_line_exit_2(argv, message):
 
 # --- a release the plugin does not support -------------------------------------------------
 
-COPIED = ("srt/distributed/device_communicators/torch_symm_mem.py", "srt/layers/flashinfer_comm_fusion.py")
+COPIED = ("srt/distributed/device_communicators/torch_symm_mem.py", "srt/distributed/device_communicators/pcie_ipc_ar.py",
+          "srt/layers/flashinfer_comm_fusion.py")
 EDITED = "srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
 
 
@@ -203,10 +207,11 @@ def test_check_on_a_release_not_supported_is_active_in_part(release_0_5_22):
     assert field(out.stdout, "release").startswith("sglang 0.5.22: NOT supported (supported: 0.5.23)")
     hooks = field(out.stdout, "hooks")
     assert "keep SGLang's own code" in hooks and "--verbose lists them" in hooks
-    # the symm-mem hook routes (its file is the supported release's); custom all-reduce's does not
+    # the PCIe-IPC hook routes (its file is the supported release's); the MoE runner's does not
     differs = field(out.stdout, "differs")
-    assert "torch symm mem: 128 MiB two_shot (stock SGLang: off)" in differs
-    assert "not in effect" not in differs.split("torch symm mem")[1].split("(stock SGLang: off)")[1][:5]
+    assert "PCIe-IPC all-reduce: on (decode-sized) (stock SGLang: off)" in differs
+    assert "not in effect" not in differs.split("PCIe-IPC all-reduce")[1].split("(stock SGLang: off)")[1][:5]
+    assert "not in effect" in differs.split("MoE runner mxfp8")[1]
     assert fits(out.stdout)
     verbose = cli("check", *SIM, "--verbose", PREPEND=release_0_5_22).stdout
     reasons = []
@@ -231,6 +236,7 @@ def test_show_on_a_release_not_supported_marks_the_decisions_in_effect_once(rele
     plain = cli("show", *SIM, PREPEND=release_0_5_22).stdout
     rows = {re.split(r"\s{2,}", line)[0]: line for line in plain.splitlines() if line[:1].strip()}
     assert rows["torch symm mem"].rstrip().endswith("routed")
+    assert rows["PCIe-IPC all-reduce"].rstrip().endswith("routed")
     assert rows["custom all-reduce"].rstrip().endswith("SGLang's")
     assert rows["MoE runner mxfp8"].rstrip().endswith("SGLang's")
     assert fits(plain)
@@ -255,7 +261,7 @@ def test_every_default_output_line_fits_100_columns(argv):
 def test_show_keeps_reasons_behind_verbose():
     plain = cli("show", *SIM).stdout
     verbose = cli("show", *SIM, "--verbose").stdout
-    reason = "tier 12.0, world size 8, pcie-p2p (no multicast): two-shot over P2P"
+    reason = "tier 12.0, TP 8 on one pcie-p2p node: on, with SGLang's decode-sized workspace"
     assert reason not in " ".join(plain.split()) and reason in " ".join(verbose.split())
     assert "--verbose adds each decision's reason" in plain
     assert [line for line in plain.splitlines() if line.startswith("  GPU")] == [

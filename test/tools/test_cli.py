@@ -24,9 +24,11 @@ def test_explain_reference_machine_json(capsys):
     assert code == 0
     d = json.loads(out)
     assert d["requested"] == d["resolved"] == "12.0" and d["match"] == "exact"
-    assert d["collectives"]["torch_symm_mem"]["enabled"] is True
-    assert d["collectives"]["torch_symm_mem"]["max_bytes"] == 134217728
-    assert d["collectives"]["torch_symm_mem"]["algorithm"] == "two_shot"
+    assert d["collectives"]["torch_symm_mem"]["enabled"] is False  # nothing measured it over PCIe
+    assert d["collectives"]["pcie_ipc"]["enabled"] is True and d["collectives"]["pcie_ipc"]["evidence"] == [
+        "pcie-ipc-tp8-sm120"]
+    assert d["collectives"]["plan"]["default"]["decode"] == "PCIe-IPC"
+    assert d["stock_sglang"]["pcie_ipc"]["value"] == "off"
     # fusion on SM12x PCIe only where a tuned override from the node says it won
     fusion = d["collectives"]["allreduce_fusion"]
     assert (fusion["enabled"], fusion["backend"]) == (False, None) and "tune fusion" in fusion["reason"]
@@ -104,7 +106,8 @@ def test_show_simulated_machine(capsys):
     code, out, _ = run(capsys, "show", "--capability", "12.0", "--gpus", "8", "--topology", "pcie-p2p", "--json")
     d = json.loads(out)
     assert code == 0 and d["source"] == "simulated" and len(d["gpus"]) == 8
-    assert d["node"]["collectives"]["torch_symm_mem"]["algorithm"] == "two_shot"
+    assert d["node"]["collectives"]["pcie_ipc"]["enabled"] is True
+    assert d["node"]["collectives"]["plan"]["default"]["prefill"] == "NCCL"
 
 
 @pytest.mark.parametrize("value, disabled", [("1", True), ("yes", True), ("0", False), ("", False)])
@@ -151,7 +154,8 @@ def test_support_matrix_doc_matches_the_table():
 def test_matrix_json_lists_every_known_tier(capsys):
     rows = json.loads(run(capsys, "matrix", "--format", "json")[1])
     assert [r["capability"] for r in rows][:3] == ["7.0", "7.5", "8.0"]
-    assert any(r["capability"] == "12.0" and r["torch_symm_mem"] == "128 MiB two_shot" for r in rows)
+    assert any(r["capability"] == "12.0" and r["pcie_ipc_world_sizes"] == [8] for r in rows)
+    assert any(r["capability"] == "9.0" and r["symm_mem_two_shot"] == {"2": 16 << 20} for r in rows)
 
 
 def test_module_entry_point_and_help():

@@ -106,6 +106,7 @@ def _differences(d: Any, s: Any, launch: Any) -> List[Dict[str, str]]:
     from ...explain_text import _car, _gemm_changed, _symm
 
     rows = [("torch symm mem", _symm(d), s.symm_mem.value),
+            ("PCIe-IPC all-reduce", "on (decode-sized)" if d.pcie_ipc.enabled else "off", s.pcie_ipc.value),
             ("custom all-reduce", _car(d), s.custom_allreduce.value),
             ("all-reduce fusion", d.fusion.backend if d.fusion.enabled else "off", s.fusion.value)]
     for label, ours, theirs in (("attention MHA", d.mha, s.mha), ("attention MLA", d.mla, s.mla)):

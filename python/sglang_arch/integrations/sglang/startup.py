@@ -161,9 +161,7 @@ def line(machine: str, d: Any, off: FrozenSet[str] = frozenset(), kept: int = 0,
     else:
         symm_text = f"{_size(symm.max_bytes)} {symm.algorithm or ''}".strip()
     parts.append("symm-mem " + symm_text)
-    if "pcie_ipc" in off:
-        parts.append("pcie-ipc SGLang")
-    elif d.pcie_ipc.enabled:  # on by default where measured: SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=0 keeps it off
+    if d.pcie_ipc.enabled and "pcie_ipc" not in off:  # on where measured (off: named in the off list)
         parts.append("pcie-ipc on (decode-sized)")
     car = d.custom_allreduce
     parts.append("custom-AR " + ("SGLang" if "custom_all_reduce" in off else

@@ -143,6 +143,9 @@ def kept_summary(state: Dict[str, Any]) -> List[str]:
 # row ``show`` prints maps to concerns the plugin has.
 ROW_CONCERNS: Dict[str, tuple] = {
     "custom all-reduce": ("custom all-reduce v2",),
+    # the path of each phase and the evidence behind a difference: the collectives that decide them
+    "all-reduce path": ("custom all-reduce v2", "PCIe-IPC all-reduce", "torch symm mem"),
+    "evidence": ("PCIe-IPC all-reduce", "torch symm mem", "all-reduce fusion"),
     "attention MHA": ("attention backend",),
     "attention MLA": ("attention backend",),
     "deterministic MHA": ("attention backend",),

@@ -29,7 +29,7 @@ VARIABLE = "SGLANG_ARCH_DISABLE"
 # Decision name -> the target concerns (``targets.Target.concern``) it takes in and out.
 # test_switches.py checks that every concern belongs to exactly one decision.
 DECISIONS: Dict[str, Tuple[str, ...]] = {
-    "symm_mem": ("torch symm mem",),
+    "symm_mem": ("torch symm mem", "symm-mem consumers"),
     "custom_all_reduce": ("custom all-reduce v2",),
     "pcie_ipc": ("PCIe-IPC all-reduce",),
     "fusion": ("all-reduce fusion", "Beam fused all-reduce", "K3 SP collective", "K3 all-reduce fusion"),

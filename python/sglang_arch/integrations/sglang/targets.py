@@ -339,7 +339,7 @@ def all_targets() -> List[Target]:
     ] + [
         # Inkling's multicast consumers: where the plugin kept the communicator for two-shot
         # (no multicast), each runs with the group seen without it (stock's disabled path).
-        Target("torch symm mem", f"{_INKLING_COMM}.{name}",
+        Target("symm-mem consumers", f"{_INKLING_COMM}.{name}",
                viewed(collectives.group_without_multicast, "group", params.index("group")), params)
         for name, params in INKLING_MULTICAST_CONSUMERS.items()
     ] + [
