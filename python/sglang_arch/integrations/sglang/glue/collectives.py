@@ -158,7 +158,7 @@ def _with_inkling_floor(module: Any, max_size: int) -> int:
 
 
 @fail_open
-def pcie_ipc_eligible(*, group_name: Optional[str], world_size: int, deterministic: bool) -> Optional[bool]:
+def pcie_ipc_eligible(group_name: Optional[str], world_size: int, deterministic: bool) -> Optional[bool]:
     """``pcie_ipc_ar.eligible_group``: whether ``GroupCoordinator`` builds SGLang's PCIe-IPC
     all-reduce for a group.
 
