@@ -139,6 +139,34 @@ def applies(batch_size: int) -> Optional[bool]:
     )
 
 
+def applies_settled(original: Any) -> Any:
+    """What ``flashinfer_ar_fusion_applies`` is bound to once decided for this process
+    (``routing.settle``): SGLang's own gate where its platform condition, computed at import
+    (``_is_sm90_supported or _is_sm100_supported``), is the registry's decision for every
+    backend on this process's node count (a ``cutedsl`` backend is off in both: SGLang's gate
+    leaves it to its own fused path); SGLang's body with that condition a constant where the
+    registry answers one value that differs; the hook where the registry's answer depends on
+    the backend.  Returns ``original``, a function, or ``specialize.KEEP`` (as ``KEEP``)."""
+    from ..specialize import KEEP, with_global
+
+    ctx = device_context()
+    if ctx is None:
+        return original
+    gate = sys.modules[_ADD_NORM]
+    own = bool(gate._is_sm90_supported or gate._is_sm100_supported)
+    nnodes = gate.get_parallel().nnodes
+    answers = {bool(gate._is_cuda) and _fusion_enabled(ctx, backend, nnodes)
+               for backend in FUSION_REQUESTS if backend != "cutedsl"}
+    if answers == {own}:
+        return original
+    if len(answers) != 1:
+        return KEEP
+    (answer,) = answers
+    first = with_global(original, "_is_sm90_supported", answer)
+    found = None if first is None else with_global(first, "_is_sm100_supported", False)
+    return KEEP if found is None else found
+
+
 def _fusion_enabled(ctx: Any, backend: str, nnodes: int) -> bool:
     """Whether the registry enables fusion with ``backend`` here: decided once per machine,
     backend and node count (the layers ask it every forward)."""
