@@ -101,7 +101,7 @@ def answer(ask: Callable, runs_body_answering: Optional[Tuple[str, ...]] = None,
         arch_answer = asking(*args, **kwargs)
         return original(*args, **kwargs) if arch_answer is None else arch_answer
 
-    around.specialize = specialize  # type: ignore[attr-defined]
+    around.specialize = _specialize.glue_specialize(specialize)  # type: ignore[attr-defined]
     return _hook("answer", ask, around, runs_body_answering)
 
 
@@ -429,7 +429,7 @@ def decides(ask: Callable, specialize: Optional[Callable] = None) -> Callable:
         box = asking(*args, **kwargs)
         return original(*args, **kwargs) if box is None else box[0]
 
-    around.specialize = specialize  # type: ignore[attr-defined]
+    around.specialize = _specialize.glue_specialize(specialize)  # type: ignore[attr-defined]
     return _hook("decides", ask, around)
 
 
@@ -463,5 +463,5 @@ def viewed(ask: Callable, name: str, position: int, specialize: Optional[Callabl
         kwargs[name] = view
         return original(*args, **kwargs)
 
-    around.specialize = specialize  # type: ignore[attr-defined]
+    around.specialize = _specialize.glue_specialize(specialize)  # type: ignore[attr-defined]
     return _hook("viewed", ask, around, (name,))

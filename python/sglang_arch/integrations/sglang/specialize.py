@@ -25,9 +25,7 @@ import functools
 import types
 from typing import Any, Callable, Optional
 
-# What a hook's ``specialize`` answers where the hook must stay (the answer depends on more
-# than the machine, or the function's shape does not allow a copy).
-KEEP = object()
+from .glue import KEEP, Constants  # noqa: F401  (KEEP: the hook stays)
 
 _GLOBAL_READS = {"LOAD_GLOBAL"}
 
@@ -105,3 +103,26 @@ class PlatformFacts:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["_module"].get_platform(), name)
+
+
+def from_glue(original: Any, chosen: Any) -> Any:
+    """A glue ``specialize``'s answer as the function to bind: ``Constants`` become SGLang's
+    function with those globals renamed to them (KEEP where it cannot be)."""
+    if not isinstance(chosen, Constants):
+        return chosen
+    fn = original
+    for name, value in chosen.items():
+        fn = with_global(fn, name, value)
+        if fn is None:
+            return KEEP
+    return fn
+
+
+def glue_specialize(specialize: Optional[Callable]) -> Optional[Callable]:
+    if specialize is None:
+        return None
+
+    def settle(original: Any) -> Any:
+        return from_glue(original, specialize(original))
+
+    return settle

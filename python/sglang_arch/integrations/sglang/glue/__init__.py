@@ -225,6 +225,14 @@ def failed(fn: Callable, exc: BaseException) -> None:
 
 # --- what was decided once per process, decided again when the machine changes ---
 
+# What a target's ``specialize`` answers where its hook must stay (``routing.settle``).
+KEEP = object()
+
+
+class Constants(dict):
+    """What a glue ``specialize`` answers for "SGLang's function with these module globals
+    read as constants" (name -> value); the hooks build that function (``specialize.py``)."""
+
 _on_change: list = []  # callables run when the machine the glue answers for may have changed
 
 

@@ -29,7 +29,7 @@ from ....arch.policies.collectives import (
     SymmMemDecision,
 )
 from ....arch.runtime import MachineContext
-from . import device_context, fail_open, machine_changed, per_machine, routed_context
+from . import KEEP, device_context, fail_open, machine_changed, per_machine, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -265,8 +265,6 @@ def inkling_consumer_settled(original: Any) -> Any:
     SGLang's own function while no communicator without multicast was made in this process
     (each group's communicator then has multicast, is off, or is SGLang's: the view answers
     ``None`` for all), the hook (the view) once one was."""
-    from ..specialize import KEEP
-
     return KEEP if _two_shot["made"] else original
 
 
@@ -362,8 +360,6 @@ def beam_limits_settled(original: Any) -> Any:
     """What ``BeamModel._all_reduce_limits`` is bound to once decided (``routing.settle``):
     SGLang's own where the registry's limits for this device are SGLang's at every TP size,
     else the hook (the limits differ per TP size, read per call)."""
-    from ..specialize import KEEP
-
     ctx = device_context()
     if ctx is None:
         return original

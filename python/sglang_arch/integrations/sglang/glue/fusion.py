@@ -19,7 +19,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.collectives import FUSION_REQUESTS
-from . import ArchDecisionError, device_context, fail_open, per_machine, routed_context
+from . import KEEP, ArchDecisionError, Constants, device_context, fail_open, per_machine, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -146,9 +146,7 @@ def applies_settled(original: Any) -> Any:
     backend on this process's node count (a ``cutedsl`` backend is off in both: SGLang's gate
     leaves it to its own fused path); SGLang's body with that condition a constant where the
     registry answers one value that differs; the hook where the registry's answer depends on
-    the backend.  Returns ``original``, a function, or ``specialize.KEEP`` (as ``KEEP``)."""
-    from ..specialize import KEEP, with_global
-
+    the backend.  Returns ``original``, ``Constants`` or ``KEEP``."""
     ctx = device_context()
     if ctx is None:
         return original
@@ -162,9 +160,7 @@ def applies_settled(original: Any) -> Any:
     if len(answers) != 1:
         return KEEP
     (answer,) = answers
-    first = with_global(original, "_is_sm90_supported", answer)
-    found = None if first is None else with_global(first, "_is_sm100_supported", False)
-    return KEEP if found is None else found
+    return Constants(_is_sm90_supported=answer, _is_sm100_supported=False)
 
 
 def _fusion_enabled(ctx: Any, backend: str, nnodes: int) -> bool:
