@@ -163,6 +163,20 @@ def routed_pair(path: str) -> Tuple[Callable, Callable]:
     return routed.__wrapped__, routed
 
 
+def settled(path: str) -> Tuple[Callable, str]:
+    """The function SGLang's name holds once the target decided (its first call), and what it
+    is: SGLang's function (a copy of it), SGLang's body with the registry's constant, or the hook."""
+    from sglang_arch.integrations.sglang import routing
+
+    target = next(t for t in routing.all_routed_targets() if t.path == path)
+    bound = routing.settle(path) if path in routing._settling else routing.current_function(target)
+    original = bound.__wrapped__
+    kind = ("hook" if bound is routing._settling.get(path, (None, None, None))[2] else
+            "SGLang's function" if getattr(bound, "__code__", None) is getattr(original, "__code__", 0) else
+            "SGLang's body, registry constant")
+    return bound, kind
+
+
 # --- the rows ------------------------------------------------------------------------------
 
 def fact_row(trials: int, seconds: float) -> Dict[str, Any]:
@@ -171,7 +185,9 @@ def fact_row(trials: int, seconds: float) -> Dict[str, Any]:
     machine("9.0", "nvswitch")
     stock = _cached(True)
     hook = hooks.fact("is_sm90")
-    return measure(calls(stock, ()), calls(lambda: hook(stock), ()), trials, seconds)
+    routed = hook.specialize(stock)  # what the probe's name holds once decided
+    assert routed() is stock() is True
+    return dict(measure(calls(stock, ()), calls(routed, ()), trials, seconds), bound="cached constant probe")
 
 
 def resolve_row(trials: int, seconds: float) -> Dict[str, Any]:
@@ -191,9 +207,24 @@ def applies_row(trials: int, seconds: float) -> Dict[str, Any]:
     add_norm.get_parallel = lambda: SimpleNamespace(nnodes=1)
     add_norm.is_dp_attention_enabled = lambda: False
     add_norm._is_sm90_supported, add_norm._is_flashinfer_available, add_norm._is_cuda = True, True, True
-    stock, routed = routed_pair("sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies")
+    path = "sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies"
+    stock, routed = routed_pair(path)
     assert stock(16) == routed(16) is True
-    return measure(calls(stock, (16,)), calls(routed, (16,)), trials, seconds)
+    rows = {}
+    routed, kind = settled(path)
+    rows["flashinfer_ar_fusion_applies"] = dict(measure(calls(stock, (16,)), calls(routed, (16,)), trials, seconds),
+                                                bound=kind)
+    # a GPU SGLang's import-time gate (SM90 / SM100) does not admit, where the registry runs fusion
+    machine("12.0", "nvswitch")
+    add_norm._is_sm90_supported = add_norm._is_sm100_supported = False
+    routing_call = routed_pair(path)[1]
+    assert routing_call(16) is True
+    routed, kind = settled(path)
+    add_norm._is_sm90_supported = True  # the stock arm: SGLang's gate answering what the registry does
+    assert stock(16) == routed(16) is True
+    rows["flashinfer_ar_fusion_applies (12.0 nvswitch: registry differs)"] = dict(
+        measure(calls(stock, (16,)), calls(routed, (16,)), trials, seconds), bound=kind)
+    return rows
 
 
 EXEC = SimpleNamespace(comm=SimpleNamespace(flashinfer_allreduce_fusion_backend="trtllm",
@@ -224,9 +255,11 @@ def beam_row(trials: int, seconds: float) -> Dict[str, Any]:
             return 0
 
     model, hidden = SimpleNamespace(fuse_moe_all_reduce=True), Hidden()
-    stock, routed = routed_pair("sglang.srt.models.beam.BeamModel._all_reduce_limits")
+    path = "sglang.srt.models.beam.BeamModel._all_reduce_limits"
+    stock, routed = routed_pair(path)
     assert stock(model, hidden) == routed(model, hidden)
-    return measure(calls(stock, (model, hidden)), calls(routed, (model, hidden)), trials, seconds)
+    routed, kind = settled(path)
+    return dict(measure(calls(stock, (model, hidden)), calls(routed, (model, hidden)), trials, seconds), bound=kind)
 
 
 # --- Inkling's symm-mem consumers ----------------------------------------------------------
@@ -317,28 +350,47 @@ def inkling_rows(trials: int, seconds: float, collective: Callable) -> Dict[str,
         "fullwidth_ar_sconv_fusable": lambda g: (g, _batch(extend=True), 4096, HIDDEN, bf16),
     }
     rows: Dict[str, Dict[str, Any]] = {}
+    from sglang_arch.integrations.sglang.glue import collectives
+
+    # A process whose communicators have multicast (no two-shot communicator made): each
+    # consumer's name holds SGLang's function once decided.
     for name in names:
-        stock, routed = pairs[name]
+        stock, first = pairs[name]
         make = argsets[name]
-        # with multicast: the routed function takes SGLang's own path (one check more)
         _, group = _inkling(True, None)
         EXEC.comm.enable_scattered_sconv = name == "scattered_ar_sconv_fusable"
-        rows[f"{name} (multicast)"] = measure(calls(stock, make(group)), calls(routed, make(group)), trials, seconds)
-        # without multicast: the routed function on the plugin's two-shot communicator, against
-        # stock SGLang's function on the communicator it disables for lack of multicast
+        first(*make(group))
+        routed, kind = settled(f"{_COMM}.{name}")
+        rows[f"{name} (multicast)"] = dict(
+            measure(calls(stock, make(group)), calls(routed, make(group)), trials, seconds), bound=kind)
+    EXEC.comm.enable_scattered_sconv = False
+    stock, _ = pairs["symm_mem_all_reduce"]
+    routed, kind = settled(f"{_COMM}.symm_mem_all_reduce")
+    _, group = _inkling(True, collective)
+    rows["symm_mem_all_reduce (multicast) + gloo all-reduce"] = dict(measure(
+        calls(stock, (plain, group)), calls(routed, (plain, group)), trials, seconds), bound=kind)
+    # A process where init_torch_symm_mem kept a communicator without multicast: the consumers
+    # are routed to the view.  The routed function on the plugin's two-shot communicator,
+    # against stock SGLang's on the communicator it disables for lack of multicast.
+    _, plugin_group = _inkling(False, None)
+    collectives.note_two_shot_communicator(plugin_group.torch_symm_mem_comm)
+    for name in names:
+        stock, first = pairs[name]
+        make = argsets[name]
+        EXEC.comm.enable_scattered_sconv = name == "scattered_ar_sconv_fusable"
         _, plugin_group = _inkling(False, None)
         _, stock_group = _inkling(None, None)
-        rows[f"{name} (no multicast; stock: disabled)"] = measure(
-            calls(stock, make(stock_group)), calls(routed, make(plugin_group)), trials, seconds)
+        first(*make(plugin_group))
+        routed, kind = settled(f"{_COMM}.{name}")
+        rows[f"{name} (no multicast; stock: disabled)"] = dict(measure(
+            calls(stock, make(stock_group)), calls(routed, make(plugin_group)), trials, seconds), bound=kind)
     EXEC.comm.enable_scattered_sconv = False
-    stock, routed = pairs["symm_mem_all_reduce"]
-    _, group = _inkling(True, collective)
-    rows["symm_mem_all_reduce (multicast) + gloo all-reduce"] = measure(
-        calls(stock, (plain, group)), calls(routed, (plain, group)), trials, seconds)
+    stock, _ = pairs["symm_mem_all_reduce"]
+    routed, kind = settled(f"{_COMM}.symm_mem_all_reduce")
     _, plugin_group = _inkling(False, collective)
     _, stock_group = _inkling(None, collective)
-    rows["symm_mem_all_reduce (no multicast; stock: disabled) + gloo all-reduce"] = measure(
-        calls(stock, (plain, stock_group)), calls(routed, (plain, plugin_group)), trials, seconds)
+    rows["symm_mem_all_reduce (no multicast; stock: disabled) + gloo all-reduce"] = dict(measure(
+        calls(stock, (plain, stock_group)), calls(routed, (plain, plugin_group)), trials, seconds), bound=kind)
     return rows
 
 
@@ -347,52 +399,84 @@ def inkling_rows(trials: int, seconds: float, collective: Callable) -> Dict[str,
 def gemm_rows(trials: int, seconds: float) -> Dict[str, Dict[str, Any]]:
     rows = {}
     machine("10.3", "nvswitch")
-    stock, routed = routed_pair("sglang.kernels.ops.gemm.cutedsl_bf16_gemm.use_cutedsl_bf16_gemm")
+    path = "sglang.kernels.ops.gemm.cutedsl_bf16_gemm.use_cutedsl_bf16_gemm"
+    stock, routed = routed_pair(path)
     assert stock(8, 4096, 7168) == routed(8, 4096, 7168)
-    rows["use_cutedsl_bf16_gemm"] = measure(calls(stock, (8, 4096, 7168)), calls(routed, (8, 4096, 7168)), trials,
-                                            seconds)
-    machine("9.0", "nvswitch")
+    routed, kind = settled(path)
+    rows["use_cutedsl_bf16_gemm"] = dict(measure(calls(stock, (8, 4096, 7168)), calls(routed, (8, 4096, 7168)),
+                                                 trials, seconds), bound=kind)
     from sglang.kernels.ops.gemm import hopper_bf16_gemv
 
-    hopper_bf16_gemv._is_sm12x = _cached(False)
-    stock, routed = routed_pair("sglang.kernels.ops.gemm.hopper_bf16_gemv.use_hopper_bf16_gemv")
-    assert stock(1, 4096, 5120) == routed(1, 4096, 5120)
-    rows["use_hopper_bf16_gemv"] = measure(calls(stock, (1, 4096, 5120)), calls(routed, (1, 4096, 5120)), trials,
-                                           seconds)
+    path = "sglang.kernels.ops.gemm.hopper_bf16_gemv.use_hopper_bf16_gemv"
+    for capability, own, label in (("9.0", False, "use_hopper_bf16_gemv"),
+                                   ("12.0", True, "use_hopper_bf16_gemv (12.0)")):
+        machine(capability, "nvswitch")
+        hopper_bf16_gemv._is_sm12x = _cached(own)
+        stock, routed = routed_pair(path)
+        assert stock(1, 4096, 5120) == routed(1, 4096, 5120) or own
+        routed, kind = settled(path)
+        answer = routed(1, 4096, 5120)
+        rows[label] = dict(measure(calls(stock, (1, 4096, 5120)), calls(routed, (1, 4096, 5120)), trials, seconds),
+                           bound=kind, same_answer=stock(1, 4096, 5120) == answer)
     return rows
 
 
-def form_rows(trials: int, seconds: float) -> Dict[str, Dict[str, Any]]:
-    """The two forms whose bodies launch kernels, through the real targets' hooks over a
-    stand-in body that reads the same probe (its own module's get_platform / torch)."""
+def _stand_in(name: str, source: str, **globals_: Any) -> Callable:
     import types
+
+    module = types.ModuleType(name)
+    module.__dict__.update(globals_)
+    exec(source, module.__dict__)
+    sys.modules[name] = module
+    return getattr(module, source.split("(")[0].split()[-1])
+
+
+def form_rows(trials: int, seconds: float) -> Dict[str, Dict[str, Any]]:
+    """The two forms whose bodies launch kernels: the real targets' hooks deciding over a
+    stand-in body that reads the same probe (its own module's get_platform / torch); where the
+    registry agrees with the probe (SGLang's function), and where it does not (SGLang's body
+    reading the registry's constant, against the body whose probe answers that value)."""
+    import torch
+    from sglang.srt.runtime_context import get_platform
 
     from sglang_arch.integrations.sglang import routing
 
     rows = {}
     machine("10.0", "nvswitch")
     dsa = next(t for t in routing.all_routed_targets() if t.path.endswith("._apply_cuda_graph_metadata"))
-    module = types.ModuleType("hot_paths_dsa_stand_in")
-    from sglang.srt.runtime_context import get_platform
-
-    module.get_platform = get_platform
-    exec("def replay(self, bs):\n    return get_platform().is_sm100 and bs > 0\n", module.__dict__)
-    sys.modules[module.__name__] = module
-    body = module.replay
-    rows["scoped_fact form (DSA replay stand-in)"] = measure(
-        calls(body, (None, 8)), calls(lambda s, b: dsa.hook(body, s, b), (None, 8)), trials, seconds)
-    machine("10.0", "nvswitch")
+    replay = "def replay(self, bs):\n    return get_platform().is_sm100 and bs > 0\n"
+    answer = dsa.hook.glue()
+    body = _stand_in("hot_paths_dsa_stand_in", replay, get_platform=get_platform)
+    bound = dsa.hook.specialize(body)
+    rows["scoped_fact form (DSA replay stand-in)"] = dict(
+        measure(calls(body, (None, 8)), calls(bound, (None, 8)), trials, seconds),
+        bound="SGLang's function" if bound is body else "SGLang's body, registry constant")
+    told = SimpleNamespace(is_sm100=not answer)
+    other = _stand_in("hot_paths_dsa_stand_in_differs", replay, get_platform=_cached(told))
+    bound = dsa.hook.specialize(other)
+    stock = _stand_in("hot_paths_dsa_stand_in_stock", replay, get_platform=_cached(SimpleNamespace(is_sm100=answer)))
+    assert bound(None, 8) == stock(None, 8)
+    rows["scoped_fact form (DSA replay stand-in; registry differs)"] = dict(
+        measure(calls(stock, (None, 8)), calls(bound, (None, 8)), trials, seconds),
+        bound="SGLang's body, registry constant" if bound is not other else "SGLang's function")
     qwen = next(t for t in routing.all_routed_targets() if t.path.endswith("prepare_qwen4_decode_comm"))
-    import torch
-
-    module = types.ModuleType("hot_paths_qwen_stand_in")
-    module.torch = torch
     torch.cuda.get_device_capability = _cached((10, 0))
-    exec("def prepare(mlp):\n    return torch.cuda.get_device_capability()[0] == 10\n", module.__dict__)
-    sys.modules[module.__name__] = module
-    body = module.prepare
-    rows["scoped_capability form (stand-in)"] = measure(
-        calls(body, (None,)), calls(lambda m: qwen.hook(body, m), (None,)), trials, seconds)
+    prepare = "def prepare(mlp):\n    return torch.cuda.get_device_capability()[0] == 10 and torch.bfloat16 is not None\n"
+    body = _stand_in("hot_paths_qwen_stand_in", prepare, torch=torch)
+    bound = qwen.hook.specialize(body)
+    assert bound(None) == body(None)
+    rows["scoped_capability form (stand-in)"] = dict(
+        measure(calls(body, (None,)), calls(bound, (None,)), trials, seconds),
+        bound="SGLang's function" if bound is body else "SGLang's body, registry constant")
+    torch.cuda.get_device_capability = _cached((12, 0))  # a device the registry answers otherwise
+    other = _stand_in("hot_paths_qwen_stand_in_differs", prepare, torch=torch)
+    bound = qwen.hook.specialize(other)
+    torch.cuda.get_device_capability = _cached(tuple(qwen.hook.glue()))
+    stock = _stand_in("hot_paths_qwen_stand_in_stock", prepare, torch=torch)
+    assert bound(None) == stock(None)
+    rows["scoped_capability form (stand-in; registry differs)"] = dict(
+        measure(calls(stock, (None,)), calls(bound, (None,)), trials, seconds),
+        bound="SGLang's body, registry constant" if bound is not other else "SGLang's function")
     return rows
 
 
@@ -433,7 +517,7 @@ def main() -> int:
     rows: Dict[str, Dict[str, Any]] = {}
     rows["platform fact (is_sm90_supported)"] = fact_row(args.trials, args.seconds)
     rows["_resolve_backend"] = resolve_row(args.trials, args.seconds)
-    rows["flashinfer_ar_fusion_applies"] = applies_row(args.trials, args.seconds)
+    rows.update(applies_row(args.trials, args.seconds))
     rows["BeamModel._all_reduce_limits"] = beam_row(args.trials, args.seconds)
     rows.update(inkling_rows(args.trials, args.seconds, collective))
     rows.update(gemm_rows(args.trials, args.seconds))

@@ -15,6 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from sglang_arch.integrations.sglang.glue import collectives
+
 if importlib.util.find_spec("sglang") is None:  # located, not imported: each SGLang import costs seconds
     pytest.skip("needs the real sglang 0.5.23: pip install -e 'python[serve]'", allow_module_level=True)
 
@@ -85,6 +87,8 @@ def stage(monkeypatch, comm_module):
                                max_size=1 << 30, buffer=torch.zeros(1 << 22, dtype=torch.bfloat16),
                                group=SimpleNamespace(group_name="tp"),
                                should_torch_symm_mem_allreduce=lambda inp: True)
+        if not multicast:  # what init_torch_symm_mem notes when it keeps such a communicator
+            collectives.note_two_shot_communicator(comm)
         for op in MULTIMEM_OPS:
             def called(*args, _op=op):
                 assert multicast, f"torch.ops.symm_mem.{_op} called on a communicator without multicast"
@@ -190,6 +194,7 @@ def test_with_multicast_the_consumers_keep_their_multicast_path(comm_module, sta
     assert len(stage.resources) == 4
     # the same communicator object without multicast: its flag alone decides
     group.torch_symm_mem_comm.multicast = False
+    collectives.note_two_shot_communicator(group.torch_symm_mem_comm)
     assert comm_module.scattered_ar_sconv_fusable(group, _batch(extend=True), 64, HIDDEN, comm.dtype) is False
     assert comm_module.symm_mem_all_reduce(x, group) is x and group.calls == ["all_reduce"]
     assert len(stage.resources) == 4
@@ -204,3 +209,18 @@ def test_the_consumers_are_routed_and_take_the_group_by_name_too(comm_module, st
     x = _hidden(4)
     assert comm_module.symm_mem_all_reduce(x, group=group) is x
     assert group.calls == ["all_reduce"] and stage.multimem == []
+
+
+def test_with_multicast_alone_the_consumers_are_sglangs_own_functions(comm_module, stage, monkeypatch):
+    """No communicator without multicast made in the process: once decided, each consumer's
+    name holds SGLang's own code (marked routed), not the hook."""
+    from sglang_arch.integrations.sglang import routing
+
+    monkeypatch.setitem(collectives._two_shot, "made", False)
+    routing.unsettle()
+    group = stage(4, multicast=True, custom_ar=False)
+    comm_module.get_ar_buffer(group, 4, HIDDEN, group.torch_symm_mem_comm.dtype)
+    bound = comm_module.get_ar_buffer
+    assert bound.__code__ is bound.__wrapped__.__code__
+    assert bound.__sglang_arch_target__ == f"{_COMM}.get_ar_buffer"
+    routing.unsettle()

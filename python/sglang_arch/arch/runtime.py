@@ -366,11 +366,22 @@ def current() -> MachineContext:
         return _machine[0]
 
 
+_on_reset: list = []  # callables run after reset() (what was decided for the old machine is decided again)
+
+
+def on_reset(callback: Callable[[], None]) -> None:
+    """Run ``callback`` after every :func:`reset` (once, however often it is registered)."""
+    if callback not in _on_reset:
+        _on_reset.append(callback)
+
+
 def reset() -> None:
     """Forget the machine (tests; after changing SGLANG_ARCH_* in this process)."""
     with _lock:
         reset_default_registry()
         _machine.clear()
+    for callback in list(_on_reset):
+        callback()
 
 
 current.cache_clear = reset  # type: ignore[attr-defined]  # the former lru_cache API

@@ -40,7 +40,9 @@ import sys
 import types
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
+from . import specialize as _specialize
 from .glue import ArchDecisionError, fail_open, failed, platform
+from .specialize import KEEP
 
 KILL_SWITCH = "SGLANG_ARCH_DISABLE"
 
@@ -87,7 +89,8 @@ def _hook(form: str, ask: Callable, around: Callable, answers: Optional[Tuple[st
     return around
 
 
-def answer(ask: Callable, runs_body_answering: Optional[Tuple[str, ...]] = None) -> Callable:
+def answer(ask: Callable, runs_body_answering: Optional[Tuple[str, ...]] = None,
+           specialize: Optional[Callable] = None) -> Callable:
     """``answer`` form: the glue's answer unless it is ``None``, else upstream's original.
     ``runs_body_answering``: the glue answers by running SGLang's own function under an
     override of these platform facts (``fusion.auto_enable``), so the body still runs with
@@ -98,6 +101,7 @@ def answer(ask: Callable, runs_body_answering: Optional[Tuple[str, ...]] = None)
         arch_answer = asking(*args, **kwargs)
         return original(*args, **kwargs) if arch_answer is None else arch_answer
 
+    around.specialize = _specialize.glue_specialize(specialize)  # type: ignore[attr-defined]
     return _hook("answer", ask, around, runs_body_answering)
 
 
@@ -138,6 +142,15 @@ def fact(name: str) -> Callable:
             arch_answer = failed(raw, exc)
         return original(*args, **kwargs) if arch_answer is None else arch_answer
 
+    def specialize(original: Callable) -> Any:
+        """Once decided: a cached probe answering the registry's fact (a C-level call, as
+        SGLang's own cached probe); the hook stays where the glue answers ``None``."""
+        arch_answer = raw(name)
+        if arch_answer is None:
+            return KEEP
+        return _specialize.constant_probe(arch_answer, cached=hasattr(original, "cache_clear"))
+
+    around.specialize = specialize  # type: ignore[attr-defined]
     around.__name__ = around.__qualname__ = f"fact_{name}"
     around.__doc__ = f"AROUND hook over {platform.fact.__module__}.fact({name!r})."
     around.form, around.glue = "fact", ask  # type: ignore[attr-defined]
@@ -166,7 +179,35 @@ def scoped(ask: Callable, name: str, value: bool = False, module: Optional[str] 
         finally:
             setattr(holder, name, probe)
 
+    def specialize(original: Callable) -> Any:
+        """Once decided: SGLang's function where its probe (or table) answers as the glue,
+        else its body reading the glue's answer in place of ``name``."""
+        if module is not None:  # a probe imported inside the body: no global to answer
+            return KEEP
+        arch_answer = asking()
+        if arch_answer is None:
+            return original
+        probe = getattr(sys.modules.get(original.__module__), name, _MISSING)
+        if probe is _MISSING:
+            return original
+        if _same(lambda: probe if value else probe(), arch_answer):
+            return original
+        found = _specialize.with_global(original, name, arch_answer if value else
+                                        _specialize.constant_probe(arch_answer, cached=False))
+        return KEEP if found is None else found
+
+    around.specialize = specialize  # type: ignore[attr-defined]
     return _hook("scoped", ask, around, (name,))
+
+
+def _same(read: Callable[[], Any], arch_answer: Any) -> bool:
+    """Whether SGLang's own probe, read now, answers ``arch_answer`` (same type and value);
+    False where reading it fails."""
+    try:
+        own = read()
+    except Exception:
+        return False
+    return type(own) is type(arch_answer) and own == arch_answer
 
 
 def scoped_fact(ask: Callable, fact_name: Union[str, Tuple[str, ...]]) -> Callable:
@@ -189,6 +230,23 @@ def scoped_fact(ask: Callable, fact_name: Union[str, Tuple[str, ...]]) -> Callab
         return _with_module_attr(original, "get_platform", args, kwargs,
                                  lambda holder, getter: _fact_getter(holder.__name__, getter, names, values))
 
+    def specialize(original: Callable) -> Any:
+        """Once decided: SGLang's function where its platform answers these facts as the
+        glue, else its body reading a platform whose facts are the glue's constants."""
+        arch_answer = asking()
+        if arch_answer is None:
+            return original
+        values = (arch_answer,) if single else tuple(arch_answer)
+        holder = sys.modules.get(original.__module__)
+        if getattr(holder, "get_platform", None) is None:
+            return original
+        if all(_same(lambda n=n: getattr(holder.get_platform(), n), v) for n, v in zip(names, values)):
+            return original
+        view = _specialize.PlatformFacts(holder, dict(zip(names, values)))
+        found = _specialize.with_global(original, "get_platform", functools.lru_cache(maxsize=None)(lambda: view))
+        return KEEP if found is None else found
+
+    around.specialize = specialize  # type: ignore[attr-defined]
     return _hook("scoped_fact", ask, around, names)
 
 
@@ -253,6 +311,21 @@ def scoped_capability(ask: Callable) -> Callable:
         return _with_module_attr(original, "torch", args, kwargs,
                                  lambda holder, real: _torch_answering(real, arch_answer))
 
+    def specialize(original: Callable) -> Any:
+        """Once decided: SGLang's function where torch reports the glue's capability, else
+        its body reading torch through the view whose capability is the glue's."""
+        arch_answer = asking()
+        if arch_answer is None:
+            return original
+        real = getattr(sys.modules.get(original.__module__), "torch", None)
+        if real is None:
+            return original
+        if _same(lambda: tuple(real.cuda.get_device_capability()), tuple(arch_answer)):
+            return original
+        found = _specialize.with_global(original, "torch", _torch_answering(real, arch_answer))
+        return KEEP if found is None else found
+
+    around.specialize = specialize  # type: ignore[attr-defined]
     return _hook("scoped_capability", ask, around, ("get_device_capability",))
 
 
@@ -347,7 +420,7 @@ def _answering(value: Any) -> Callable:
     return probe
 
 
-def decides(ask: Callable) -> Callable:
+def decides(ask: Callable, specialize: Optional[Callable] = None) -> Callable:
     """``decides`` form: the glue's boxed answer ``(answer,)``, where ``None`` is a real
     answer (the original's contract), else (the glue answered ``None``) upstream's original."""
     asking = _naming_the_kill_switch(ask)
@@ -356,10 +429,11 @@ def decides(ask: Callable) -> Callable:
         box = asking(*args, **kwargs)
         return original(*args, **kwargs) if box is None else box[0]
 
+    around.specialize = _specialize.glue_specialize(specialize)  # type: ignore[attr-defined]
     return _hook("decides", ask, around)
 
 
-def viewed(ask: Callable, name: str, position: int) -> Callable:
+def viewed(ask: Callable, name: str, position: int, specialize: Optional[Callable] = None) -> Callable:
     """``viewed`` form: the original runs with its argument ``name`` (the ``position``-th
     positional one, or passed by keyword) replaced by ``ask(value)``, a view of it the glue
     builds (e.g. a process group seen without its symmetric-memory communicator), or as
@@ -389,4 +463,5 @@ def viewed(ask: Callable, name: str, position: int) -> Callable:
         kwargs[name] = view
         return original(*args, **kwargs)
 
+    around.specialize = _specialize.glue_specialize(specialize)  # type: ignore[attr-defined]
     return _hook("viewed", ask, around, (name,))

@@ -22,7 +22,8 @@ import logging
 import sys
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from . import switches
+from . import glue, switches
+from .specialize import KEEP, copy_function
 from .targets import ROUTED_MARK, Target, all_targets, check_target, file_problem, forget_files
 
 logger = logging.getLogger("sglang_arch")
@@ -153,13 +154,18 @@ def route(target: Target) -> bool:
     def routed(*args: Any, **kwargs: Any) -> Any:
         return hook(original, *args, **kwargs)
 
-    functools.update_wrapper(routed, original)
-    setattr(routed, ROUTED_MARK, target.path)
-    for name in ("cache_clear", "cache_info"):  # SGLang resets its cached probes
-        if hasattr(original, name):
-            setattr(routed, name, getattr(original, name))
+    _marked(routed, original, target.path)
     # A static method stays one (``self._select_backend()`` passes no instance).
     static = isinstance(inspect.getattr_static(owner, attr, None), staticmethod)
+    if _settles(target) and not static and not class_method:
+        path = target.path
+
+        def settling(*args: Any, **kwargs: Any) -> Any:
+            return settle(path)(*args, **kwargs)
+
+        _marked(settling, original, target.path)
+        _settling[path] = (target, original, routed, settling)
+        routed = settling
     setattr(owner, attr, staticmethod(routed) if static else classmethod(routed) if class_method else routed)
     if target.provider:
         _rebind_provider(original, getattr(owner, attr))
@@ -226,6 +232,102 @@ def unroute(target: Target) -> None:
         if target.provider:
             _rebind_provider(routed, original)
         _early_routed.discard(target.path)
+        entry = _settling.pop(target.path, None)
+        bound = _settled.pop(target.path, None)
+        if entry is not None:
+            _rebind_everywhere({id(f): original for f in (entry[3], bound) if f is not None})
+
+
+# --- deciding once per process (the hot per-call targets) -----------------------------------
+#
+# A target whose hook has a ``specialize`` and whose answer depends on the machine alone is
+# routed to ``settling``: its first call asks the hook's ``specialize(original)`` for the
+# cheapest function equivalent to the hook on this machine (SGLang's own where the registry
+# agrees with it, SGLang's body with the registry's constant where it does not,
+# ``specialize.KEEP``: the hook itself), binds it wherever the target's name was bound, and
+# calls it.  ``glue.machine_changed()`` (``runtime.reset()``, a simulated machine, a
+# communicator without multicast made) puts ``settling`` back, so the next call decides again.
+
+_settling: Dict[str, Tuple[Target, Any, Any, Any]] = {}  # path -> (target, original, hook wrapper, settling)
+_settled: Dict[str, Any] = {}  # path -> the function bound after deciding
+SETTLED_MODULES = ("sglang", "_sglang_arch")  # where SGLang's modules hold names they imported
+
+
+def _settles(target: Target) -> bool:
+    return (target.per_process and target.value is None and not target.provider
+            and getattr(target.hook, "specialize", None) is not None)
+
+
+def _marked(fn: Any, original: Any, path: str) -> Any:
+    """``fn`` as the routed function SGLang's name holds: SGLang's metadata, ``__wrapped__``
+    its original, the routing mark (``sglang-arch show``), its cache methods."""
+    if fn is not original:
+        try:
+            functools.update_wrapper(fn, original)
+        except AttributeError:  # (a C-level cached probe takes what it can)
+            pass
+        fn.__wrapped__ = original
+    setattr(fn, ROUTED_MARK, path)
+    for name in ("cache_clear", "cache_info"):  # SGLang resets its cached probes
+        if hasattr(original, name) and not hasattr(type(fn), name):
+            setattr(fn, name, getattr(original, name))
+    return fn
+
+
+def settle(path: str) -> Callable:
+    """The function the target decides on for this process (bound on its first call)."""
+    bound = _settled.get(path)
+    if bound is not None:
+        return bound
+    target, original, routed, settling = _settling[path]
+    if glue.platform_overrides():  # inside SGLang's override_platform scope: the hook answers per call
+        return routed
+    try:
+        chosen = target.hook.specialize(original)
+    except Exception as exc:  # deciding must never break the server: SGLang's own function
+        logger.debug("sglang-arch: %s keeps SGLang's function (%s: %s)", path, type(exc).__name__, exc)
+        chosen = original
+    if chosen is KEEP:
+        bound = routed
+    else:
+        bound = copy_function(chosen) if chosen is original else chosen
+        bound = routed if bound is None else _marked(bound, original, path)
+    _settled[path] = bound
+    _rebind_everywhere({id(settling): bound}, target)
+    return bound
+
+
+def unsettle() -> None:
+    """Every settled target decides again on its next call (the machine may have changed)."""
+    if not _settled:
+        return
+    replaced = {}
+    for path, bound in list(_settled.items()):
+        replaced[id(bound)] = _settling[path][3]
+    _settled.clear()
+    _rebind_everywhere(replaced)
+
+
+def _rebind_everywhere(replaced: Dict[int, Any], target: Optional[Target] = None) -> None:
+    """Every name SGLang's modules (and the targets' owners) bound to one of ``replaced``'s
+    functions now holds its replacement."""
+    owners = [_owner_and_attr(t) for t in ([target] if target is not None else
+                                           [entry[0] for entry in _settling.values()])
+              if t.module in sys.modules]
+    for owner, attr in owners:
+        new = replaced.get(id(inspect.getattr_static(owner, attr, None)))
+        if new is not None:
+            setattr(owner, attr, new)
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith(SETTLED_MODULES)]
+    for module in modules:
+        namespace = getattr(module, "__dict__", None) or {}
+        for attr, value in list(namespace.items()):
+            new = replaced.get(id(value))
+            if new is not None and new is not value:
+                namespace[attr] = new
+
+
+glue.on_machine_change(unsettle)
 
 
 def early_state() -> Dict[str, Any]:

@@ -133,6 +133,10 @@ class Target:
     # answer in that type (``routing.route``), the hook asked over a function that returns
     # SGLang's own value.  ``params`` is empty.
     value: Optional[str] = None
+    # Called per forward, layer or collective, with an answer that depends on the machine
+    # alone: decided on its first call and bound to the cheapest equivalent function (its
+    # hook's ``specialize``; ``routing.settle``), decided again when the machine changes.
+    per_process: bool = False
 
     @property
     def module(self) -> str:
@@ -322,10 +326,12 @@ _PROBE_PARAMS = ("device_capability_majors", "cuda_version")
 
 def all_targets() -> List[Target]:
     facts = [Target("platform facts", f"{_COMMON}.{helper}", fact(name),
-                     {"device_capability": ("device_id",), "device_sm": ()}.get(name, _PROBE_PARAMS))
+                     {"device_capability": ("device_id",), "device_sm": ()}.get(name, _PROBE_PARAMS),
+                     per_process=True)
              for name, helper in FACT_HELPERS.items()]
     # ``is_blackwell`` is the same object under a second name in the same module.
-    facts.append(Target("platform facts", f"{_COMMON}.is_blackwell", fact("is_blackwell"), _PROBE_PARAMS))
+    facts.append(Target("platform facts", f"{_COMMON}.is_blackwell", fact("is_blackwell"), _PROBE_PARAMS,
+                        per_process=True))
     return facts + [
         Target("torch symm mem", f"{_SYMM}.TorchSymmMemCommunicator.__init__", done(collectives.init_torch_symm_mem),
                ("self", "group", "device"),
@@ -340,7 +346,8 @@ def all_targets() -> List[Target]:
         # Inkling's multicast consumers: where the plugin kept the communicator for two-shot
         # (no multicast), each runs with the group seen without it (stock's disabled path).
         Target("symm-mem consumers", f"{_INKLING_COMM}.{name}",
-               viewed(collectives.group_without_multicast, "group", params.index("group")), params)
+               viewed(collectives.group_without_multicast, "group", params.index("group"),
+                      specialize=collectives.inkling_consumer_settled), params, per_process=True)
         for name, params in INKLING_MULTICAST_CONSUMERS.items()
     ] + [
         Target("custom all-reduce v2", f"{_CAR}._get_all_reduce_configs", answer(collectives.all_reduce_configs), (),
@@ -353,11 +360,11 @@ def all_targets() -> List[Target]:
                viewed(fusion.trtllm_workspace_driver, "cuda_driver", 0),
                ("cuda_driver", "prop", "world_size", "max_token_num", "hidden_dim", "dtype"),
                ("resolve_flashinfer_allreduce_fusion_backend",)),
-        Target("all-reduce fusion", f"{_ADD_NORM}.flashinfer_ar_fusion_applies", answer(fusion.applies),
-               ("batch_size",),
+        Target("all-reduce fusion", f"{_ADD_NORM}.flashinfer_ar_fusion_applies",
+               answer(fusion.applies, specialize=fusion.applies_settled), ("batch_size",),
                ("_is_cuda", "_is_flashinfer_available", "is_dp_attention_enabled", "get_exec", "get_parallel",
                 "uses_cutedsl_ar_fusion",
-                "is_flashinfer_allreduce_unavailable", "FUSE_ALLREDUCE_MAX_BATCH_SIZE")),
+                "is_flashinfer_allreduce_unavailable", "FUSE_ALLREDUCE_MAX_BATCH_SIZE"), per_process=True),
         Target("all-reduce fusion", f"{_OVERRIDES}._flashinfer_allreduce_fusion_auto_enable",
                answer(fusion.auto_enable, fusion.AUTO_ENABLE_FACTS), ("view",)),
         # Kimi K3's SP collective: _init_state imports get_device_sm from utils.common inside
@@ -370,9 +377,10 @@ def all_targets() -> List[Target]:
         Target("K3 all-reduce fusion", f"{_K3_AR}._get_state",
                scoped(collectives.k3_ar_fusion_sm, "get_device_sm", module=_COMMON), ()),
         Target("Beam fused all-reduce", f"{_BEAM_MODEL}._all_reduce_limits",
-               decides(collectives.beam_all_reduce_limits), ("self", "hidden_states"),
+               decides(collectives.beam_all_reduce_limits, specialize=collectives.beam_limits_settled),
+               ("self", "hidden_states"),
                ("torch", "get_parallel", "get_forward", "_beam_owns_tp_boundaries",
-                "should_skip_post_experts_all_reduce")),
+                "should_skip_post_experts_all_reduce"), per_process=True),
         Target("Beam fused all-reduce", f"{_BEAM_MODEL}._flashinfer_ar_band",
                scoped(fusion.beam_flashinfer_band_table, "_FLASHINFER_AR_TOKEN_BAND", value=True), (),
                ("_FLASHINFER_AR_TOKEN_BAND",), covers=(BEAM_BAND_TABLE,)),
@@ -455,16 +463,16 @@ def all_targets() -> List[Target]:
         # and uniform-FP8 checks; the hook answers that fact to the method's module for the call.
         Target("DeepSeek-V4 attention", f"{_DSPARK}.project_commit_kv",
                scoped_fact(attention.dspark_commit_kv_views, "is_blackwell"), ("self", "main_hidden", "pool"),
-               ("get_platform",)),
+               ("get_platform",), per_process=True),
         # DSA's MTP verify layout (DeepGEMM's native [B, next_n] schedule): both methods read
         # get_platform().is_sm100 of their module for it; during the call the module's
         # get_platform() answers that fact with the registry's one decision, every other SGLang's.
         Target("DSA attention", f"{_DSA}._build_paged_mqa_schedule_2d_ctx_lens",
                scoped_fact(attention.dsa_dg_native_verify, "is_sm100"),
-               ("self", "forward_mode", "cache_seqlens_int32", "seqlens_expanded", "batch_size"), ("get_platform",)),
+               ("self", "forward_mode", "cache_seqlens_int32", "seqlens_expanded", "batch_size"), ("get_platform",), per_process=True),
         Target("DSA attention", f"{_DSA}._apply_cuda_graph_metadata",
                scoped_fact(attention.dsa_dg_native_verify, "is_sm100"),
-               DSA_REPLAY_PARAMS, ("get_platform",)),
+               DSA_REPLAY_PARAMS, ("get_platform",), per_process=True),
         # Model overrides whose rule reads a platform fact inside a larger function: for the
         # call, the module's get_platform() answers that fact by the registry's decision.
         Target("MiniCPM sparse attention", f"{_MO}.minicpm._minicpm_sala_overrides",
@@ -530,19 +538,19 @@ def all_targets() -> List[Target]:
         # is_sm90 inline per layer; for the call, its module's get_platform() answers them with
         # the registry's one decision (policies/deepseek.py), every other fact SGLang's.
         Target("DeepSeek-V4 kernel paths", f"{_DSV4}._apply_wo_a_bf16_matmul",
-               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), DSV4_WO_A_PARAMS, ("get_platform",)),
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), DSV4_WO_A_PARAMS, ("get_platform",), per_process=True),
         Target("DeepSeek-V4 kernel paths", f"{_DSV4}.MQALayer._normalize_q_lora",
-               scoped_fact(moe.dsv4_blackwell_path, "is_blackwell"), ("self", "q"), ("get_platform",)),
+               scoped_fact(moe.dsv4_blackwell_path, "is_blackwell"), ("self", "q"), ("get_platform",), per_process=True),
         Target("DeepSeek-V4 kernel paths", f"{_DSV4_MHC}._mix_stats_impl",
-               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "x"), ("get_platform",)),
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "x"), ("get_platform",), per_process=True),
         Target("DeepSeek-V4 kernel paths", f"{_DSV4_MHC}._combine",
-               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "state", "quantized"), ("get_platform",)),
+               scoped_fact(moe.dsv4_kernel_paths, DSV4_FACTS), ("hc", "state", "quantized"), ("get_platform",), per_process=True),
         # DeepSeek-V4.1's indexer: DeepGEMM's MQA logits (decode, prefill, the candidate sparse
         # table, the fused index store) or torch; never DeepGEMM where it has no build.
         Target("DeepSeek-V4 kernel paths", "sglang.srt.layers.attention.dsv4.v41_indexer.is_sm100_or_newer",
                answer(moe.dsv41_indexer_deep_gemm), ()),
         Target("DeepSeek-V4 kernel paths", f"{_V41_SCORING}.decode_scores",
-               scoped_fact(moe.dsv4_hopper_path, "is_sm90"), DSV4_DECODE_SCORES_PARAMS, ("get_platform",)),
+               scoped_fact(moe.dsv4_hopper_path, "is_sm90"), DSV4_DECODE_SCORES_PARAMS, ("get_platform",), per_process=True),
         # The DeepSeek family's router GEMM: SGLang's tiny BF16 GEMM (up to 16 rows) or cuBLAS;
         # the registry answers -1 where it keeps cuBLAS, else SGLang's function checks the shape.
         Target("Router GEMM", "sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens",
@@ -570,7 +578,7 @@ def all_targets() -> List[Target]:
         # FlashInfer's kernel: for the call, those facts answer the registry's one decision
         # (policies/quant.nvfp4_kv_dequant); SGLang's is_sm90 assert on the fallback stays its own.
         Target("NVFP4 KV dequantize", f"{_KVFP4}.NVFP4KVQuantizeUtil.dequantize",
-               scoped_fact(moe.nvfp4_kv_dequant, KV_DEQUANT_FACTS), KV_DEQUANT_PARAMS, ("get_platform",)),
+               scoped_fact(moe.nvfp4_kv_dequant, KV_DEQUANT_FACTS), KV_DEQUANT_PARAMS, ("get_platform",), per_process=True),
         # FlashInfer's FP4 / MXFP8 quantize backend, bound at import from is_sm100: for the call,
         # the name answers the registry's backend.  fp4_quantize's custom op holds the function
         # itself (registered at import), so the refresh also sets the module value once routed.
@@ -596,30 +604,30 @@ def gemm_path_targets() -> List[Target]:
     return [
         Target("BF16 GEMM tuned table", f"{_CUTEDSL_GEMM}.use_cutedsl_bf16_gemm",
                scoped(moe.bf16_gemm_k3_splitk_sm, "get_device_sm"), ("m", "n", "k"),
-               ("get_device_sm", "_K3_FRONT_WARP_SPLITK")),
+               ("get_device_sm", "_K3_FRONT_WARP_SPLITK"), per_process=True),
         Target("BF16 GEMM tuned table", f"{_CUTEDSL_GEMM}.cutedsl_bf16_gemm_out",
                scoped(moe.bf16_gemm_k3_splitk_sm, "get_device_sm"), ("x", "weight", "out", "bias"),
-               ("get_device_sm", "_tgv_bf16_gemm_out_run"), covers=K3_SPLITK_RUN_COVERS),
+               ("get_device_sm", "_tgv_bf16_gemm_out_run"), covers=K3_SPLITK_RUN_COVERS, per_process=True),
         # The GEMV's window and its tile config read the same check; both answer alike.
         Target("BF16 GEMV window", f"{_GEMV}.use_hopper_bf16_gemv", scoped(moe.hopper_gemv_sm12x, "_is_sm12x"),
-               ("m", "n", "k"), ("_is_sm12x",)),
+               ("m", "n", "k"), ("_is_sm12x",), per_process=True),
         Target("BF16 GEMV window", f"{_GEMV}._config", scoped(moe.hopper_gemv_sm12x, "_is_sm12x"), ("n",),
-               ("_is_sm12x",)),
+               ("_is_sm12x",), per_process=True),
         Target("Muse Spark router GEMV", f"{_ROUTER_GEMV}.router_gemv_cute_eligible",
-               scoped(moe.router_gemv_sm100_family, "_is_sm100_family"), ("x", "w"), ("_is_sm100_family",)),
+               scoped(moe.router_gemv_sm100_family, "_is_sm100_family"), ("x", "w"), ("_is_sm100_family",), per_process=True),
         Target("Nemotron-H prefill overlap", "sglang.srt.models.nemotron_h.NemotronHMoE._forward_core",
                scoped(moe.nemotron_prefill_overlap, "is_sm120"), ("self", "hidden_states", "forward_batch"),
-               ("is_sm120",)),
+               ("is_sm120",), per_process=True),
         Target("single-batch overlap", f"{_SBO}.enable_combine_down_gemm_two_stream_overlap",
                scoped(moe.sbo_deep_gemm_blackwell, "is_blackwell"), ("cls",), ("is_blackwell",)),
         # Torch reads written inline: for the call, the module's torch answers the capability
         # the check compares (``scoped_capability``).
         Target("Qwen decode MoE fusion", "sglang.srt.layers.moe.qwen4_decode.prepare_qwen4_decode_comm",
-               scoped_capability(moe.qwen4_decode_capability), ("mlp",), ("torch",)),
+               scoped_capability(moe.qwen4_decode_capability), ("mlp",), ("torch",), per_process=True),
         Target("Marlin LoRA MoE decode", "sglang.srt.lora.marlin_lora_temp.moe_runner."
                "_use_multi_shared_outer_decode_factorization", scoped_capability(moe.marlin_lora_decode_capability),
                ("lora_info", "hidden_states", "num_tokens", "hidden_size", "router_topk", "num_experts",
-                "intermediate_size", "ep_active"), ("torch",)),
+                "intermediate_size", "ep_active"), ("torch",), per_process=True),
         Target("LoRA MoE CuTe DSL tiles", "sglang.srt.lora.moe.base_gemm_provider.cutedsl_bf16."
                "CuteDslBf16ContiguousProvider.__init__", scoped_capability(moe.lora_cutedsl_tile_capability),
                ("self", "quant_info"), ("torch",)),
@@ -628,7 +636,7 @@ def gemm_path_targets() -> List[Target]:
                ("self", "config", "layer_idx", "nvfp4_checkpoint", "prefix", "quant_config"), ("torch",)),
         Target("Muse Spark GEMM + all-gather", f"{_MUSE}.MuseSpark1xMoE._forward_experts",
                scoped_capability(moe.muse_spark_gemm_ag_capability),
-               ("self", "hidden_states", "router_input", "ar_workspace"), ("torch",)),
+               ("self", "hidden_states", "router_input", "ar_workspace"), ("torch",), per_process=True),
         Target("Muse Spark finalize AR", f"{_MUSE}.MuseSpark1xModel.__init__",
                scoped_capability(moe.muse_spark_finalize_ar_capability),
                ("self", "config", "quant_config", "prefix"), ("torch",)),

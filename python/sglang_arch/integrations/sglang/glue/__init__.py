@@ -19,9 +19,11 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import types
 from typing import Any, Callable, Dict, Optional, Set, Tuple, TypeVar
 
 from ....arch.capability import Capability
+from ....arch import runtime as _runtime
 from ....arch.runtime import MachineContext, current, described
 
 logger = logging.getLogger(__name__)
@@ -219,3 +221,52 @@ def failed(fn: Callable, exc: BaseException) -> None:
         _warned.add(name)
         logger.warning("%s failed (%s: %s); SGLang's own code decides", name, type(exc).__name__, exc)
     return None
+
+
+# --- what was decided once per process, decided again when the machine changes ---
+
+# What a target's ``specialize`` answers where its hook must stay (``routing.settle``).
+KEEP = object()
+
+
+class Constants(dict):
+    """What a glue ``specialize`` answers for "SGLang's function with these module globals
+    read as constants" (name -> value); the hooks build that function (``specialize.py``)."""
+
+_on_change: list = []  # callables run when the machine the glue answers for may have changed
+
+
+def on_machine_change(callback: Callable[[], None]) -> None:
+    """Run ``callback`` whenever the machine may have changed: ``runtime.reset()``, a new
+    ``current`` bound in this package (tests simulate machines so), or :func:`machine_changed`.
+    The routing undoes there what it bound once the glue had answered (``routing.settle``)."""
+    if callback not in _on_change:
+        _on_change.append(callback)
+
+
+def machine_changed() -> None:
+    """Something a settled answer was decided from changed (the machine, or a communicator
+    without multicast was made): every settled target decides again on its next call."""
+    for callback in list(_on_change):
+        callback()
+
+
+_runtime.on_reset(machine_changed)
+
+
+class _GlueModule(types.ModuleType):
+    """This package as a module whose ``current`` rebound (a test's simulated machine, the
+    benchmark's) counts as :func:`machine_changed`; reads are plain module reads."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "current":
+            machine_changed()
+
+    def __delattr__(self, name: str) -> None:
+        super().__delattr__(name)
+        if name == "current":
+            machine_changed()
+
+
+sys.modules[__name__].__class__ = _GlueModule

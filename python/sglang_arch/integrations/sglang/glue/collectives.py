@@ -29,7 +29,7 @@ from ....arch.policies.collectives import (
     SymmMemDecision,
 )
 from ....arch.runtime import MachineContext
-from . import device_context, fail_open, per_machine, routed_context
+from . import KEEP, device_context, fail_open, machine_changed, per_machine, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ def init_torch_symm_mem(comm: Any, group: Any, device: Any) -> Optional[bool]:
         return True
     comm.max_size = max_size
     comm.disabled = False
+    note_two_shot_communicator(comm)
     logger.info(
         "TorchSymmMemCommunicator: %s, max %d bytes (%s)",
         decision.algorithm,
@@ -248,6 +249,25 @@ class GroupWithoutSymmMem:
         return value
 
 
+_two_shot = {"made": False}  # whether init_torch_symm_mem kept a communicator without multicast enabled
+
+
+def note_two_shot_communicator(comm: Any) -> None:
+    """``comm`` (made by ``init_torch_symm_mem``) is enabled without multicast: from now on
+    Inkling's multicast consumers are routed to the view (``inkling_consumer_settled``)."""
+    if getattr(comm, "multicast", True) is False and not comm.disabled and not _two_shot["made"]:
+        _two_shot["made"] = True
+        machine_changed()
+
+
+def inkling_consumer_settled(original: Any) -> Any:
+    """What an Inkling multicast consumer is bound to once decided (``routing.settle``):
+    SGLang's own function while no communicator without multicast was made in this process
+    (each group's communicator then has multicast, is off, or is SGLang's: the view answers
+    ``None`` for all), the hook (the view) once one was."""
+    return KEEP if _two_shot["made"] else original
+
+
 _views: Dict[int, Tuple[Any, GroupWithoutSymmMem]] = {}  # id(group) -> (group, its view), built once
 
 
@@ -319,6 +339,41 @@ def beam_all_reduce_limits(model: Any, hidden_states: Any) -> Optional[tuple]:
     ):
         return (None,)
     return (_beam_token_limits(model, limits, rows),)
+
+
+# SGLang 0.5.23 BeamModel._all_reduce_limits's own limits: (attention, top-k) by TP size on
+# major 9, (64, 64) on major 10, capped at 32 on (10, 3) at TP 4; none elsewhere.
+_SGLANG_BEAM_SM90 = {2: (32, 32), 4: (32, 64), 8: (1, 16)}
+
+
+def sglang_beam_limits(capability: Tuple[int, int], tp_size: int) -> Optional[Tuple[int, int]]:
+    """The limits SGLang's ``_all_reduce_limits`` applies on a device of ``capability``."""
+    if tp_size not in (2, 4, 8) or capability[0] not in (9, 10):
+        return None
+    limits = _SGLANG_BEAM_SM90[tp_size] if capability[0] == 9 else (64, 64)
+    if tuple(capability) == (10, 3) and tp_size == 4:
+        limits = (min(limits[0], 32), min(limits[1], 32))
+    return limits
+
+
+def beam_limits_settled(original: Any) -> Any:
+    """What ``BeamModel._all_reduce_limits`` is bound to once decided (``routing.settle``):
+    SGLang's own where the registry's limits for this device are SGLang's at every TP size,
+    else the hook (the limits differ per TP size, read per call)."""
+    ctx = device_context()
+    if ctx is None:
+        return original
+    own = ctx.resolution.requested
+    same = all(_limits_tuple(ctx.beam_all_reduce_limits(tp).value) == sglang_beam_limits((own.major, own.minor), tp)
+               for tp in _BEAM_TP_SIZES)
+    return original if same else KEEP
+
+
+def _limits_tuple(limits: Any) -> Optional[Tuple[int, int]]:
+    return None if limits is None else tuple(limits)
+
+
+_BEAM_TP_SIZES = range(1, 65)
 
 
 def _beam_token_limits(model: Any, limits: tuple, rows: int) -> Optional[tuple]:

@@ -19,7 +19,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.collectives import FUSION_REQUESTS
-from . import ArchDecisionError, device_context, fail_open, per_machine, routed_context
+from . import KEEP, ArchDecisionError, Constants, device_context, fail_open, per_machine, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +137,30 @@ def applies(batch_size: int) -> Optional[bool]:
         and batch_size > 0
         and batch_size <= gate.FUSE_ALLREDUCE_MAX_BATCH_SIZE
     )
+
+
+def applies_settled(original: Any) -> Any:
+    """What ``flashinfer_ar_fusion_applies`` is bound to once decided for this process
+    (``routing.settle``): SGLang's own gate where its platform condition, computed at import
+    (``_is_sm90_supported or _is_sm100_supported``), is the registry's decision for every
+    backend on this process's node count (a ``cutedsl`` backend is off in both: SGLang's gate
+    leaves it to its own fused path); SGLang's body with that condition a constant where the
+    registry answers one value that differs; the hook where the registry's answer depends on
+    the backend.  Returns ``original``, ``Constants`` or ``KEEP``."""
+    ctx = device_context()
+    if ctx is None:
+        return original
+    gate = sys.modules[_ADD_NORM]
+    own = bool(gate._is_sm90_supported or gate._is_sm100_supported)
+    nnodes = gate.get_parallel().nnodes
+    answers = {bool(gate._is_cuda) and _fusion_enabled(ctx, backend, nnodes)
+               for backend in FUSION_REQUESTS if backend != "cutedsl"}
+    if answers == {own}:
+        return original
+    if len(answers) != 1:
+        return KEEP
+    (answer,) = answers
+    return Constants(_is_sm90_supported=answer, _is_sm100_supported=False)
 
 
 def _fusion_enabled(ctx: Any, backend: str, nnodes: int) -> bool:

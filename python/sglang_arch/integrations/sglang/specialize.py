@@ -1,0 +1,128 @@
+"""The functions a settled target binds (``routing.settle``): SGLang's own, or SGLang's body
+with one module global answered by a per-process constant.
+
+A per-call target whose answer depends on the machine alone is decided once per process
+(its hook's ``specialize``).  Where the registry answers as SGLang's own code does on this
+machine, the name SGLang calls is a copy of SGLang's function (the same code, globals,
+defaults and closure: the same cost, and a new object that carries the routing mark).
+Where it differs, the name is SGLang's function with one global it reads renamed:
+
+    use_hopper_bf16_gemv: ``if _is_sm12x(): ...``  ->  ``if _sglang_arch_..._is_sm12x(): ...``
+
+The copy's code object names ``_sglang_arch_<function>_<probe>`` where SGLang's names the
+probe; that name is set in SGLang's module to the registry's constant.  The copy keeps the
+module's own globals dict, so every other global it reads, assigns, or that changes later
+is the module's (a copy of the dict, or a dict subclass answering the probe, would miss
+later changes or make every global read slower).  Renamed only where every use of the name
+in the function (its nested code too) is a global read: an attribute or an import of the
+same name would change with it, so such a function keeps the hook.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import types
+from typing import Any, Callable, Optional
+
+from .glue import KEEP, Constants  # noqa: F401  (KEEP: the hook stays)
+
+_GLOBAL_READS = {"LOAD_GLOBAL"}
+
+
+def copy_function(fn: Any, code: Optional[types.CodeType] = None) -> Optional[types.FunctionType]:
+    """A new function object of ``fn``'s code (or ``code``) over ``fn``'s own globals, defaults,
+    closure and attributes; None where ``fn`` is not a Python function."""
+    if not isinstance(fn, types.FunctionType):
+        return None
+    new = types.FunctionType(code or fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__module__ = fn.__module__
+    new.__doc__ = fn.__doc__
+    new.__annotations__ = dict(getattr(fn, "__annotations__", {}) or {})
+    new.__dict__.update(fn.__dict__)
+    return new
+
+
+def _only_global_reads(code: types.CodeType, name: str) -> bool:
+    for instruction in dis.get_instructions(code):
+        if instruction.argval == name and instruction.opname not in _GLOBAL_READS and instruction.opcode in dis.hasname:
+            return False
+    return all(_only_global_reads(const, name) for const in code.co_consts if isinstance(const, types.CodeType))
+
+
+def _renamed(code: types.CodeType, name: str, new_name: str) -> types.CodeType:
+    names = tuple(new_name if n == name else n for n in code.co_names)
+    consts = tuple(_renamed(c, name, new_name) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_names=names, co_consts=consts)
+
+
+def global_name(fn: Any, name: str) -> str:
+    """The module global a specialized ``fn`` reads in place of ``name``."""
+    return "_sglang_arch_" + fn.__qualname__.replace(".", "_").replace("<", "_").replace(">", "_") + "_" + name
+
+
+def reads_global(fn: Any, name: str) -> bool:
+    """Whether ``fn`` reads ``name`` as a global and uses it in no other way."""
+    if not isinstance(fn, types.FunctionType):
+        return False
+    return _uses(fn.__code__, name) and _only_global_reads(fn.__code__, name)
+
+
+def _uses(code: types.CodeType, name: str) -> bool:
+    return name in code.co_names or any(_uses(c, name) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def with_global(fn: Any, name: str, value: Any) -> Optional[types.FunctionType]:
+    """``fn`` whose global ``name`` reads ``value`` (set in its module as
+    :func:`global_name`); None where ``fn`` does not only read ``name`` as a global."""
+    if not reads_global(fn, name):
+        return None
+    new_name = global_name(fn, name)
+    fn.__globals__[new_name] = value
+    return copy_function(fn, _renamed(fn.__code__, name, new_name))
+
+
+def constant_probe(value: Any, cached: bool = True) -> Callable:
+    """A probe answering ``value`` whatever it is asked: ``lru_cache``d (a C-level call on a hit,
+    as SGLang's own cached probes; their arguments are hashable) or a plain function."""
+    def probe(*args: Any, **kwargs: Any) -> Any:
+        return value
+
+    return functools.lru_cache(maxsize=None)(probe) if cached else probe
+
+
+class PlatformFacts:
+    """SGLang's platform with some facts answered by constants: each fact a plain attribute,
+    every other attribute read anew from the module's ``get_platform()``."""
+
+    def __init__(self, module: Any, facts: dict) -> None:
+        self.__dict__.update(facts)
+        self.__dict__["_module"] = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_module"].get_platform(), name)
+
+
+def from_glue(original: Any, chosen: Any) -> Any:
+    """A glue ``specialize``'s answer as the function to bind: ``Constants`` become SGLang's
+    function with those globals renamed to them (KEEP where it cannot be)."""
+    if not isinstance(chosen, Constants):
+        return chosen
+    fn = original
+    for name, value in chosen.items():
+        fn = with_global(fn, name, value)
+        if fn is None:
+            return KEEP
+    return fn
+
+
+def glue_specialize(specialize: Optional[Callable]) -> Optional[Callable]:
+    if specialize is None:
+        return None
+
+    def settle(original: Any) -> Any:
+        return from_glue(original, specialize(original))
+
+    return settle

@@ -1,0 +1,118 @@
+"""Per-call targets decided once per process (``routing.settle``): after the first call the
+name SGLang calls is SGLang's own function where the registry agrees with it, SGLang's body
+with the registry's constant where it does not, and either answers what the hook answers."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import itertools
+from types import SimpleNamespace
+
+import pytest
+
+from sglang_arch.arch import runtime
+from sglang_arch.integrations.sglang import glue, routing, specialize
+from sglang_arch.integrations.sglang.glue import collectives
+from sglang_arch.integrations.sglang.targets import ROUTED_MARK
+
+_GEMV = "sglang.kernels.ops.gemm.hopper_bf16_gemv.use_hopper_bf16_gemv"
+_APPLIES = "sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies"
+_COMM = "sglang.srt.models.inkling_common.kernels.comm"
+
+
+def _target(path):
+    target = next(t for t in routing.all_routed_targets() if t.path == path)
+    importlib.import_module(target.module)
+    routing.route(target)
+    return target
+
+
+def _cached(value):
+    return functools.lru_cache(maxsize=None)(lambda *a, **k: value)
+
+
+@pytest.fixture
+def simulate(monkeypatch):
+    def use(capability, topology="nvswitch"):
+        ctx = runtime.machine(capability=capability, topology=topology, gpu_count=8, cuda=(13, 0))
+        monkeypatch.setattr(glue, "current", lambda: ctx)
+        return ctx
+
+    yield use
+    routing.unsettle()
+
+
+def test_a_fact_probe_becomes_a_cached_constant_and_is_decided_again_on_reset(simulate):
+    target = _target("sglang.srt.utils.common.is_sm90_supported")
+    common = importlib.import_module("sglang.srt.utils.common")
+    simulate("9.0")
+    settling = common.is_sm90_supported
+    assert common.is_sm90_supported() is True
+    bound = common.is_sm90_supported
+    assert bound is not settling and type(bound) is type(functools.lru_cache()(lambda: 0))
+    assert getattr(bound, ROUTED_MARK) == target.path and routing.is_routed(target)
+    simulate("10.0")  # a new machine: the settling function is back, the next call decides again
+    assert common.is_sm90_supported is settling
+    assert common.is_sm90_supported() is False
+    runtime.reset()
+    assert common.is_sm90_supported is settling
+
+
+@pytest.mark.parametrize("capability,own", [("9.0", False), ("12.0", True), ("12.0", False), ("10.0", True)])
+def test_the_gemv_gate_settles_to_what_the_hook_answers(simulate, capability, own, monkeypatch):
+    target = _target(_GEMV)
+    module = importlib.import_module(target.module)
+    simulate(capability)
+    monkeypatch.setattr(module, "_is_sm12x", _cached(own))
+    original = module.use_hopper_bf16_gemv.__wrapped__
+    grid = list(itertools.product((1, 2), (64, 4096, 12288, 20000, 40000), (512, 640, 5120, 8192)))
+    hooked = [target.hook(original, *args) for args in grid]
+    module.use_hopper_bf16_gemv(1, 4096, 5120)
+    bound = module.use_hopper_bf16_gemv
+    assert getattr(bound, ROUTED_MARK) == target.path
+    if target.hook.glue() == own:  # the registry agrees with SGLang's probe: SGLang's code
+        assert bound.__code__ is original.__code__
+    else:  # SGLang's body, the probe's global the registry's constant
+        assert bound.__code__ is not original.__code__ and bound.__globals__ is original.__globals__
+    assert [bound(*args) for args in grid] == hooked
+
+
+def test_applies_is_sglangs_gate_where_the_registry_agrees(simulate, monkeypatch):
+    target = _target(_APPLIES)
+    module = importlib.import_module(target.module)
+    simulate("9.0")
+    monkeypatch.setattr(module, "get_parallel", lambda: SimpleNamespace(nnodes=1))
+    monkeypatch.setattr(module, "_is_cuda", True)
+    monkeypatch.setattr(module, "_is_sm90_supported", True)
+    monkeypatch.setattr(module, "_is_sm100_supported", False)
+    original = module.flashinfer_ar_fusion_applies.__wrapped__
+    assert target.hook.specialize(original) is original
+    monkeypatch.setattr(module, "_is_sm90_supported", False)  # SGLang's gate says no, the registry yes
+    bound = target.hook.specialize(original)
+    assert bound.__code__ is not original.__code__
+    assert bound.__globals__[specialize.global_name(original, "_is_sm90_supported")] is True
+
+
+def test_inkling_consumers_are_sglangs_until_a_communicator_without_multicast_is_made(simulate, monkeypatch):
+    simulate("9.0", "nvlink")
+    monkeypatch.setitem(collectives._two_shot, "made", False)
+    target = _target(f"{_COMM}.get_ar_buffer")
+    original = routing.current_function(target).__wrapped__
+    assert target.hook.specialize(original) is original
+    comm = SimpleNamespace(multicast=False, disabled=False)
+    calls = []
+    glue.on_machine_change(lambda: calls.append(1))
+    collectives.note_two_shot_communicator(comm)
+    assert calls and target.hook.specialize(original) is specialize.KEEP
+
+
+def test_a_name_used_other_than_as_a_global_read_keeps_the_hook():
+    namespace = {"probe": lambda: 1}
+    exec("def f(x):\n    return probe() + x.probe\n", namespace)
+    assert specialize.with_global(namespace["f"], "probe", lambda: 2) is None
+    exec("def g(x):\n    return probe() + x\n", namespace)
+    g = specialize.with_global(namespace["g"], "probe", lambda: 2)
+    assert g(1) == 3 and namespace["g"](1) == 2
+    namespace["probe"] = lambda: 5  # the module's later changes are still seen by the other globals
+    assert namespace["g"](1) == 6 and g(1) == 3
