@@ -528,3 +528,23 @@ def test_strings_from_a_results_file_cannot_drive_the_terminal(tmp_path, capsys)
     assert code == 0 and "\x1b" not in out and all(line.isprintable() for line in out.splitlines())
     assert "NVIDIA \\x1b[31mH200\\n" in out and "\\x1b[2J\\x1b[31mBOOM\\n  2    4 KiB  fake row" in out
 
+
+
+@pytest.mark.parametrize("name", ["two\x1b[2Jshot", "a\u202eb", "x\ny"])
+def test_path_names_of_a_results_file_are_printed_escaped(tmp_path, capsys, name):
+    """A path name from a results file is printed as ``printable`` escapes it: it can
+    neither drive the terminal nor forge a line of the report."""
+    doc = valid_results()
+    for cell in doc["run"]["measurements"]:
+        for key in ("times_us", "graph_times_us"):
+            cell[key][name] = cell[key]["nccl"] * 2
+    code, out, err = tune(capsys, "--from-results", write(tmp_path / "r.json", doc))
+    assert code == 0, err
+    assert name not in out and printable(name) in out
+
+
+def test_the_override_path_is_printed_escaped(tmp_path, capsys):
+    out = tmp_path / "o\x1b[2J.json"
+    code, text, err = tune(capsys, "--from-results", write(tmp_path / "r.json", valid_results()), "--out", str(out))
+    assert code == 0, err
+    assert out.exists() and "\x1b" not in text and "\\x1b[2J" in text

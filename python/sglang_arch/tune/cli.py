@@ -17,6 +17,7 @@ from ..arch.validate import (
     read_regular_file,
     printable,
     shown,
+    shown_path,
     unique_json_keys,
 )
 from ..files import check_outputs, write_files
@@ -482,7 +483,7 @@ def render(report) -> str:
             continue
         paths = sorted({p for m in cells for p in m[key]})
         lines.append(f"-- {mode}")
-        lines.append(f"{'ws':>3} {'size':>8}  " + "  ".join(f"{p:>22}" for p in paths) + "   registry pick")
+        lines.append(f"{'ws':>3} {'size':>8}  " + "  ".join(f"{printable(p):>22}" for p in paths) + "   registry pick")
         for m in cells:
             row = []
             for p in paths:
@@ -496,11 +497,12 @@ def render(report) -> str:
             if r is None:
                 pick = ""
             elif r["pick_over_fastest"] is None:
-                pick = f"{r['pick']} (not measured)"
+                pick = f"{printable(r['pick'])} (not measured)"
             else:
-                pick = f"{r['pick']} ({r['pick_over_fastest']:.2f}x SGLang's fastest){'' if r['ok'] else '  slower!'}"
+                pick = (f"{printable(r['pick'])} ({r['pick_over_fastest']:.2f}x SGLang's fastest)"
+                        f"{'' if r['ok'] else '  slower!'}")
                 if r["fastest_measured"] != r["fastest"]:
-                    pick += f"; {r['fastest_measured']} {r['pick_over_fastest_measured']:.2f}x faster"
+                    pick += f"; {printable(r['fastest_measured'])} {r['pick_over_fastest_measured']:.2f}x faster"
             lines.append(f"{m['world_size']:>3} {_fmt(m['size']):>8}  " + "  ".join(row) + f"   {pick}")
     for m in run["measurements"]:
         for p, why in m["errors"].items():
@@ -514,7 +516,8 @@ def render(report) -> str:
                      f"{sizes(report['tuned_bytes'])} (by mode: {by_mode}); registry's pick never slower beyond 10% and the "
                      f"spread: {report.get('within_10_percent_by_mode', report['within_10_percent'])}")
     if report.get("override_file"):
-        lines.append(f"override written to {report['override_file']} (use SGLANG_ARCH_CONFIG={report['override_file']})")
+        shown_file = shown_path(report["override_file"])
+        lines.append(f"override written to {shown_file} (use SGLANG_ARCH_CONFIG={shown_file})")
     return "\n".join(lines)
 
 

@@ -70,8 +70,8 @@ class Tree:
 
     def describe(self) -> str:
         if self.layout == "git clone":
-            return f"SGLang git clone {self.src} (package {self.package.relative_to(self.src)})"
-        return f"installed sglang package {self.package}"
+            return f"SGLang git clone {shown_path(self.src)} (package {self.package.relative_to(self.src)})"
+        return f"installed sglang package {shown_path(self.package)}"
 
 
 @dataclass(frozen=True)
@@ -155,16 +155,18 @@ def locate(src: str) -> Tree:
     """SRC as a git clone (``python/sglang/srt/``) or an installed package (``srt/``)."""
     expected = ("expected an SGLang git clone (with python/sglang/srt/) or an installed sglang package "
                 "directory (with __init__.py and srt/)")
+    if not src.strip():  # Path("") is the current folder: never written into unasked
+        raise ValueError(f"SRC: an empty path; {expected}")
     path = Path(src).expanduser()
     if not path.is_dir():
-        raise ValueError(f"{src}: not a directory; {expected}")
+        raise ValueError(f"{shown_path(src)}: not a directory; {expected}")
     path = path.resolve()
     if (path / "python" / "sglang" / "srt").is_dir():
         tree = Tree(path, path / "python" / "sglang", "git clone")
     elif (path / "srt").is_dir() and (path / "__init__.py").is_file():
         tree = Tree(path, path, "installed package")
     else:
-        raise ValueError(f"{src}: {expected}")
+        raise ValueError(f"{shown_path(src)}: {expected}")
     confine(tree, "srt")
     return tree
 
@@ -421,8 +423,14 @@ def _lock_files(root: Path) -> set:
 
 def _git_root(tree: Tree) -> Path:
     out = _git(tree.package, "rev-parse", "--show-toplevel")
+    if out.returncode != 0 and "dubious ownership" in out.stderr:
+        # git's safe.directory check: the repository is another user's; "git init" is not the answer
+        raise ValueError(f"--into-git: git refuses the repository of {shown_path(tree.src)}: it is owned by another "
+                         f"user (git's safe.directory check); accepted: a repository you own, or one you mark safe "
+                         f"(git config --global --add safe.directory PATH)")
     if out.returncode != 0:
-        raise ValueError(f"--into-git: {tree.src} is not inside a git work tree (git init it, or drop --into-git)")
+        raise ValueError(f"--into-git: {shown_path(tree.src)} is not inside a git work tree (git init it, or drop "
+                         f"--into-git)")
     return Path(out.stdout.strip())
 
 
