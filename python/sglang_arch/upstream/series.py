@@ -39,7 +39,12 @@ NO_TEST_TREE = "no tests written: an installed package has no test tree (SGLang'
 WRITTEN = "written"
 # The SGLang releases whose code the call-site edits replace (the series is tested on each).
 SGLANG_TESTED = ("0.5.21", "0.5.22", "0.5.23")
-GIT_IDENTITY = ("-c", "user.name=sglang-arch", "-c", "user.email=sglang-arch@localhost")
+# The identity a commit takes where the repository's configuration has none (each key on its own).
+GIT_IDENTITY = {"user.name": "sglang-arch", "user.email": "sglang-arch@localhost"}
+# Every git command of --into-git names paths exactly as the series spells them:
+# core.ignoreCase=true would file a new ``srt/arch/`` under a tracked ``srt/Arch/``, which a
+# clone on a case-sensitive file system cannot import.
+GIT_EXACT = ("-c", "core.ignoreCase=false")
 # Seconds a roll back keeps trying to put HEAD back while another git holds the branch's lock.
 ROLLBACK_WAIT = 10.0
 # Seconds an interrupted git child has to stop after SIGTERM (git removes its lock files
@@ -305,7 +310,9 @@ def run_series(src: str, into_git: bool = False, check: bool = False) -> SeriesR
     tree = locate(src)
     if check:
         return SeriesResult(tree, plan_series(tree), True, False)
-    with folder_lock(tree.src):  # a second run waits for nothing: it is refused
+    # The lock is the package folder's: every spelling of one tree (the clone or its
+    # python/sglang, through a symlink or "..") reaches that one folder.
+    with folder_lock(tree.package):  # a second run waits for nothing: it is refused
         git = _Git(tree) if into_git else None
         steps = plan_series(tree)
         apply_series(tree, steps, git)
@@ -448,6 +455,9 @@ class _Git:
         self.identity = _identity(self.root)
         self.head: Optional[str] = None
         self.ref: Optional[str] = None
+        self.expected: Optional[str] = None  # where HEAD must be: the run's start, then its last commit
+        self.ours: List[str] = []  # the commits this run made, in order
+        self.pending: Optional[str] = None  # the tree of the commit being made (until it is found)
         self.env: Dict[str, str] = {}
         self.folder: Optional[str] = None
         self.transaction: Optional[Transaction] = None
@@ -504,7 +514,7 @@ class _Git:
         lock it needs (a roll back must not give up on the first try)."""
         deadline = time.monotonic() + wait_for_locks
         while True:
-            out = _git(self.root, *args, stdin=stdin, env=self.env if private else None)
+            out = _git(self.root, *GIT_EXACT, *args, stdin=stdin, env=self.env if private else None)
             if out.returncode == 0 or ".lock': File exists" not in out.stderr or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
@@ -514,10 +524,9 @@ class _Git:
 
     def begin(self, transaction: Transaction) -> None:
         self.refuse_in_progress()  # again: one may have started while the series was planned
-        head = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
-        self.head = head.stdout.strip() if head.returncode == 0 else None  # None: no commit yet
-        ref = _git(self.root, "symbolic-ref", "-q", "HEAD")
-        self.ref = ref.stdout.strip() if ref.returncode == 0 else None  # None: a detached HEAD
+        self.head = self._head()  # None: no commit yet
+        self.expected = self.head
+        self.ref = self._branch()  # None: a detached HEAD
         self.transaction = transaction
         # The undo is in place before what it undoes exists (a signal may come in between).
         transaction.on_rollback("the private index", self._drop_index)
@@ -528,20 +537,78 @@ class _Git:
         self._run("git read-tree", "read-tree", *([self.head] if self.head else ["--empty"]))
         interrupts.checkpoint("git:begin")
 
+    def _head(self) -> Optional[str]:
+        out = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def _branch(self) -> Optional[str]:
+        out = _git(self.root, "symbolic-ref", "-q", "HEAD")
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def _parent(self, commit: str) -> Optional[str]:
+        out = _git(self.root, "rev-parse", "--verify", "-q", f"{commit}^1")
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def refuse_moved_head(self, what: str) -> None:
+        """HEAD must be where the run left it: a commit, checkout or reset by another
+        process (the user, an editor, a hook) since would be overwritten by the series'
+        next commit (made from a private index of the tree as the series last saw it)."""
+        now, branch = self._head(), self._branch()
+        if now == self.expected and branch == self.ref:
+            return
+        moved = (f"the branch changed from {self.ref or 'a detached HEAD'} to {branch or 'a detached HEAD'}"
+                 if branch != self.ref else f"HEAD is at {(now or 'no commit')[:12]}, not "
+                 f"{(self.expected or 'no commit')[:12]}")
+        raise ValueError(f"--into-git: {what}: {moved}: another process (a commit of yours, an editor, a hook) "
+                         f"changed the repository while the series ran; it stopped rather than overwrite that; "
+                         f"accepted: no other git command in this repository until upstream --into-git ends")
+
     def commit(self, result: StepResult, paths: Sequence[str]) -> str:
         number = result.step.number
         self._run(f"git add of step {number}", "add", "-A", "--", *paths)
         interrupts.checkpoint(f"git:add:{number}")
-        self._run(f"git commit of step {number}", *self.identity, "commit", "--quiet",
+        self.pending = tree = self._run("git write-tree", "write-tree")
+        self.refuse_moved_head(f"before the commit of step {number}")
+        # --cleanup=whitespace: the PR text is the message as written, blank lines tidied as for any
+        # -F message (commit.cleanup=strip would drop its "## " headings as comments)
+        self._run(f"git commit of step {number}", *self.identity, "commit", "--quiet", "--cleanup=whitespace",
                   "-F", "-", stdin=commit_message(result))
+        made = self._find_commit(tree)
+        if made is not None:
+            self.ours.append(made)
+        self.pending = None
         interrupts.checkpoint(f"git:commit:{number}")
-        return self._run("git rev-parse", "rev-parse", "--short", "HEAD")
+        now = self._head()
+        if made is not None and self._parent(made) != self.expected:
+            raise ValueError(f"--into-git: git commit of step {number}: another process committed at the same "
+                             f"moment (the commit made is not on {(self.expected or 'no commit')[:12]}); accepted: no "
+                             f"other git command in this repository until upstream --into-git ends")
+        if made is None or now != made or self._branch() != self.ref:
+            raise ValueError(f"--into-git: git commit of step {number}: afterwards HEAD is at {(now or 'no commit')[:12]}, "
+                             f"not at the commit just made: a hook (post-commit) or another process moved it or "
+                             f"committed on top; accepted: hooks that leave HEAD on the commit made")
+        self.expected = made
+        return self._run("git rev-parse", "rev-parse", "--short", made)
+
+    def _find_commit(self, tree: str) -> Optional[str]:
+        """The commit just made: on the first-parent line of HEAD above ``expected`` (a hook
+        may have committed on top, another process under it), the lowest with the private
+        index's tree (an empty commit on top has the same tree); None where it is not there."""
+        commit, found = self._head(), None
+        for _ in range(8):
+            if commit is None or commit == self.expected:
+                break
+            if _git(self.root, "rev-parse", f"{commit}^{{tree}}").stdout.strip() == tree:
+                found = commit
+            commit = self._parent(commit)
+        return found
 
     def finish(self, paths: Sequence[str]) -> None:
         """The user's index takes the committed files (and only those).  No files: nothing
         to update (``git reset --`` with no path would reset the user's whole index).  A roll
         back after it puts those index entries back as they were (HEAD's before the run: the
         files were clean)."""
+        self.refuse_moved_head("before updating the index")
         if paths:
             if self.transaction is not None:
                 self.transaction.on_rollback("the index", lambda: self._restore_index(paths))
@@ -570,23 +637,48 @@ class _Git:
             self.folder = None
 
     def _restore_head(self) -> Optional[str]:
-        now = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
-        if now == self.head:
+        """The run's own commits off the top of the branch, and nothing else: a commit made
+        by another process (on top of the series, or between its commits) stays, and so
+        does every commit under it; a branch changed since is left alone."""
+        now = self._head()
+        if now == self.head and self._branch() == self.ref:
             return None
+        if self._branch() != self.ref:
+            return (f"HEAD was moved to another branch during the run: left there; the series' commits "
+                    f"({len(self.ours)}) stay on {self.ref or 'the detached HEAD'}")
+        if self.pending is not None:  # interrupted inside the commit: git may have made it
+            made = self._find_commit(self.pending)
+            if made is not None:
+                self.ours.append(made)
+        keep = now
+        while keep is not None and keep in self.ours:
+            keep = self._parent(keep)
+        if keep == now:
+            return (f"HEAD is at {(now or 'no commit')[:12]}, a commit made by another process during the run: "
+                    f"left there (to drop the series' commits under it as well: git reset --keep "
+                    f"{(self.head or 'HEAD')[:12]})")
         old = [now] if now else []
-        if self.head is None:  # the branch had no commit: it goes away again
+        if keep is None:  # the branch had no commit: it goes away again
             self._run("git update-ref -d", "update-ref", "-d", self.ref or "HEAD", *old, private=False,
                       wait_for_locks=ROLLBACK_WAIT)
             return "no commit was made"
         where = ["--no-deref", "HEAD"] if self.ref is None else [self.ref]
-        self._run("git update-ref", "update-ref", "-m", "sglang-arch upstream: rolled back", *where, self.head,
+        self._run("git update-ref", "update-ref", "-m", "sglang-arch upstream: rolled back", *where, keep,
                   *old, private=False, wait_for_locks=ROLLBACK_WAIT)
+        if keep != self.head:
+            return (f"HEAD is back at {keep[:12]}, a commit made by another process during the run (the series' "
+                    f"commits under it stay in its history)")
         return f"HEAD is back at {self.head[:12]}"
 
 
 def _identity(root: Path) -> Tuple[str, ...]:
-    configured = all(_git(root, "config", key).stdout.strip() for key in ("user.name", "user.email"))
-    return () if configured else GIT_IDENTITY
+    """``-c key=value`` for each of user.name and user.email the configuration lacks (a
+    configured one is kept: the commit is the user's)."""
+    out: Tuple[str, ...] = ()
+    for key, value in GIT_IDENTITY.items():
+        if not _git(root, "config", key).stdout.strip():
+            out += ("-c", f"{key}={value}")
+    return out
 
 
 def commit_message(result: StepResult) -> str:
