@@ -211,7 +211,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_measured
 
 def test_a_failed_write_names_the_path_and_leaves_the_old_file(tmp_path, capsys, monkeypatch):
     out = tmp_path / "o.toml"
-    out.write_text("old\n")
+    out.write_text("# old\n")
 
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -219,13 +219,13 @@ def test_a_failed_write_names_the_path_and_leaves_the_old_file(tmp_path, capsys,
     monkeypatch.setattr(validate_module.os, "fsync", full)
     one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(out),
                expect=(f"--out {out}", "No space left on device"))
-    assert out.read_text() == "old\n"
+    assert out.read_text() == "# old\n"
     assert sorted(os.listdir(tmp_path)) == ["o.toml", "ok.json"]  # the temporary file is gone
 
 
 def test_when_the_second_output_fails_neither_is_written(tmp_path, capsys, monkeypatch):
     out, results = tmp_path / "o.toml", tmp_path / "r.json"
-    out.write_text("old\n")
+    out.write_text("# old\n")
     new_file = validate_module._new_file
 
     def fail_results(path, kind, *args, **kwargs):
@@ -236,7 +236,7 @@ def test_when_the_second_output_fails_neither_is_written(tmp_path, capsys, monke
     monkeypatch.setattr(validate_module, "_new_file", fail_results)
     one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(out),
                "--results", str(results), expect=(f"--results {results}",))
-    assert out.read_text() == "old\n" and not results.exists()
+    assert out.read_text() == "# old\n" and not results.exists()
     assert sorted(os.listdir(tmp_path)) == ["o.toml", "ok.json"]
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
+import sys
 from typing import Any, Dict, List, Optional
 
 from .. import args as cli_args
@@ -20,7 +21,7 @@ from ..arch.validate import (
     shown_path,
     unique_json_keys,
 )
-from ..files import check_outputs, write_files
+from ..files import check_outputs, output_lock, write_files
 
 
 def _modes(text: str) -> List[str]:
@@ -136,27 +137,47 @@ def cmd_tune_fusion(args: argparse.Namespace) -> int:
             raise ValueError(f"tune fusion: --out: tier {tier} turns fusion on by default at every world size where it "
                              f"runs (SGLang's own rule); a measurement adds nothing to write; accepted: --out on a "
                              f"tier that lists its measured world sizes (SM12x)")
+    elif not args.out:
+        report["sizes"] = tf.updated_sizes(current, args.world_size, v["result"])
     else:
-        if args.out:
-            _check_capability("tune fusion", res)
-            existing = tf.existing_override(args.out)
-            base = existing and next((e for k, e in existing.items() if tf._same_capability(k, tier)), None)
-            if base is not None and tf.FIELD in base:
-                current = tuple(base[tf.FIELD])
-        sizes = tf.updated_sizes(current, args.world_size, v["result"])
-        report["sizes"] = sizes
-        if args.out:
-            source = tf.source_line(tier, args.world_size, report["device"], v, f"topology {topology.name}")
-            doc = tf.override_document(existing, tier, sizes, source)
-            where = f"--out {printable(args.out, 200)}"
-            text = tc.override_text(args.out, doc, command="tune fusion")
-            written = tc.read_back(args.out, text, where).profile(tier).allreduce_fusion_auto_world_sizes
-            if tuple(written or ()) != tuple(sizes):
-                raise ValueError(f"{where}: the override would be read as {written}, not {sizes}; nothing was written")
-            write_files([("--out", args.out, text)])
-            report["override_file"] = args.out
+        _check_capability("tune fusion", res)
+        # The file is read under its folder's lock, held until it is written: a second run
+        # at once waits, then reads what this one wrote (no update falls between).
+        with output_lock([args.out]) as notes:
+            _say(notes)
+            report["sizes"] = _write_fusion(args, tier, current, v, report["device"], topology.name)
+        report["override_file"] = args.out
     print(tf.render_json(report) if args.json else tf.report_text(report))
     return 0
+
+
+def _say(notes) -> None:
+    """What a killed earlier run left, undone before this one wrote: one line each, on stderr."""
+    for note in notes:
+        print(note, file=sys.stderr)
+
+
+def _write_fusion(args: argparse.Namespace, tier: str, current, v, device: str, topology: str):
+    """The fusion world sizes after this measurement, written into the file at --out (its
+    other entries, fields and comments kept: ``merge``); the caller holds the folder's lock."""
+    from . import collectives as tc
+    from . import fusion as tf
+    from . import merge
+
+    where = f"--out {printable(args.out, 200)}"
+    existing_entries = tf.existing_override(args.out)  # the file as the registry reads it: refused if it would be
+    base = existing_entries and next((e for k, e in existing_entries.items() if tf._same_capability(k, tier)), None)
+    if base is not None and tf.FIELD in base:
+        current = tuple(base[tf.FIELD])
+    sizes = tf.updated_sizes(current, args.world_size, v["result"])
+    existing = merge.read_existing(args.out, where)
+    source = tf.source_line(tier, args.world_size, device, v, f"topology {topology}")
+    text = merge.updated_text(existing, tier, {tf.FIELD: list(sizes)}, source, "tune fusion", where)
+    written = tc.read_back(args.out, text, where).profile(tier).allreduce_fusion_auto_world_sizes
+    if tuple(written or ()) != tuple(sizes):
+        raise ValueError(f"{where}: the override would be read as {written}, not {sizes}; nothing was written")
+    write_files([("--out", args.out, text)], expect={args.out: existing.expect}, held=True)
+    return sizes
 
 
 def cmd_tune_collectives(args: argparse.Namespace) -> int:
@@ -415,26 +436,45 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
                       within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
             _check_writable(args, run, res, tune_mode, tuned)
-            # One printable line within the schema's limit on a string: the registry reads it back.
-            source = printable(f"sglang-arch tune collectives, {printable(run['started'])}, {max(world_sizes)}x "
-                               f"{printable(run['device'])}, topology {topology.name}, multicast off, "
-                               f"{tune_mode} timing", MAX_TEXT)
-            tier = str(res.resolved)
-            entry = tc.override_entry(tier, dict(res.profile.torch_symm_mem), tuned, source)
-            text = tc.override_text(args.out, entry)
-            where = f"--out {printable(args.out, 200)}"
-            read = dict(tc.read_back(args.out, text, where).profile(tier).torch_symm_mem)
-            meant = {ws: b for ws, b in {**res.profile.torch_symm_mem, **tuned}.items() if b is not None}
-            if read != meant:
-                raise ValueError(f"{where}: the override would be read as {read}, not {meant}; nothing was written")
-            outputs.append(("--out", args.out, text))
             report["override_file"] = args.out
-    if args.results:
-        outputs.append(("--results", args.results, json.dumps(report, indent=2) + "\n"))
-    shown_report = json.dumps(report, indent=2) if args.json else render(report)
-    write_files(outputs)
+    # Both outputs under their folders' locks, the override file read inside them: another
+    # run's update of it is never overwritten, and the two files are written as one.
+    with output_lock([path for path in (args.out, args.results) if path]) as notes:
+        _say(notes)
+        expect = {}
+        if args.out and run["backend"] == "nccl":
+            text, expect[args.out] = _override_update(args, run, res, topology, tune_mode, tuned, world_sizes)
+            outputs.append(("--out", args.out, text))
+        if args.results:
+            outputs.append(("--results", args.results, json.dumps(report, indent=2) + "\n"))
+        shown_report = json.dumps(report, indent=2) if args.json else render(report)
+        write_files(outputs, expect=expect, held=True)
     print(shown_report)
     return 0
+
+
+def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: str, tuned, world_sizes):
+    """(the text of the file at --out with the tier's measured symm-mem sizes set, the text
+    read there): its other tiers, fields and comments kept (``merge``)."""
+    from . import collectives as tc
+    from . import merge
+
+    # One printable line within the schema's limit on a string: the registry reads it back.
+    source = printable(f"sglang-arch tune collectives, {printable(run['started'])}, {max(world_sizes)}x "
+                       f"{printable(run['device'])}, topology {topology.name}, multicast off, "
+                       f"{tune_mode} timing", MAX_TEXT)
+    tier = str(res.resolved)
+    where = f"--out {printable(args.out, 200)}"
+    existing = merge.read_existing(args.out, where)
+    computed = tc.override_entry(tier, dict(res.profile.torch_symm_mem), tuned, source)[tier]["torch_symm_mem"]
+    field = merge.torch_symm_mem_field(existing, tier, computed, tuned)
+    text = merge.updated_text(existing, tier, {"torch_symm_mem": field}, source, "tune collectives", where)
+    read = dict(tc.read_back(args.out, text, where).profile(tier).torch_symm_mem)
+    wrong = {ws: read.get(ws) for ws, b in tuned.items() if read.get(ws) != b}
+    if wrong:
+        meant = {ws: tuned[ws] for ws in wrong}
+        raise ValueError(f"{where}: the override would be read as {wrong}, not {meant}; nothing was written")
+    return text, existing.expect
 
 
 def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned) -> None:

@@ -23,11 +23,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import interrupts
-from ..arch.validate import shown_path
-from ..files import Transaction, Write, folder_lock, read_source
+from ..arch.validate import printable, shown_path
+from ..files import Transaction, Write, folder_lock, read_source, recover, stale_journal
 from . import texts
 from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
 
@@ -146,6 +146,7 @@ class SeriesResult:
     steps: List[StepResult]
     check: bool
     into_git: bool
+    recovered: Optional[str] = None  # what an earlier run, killed while it wrote, left and this one undid
 
     @property
     def changed(self) -> bool:
@@ -309,37 +310,56 @@ def run_series(src: str, into_git: bool = False, check: bool = False) -> SeriesR
         raise ValueError("--into-git and --check exclude each other")
     tree = locate(src)
     if check:
+        journal = stale_journal(str(tree.package))
+        if journal is not None:
+            raise ValueError(f"--check: {shown_path(journal)}: a run was killed while it wrote this tree, so its "
+                             f"files are not what the series would find; accepted: upstream SRC (with or without "
+                             f"--into-git), which undoes the killed run first, then --check")
         return SeriesResult(tree, plan_series(tree), True, False)
     # The lock is the package folder's: every spelling of one tree (the clone or its
     # python/sglang, through a symlink or "..") reaches that one folder.
     with folder_lock(tree.package):  # a second run waits for nothing: it is refused
+        recovered = recover(str(tree.package), on_extra=_recover_git)
         git = _Git(tree) if into_git else None
         steps = plan_series(tree)
         apply_series(tree, steps, git)
-    return SeriesResult(tree, steps, False, into_git)
+    return SeriesResult(tree, steps, False, into_git, recovered)
 
 
 def apply_series(tree: Tree, steps: Sequence[StepResult], git: Optional["_Git"] = None) -> None:
     """Write the planned steps in one ``Transaction`` (every file checked and staged before
     the first is replaced), step by step, committing each with ``git``; on any failure
     everything is undone and a ValueError says what failed."""
-    writes = {id(change): Write(str(_target(tree, change)), change.new, make_folders=True)
+    # expect: each file as the plan read it (or as the step before left it); an edit made
+    # since by another program is never overwritten
+    writes = {id(change): Write(str(_target(tree, change)), change.new, make_folders=True, expect=change.old)
               for result in steps if not result.skipped for change in result.changes}
+    if not writes:
+        return
+    extra = None
     if git is not None:
         git.refuse_uncommitted([_target(tree, FileChange(rel, None, None, base)) for s in steps if not s.skipped
                                 for rel, base in s.owned + [(c.path, c.base) for c in s.changes]])
-    with Transaction(list(writes.values()), distinct=False) as transaction:
-        if git is not None:
-            git.begin(transaction)
-        for result in steps:
-            if result.skipped or not result.changes:
-                continue
-            step_writes = [writes[id(change)] for change in result.changes]
-            transaction.put(step_writes)
+        subjects = [commit_message(r).split("\n", 1)[0] for r in steps if not r.skipped and r.changes]
+        extra = git.prepare(subjects, [w.path for w in writes.values()])
+    try:
+        # the journal (in the locked package folder) lets the next run undo this one if it is killed
+        with Transaction(list(writes.values()), distinct=False, journal=str(tree.package),
+                         extra=extra) as transaction:
             if git is not None:
-                result.commit = git.commit(result, [w.path for w in step_writes])
+                git.begin(transaction)
+            for result in steps:
+                if result.skipped or not result.changes:
+                    continue
+                step_writes = [writes[id(change)] for change in result.changes]
+                transaction.put(step_writes)
+                if git is not None:
+                    result.commit = git.commit(result, [w.path for w in step_writes])
+            if git is not None:
+                git.finish([w.path for w in writes.values()])
+    finally:
         if git is not None:
-            git.finish([w.path for w in writes.values()])
+            git._drop_index()
 
 
 def _target(tree: Tree, change: FileChange) -> Path:
@@ -522,18 +542,25 @@ class _Git:
             raise ValueError(f"--into-git: {what} failed: {' '.join((out.stderr or out.stdout).split())[:2000]}")
         return out.stdout.strip()
 
-    def begin(self, transaction: Transaction) -> None:
-        self.refuse_in_progress()  # again: one may have started while the series was planned
+    def prepare(self, subjects: Sequence[str], paths: Sequence[str]) -> Dict[str, Any]:
+        """Where the run starts (HEAD, the branch) and its private index's folder, as the
+        journal records them: what ``_recover_git`` needs to undo a run that was killed."""
         self.head = self._head()  # None: no commit yet
         self.expected = self.head
         self.ref = self._branch()  # None: a detached HEAD
+        with interrupts.deferred():
+            self.folder = tempfile.mkdtemp(prefix="sglang-arch-index-")
+        return {"git": {"root": str(self.root), "head": self.head, "ref": self.ref, "subjects": list(subjects),
+                        "paths": [str(p) for p in paths], "index": self.folder}}
+
+    def begin(self, transaction: Transaction) -> None:
+        self.refuse_in_progress()  # again: one may have started while the series was planned
+        self.refuse_moved_head("before the first commit")
         self.transaction = transaction
         # The undo is in place before what it undoes exists (a signal may come in between).
         transaction.on_rollback("the private index", self._drop_index)
         transaction.on_rollback("HEAD", self._restore_head)
-        with interrupts.deferred():
-            self.folder = tempfile.mkdtemp(prefix="sglang-arch-index-")
-        self.env = {**os.environ, "GIT_INDEX_FILE": os.path.join(self.folder, "index")}
+        self.env = {**os.environ, "GIT_INDEX_FILE": os.path.join(self.folder, "index")}  # type: ignore[arg-type]
         self._run("git read-tree", "read-tree", *([self.head] if self.head else ["--empty"]))
         interrupts.checkpoint("git:begin")
 
@@ -671,6 +698,56 @@ class _Git:
         return f"HEAD is back at {self.head[:12]}"
 
 
+def _recover_git(extra: Dict[str, Any]) -> Optional[str]:
+    """The git part of a killed ``--into-git`` run, undone: its commits off the branch (each
+    one of the series' subjects, down to where the run started; anything else on top is
+    refused, with nothing changed) and the index entries of its files as they were."""
+    info = extra.get("git")
+    if not isinstance(info, dict):
+        return None
+    root, head, ref = Path(info["root"]), info.get("head"), info.get("ref")
+    if info.get("index"):
+        shutil.rmtree(info["index"], ignore_errors=True)
+    subjects = set(info.get("subjects") or [])
+    now = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
+    branch = _git(root, "symbolic-ref", "-q", "HEAD").stdout.strip() or None
+    if branch != ref:
+        raise ValueError(f"a killed upstream --into-git run is to be undone on {ref or 'a detached HEAD'}, but HEAD is "
+                         f"now on {branch or 'a detached HEAD'}; nothing was changed; accepted: that branch checked "
+                         f"out again (git checkout), then the same command")
+    commit, dropped = now, 0
+    while commit is not None and commit != head and dropped <= len(subjects):
+        subject = _git(root, "log", "-1", "--format=%s", commit).stdout.strip()
+        if subject not in subjects:
+            raise ValueError(f"a killed upstream --into-git run is to be undone, but HEAD ({commit[:12]}) is a commit "
+                             f"made since ({printable(subject, 80)}); nothing was changed; to drop the series' "
+                             f"commits: git reset --keep {(head or 'HEAD')[:12]}, then run again")
+        commit = _git(root, "rev-parse", "--verify", "-q", f"{commit}^1").stdout.strip() or None
+        dropped += 1
+    if commit != head:
+        raise ValueError(f"a killed upstream --into-git run is to be undone, but HEAD is not on the commit it started "
+                         f"from ({(head or 'no commit')[:12]}); nothing was changed; to drop the series' commits: git "
+                         f"reset --keep {(head or 'HEAD')[:12]}, then run again")
+    notes = []
+    if dropped:
+        args = ["update-ref", "-d", ref or "HEAD", now] if head is None else \
+            ["update-ref", "-m", "sglang-arch upstream: a killed run undone", *([ref] if ref else ["--no-deref", "HEAD"]),
+             head, now]
+        out = _git(root, *args)
+        if out.returncode != 0:
+            raise ValueError(f"a killed upstream --into-git run: git update-ref failed: {' '.join(out.stderr.split())[:500]}")
+        notes.append(f"its {dropped} commit(s) removed, HEAD back at {(head or 'no commit')[:12]}")
+    paths = list(info.get("paths") or [])
+    if paths:
+        args = (["rm", "--cached", "-q", "-r", "--ignore-unmatch", "--", *paths] if head is None
+                else ["reset", "-q", head, "--", *paths])
+        out = _git(root, *GIT_EXACT, *args)
+        if out.returncode != 0:
+            raise ValueError(f"a killed upstream --into-git run: restoring the index failed: "
+                             f"{' '.join(out.stderr.split())[:500]}")
+    return "; ".join(notes) or None
+
+
 def _identity(root: Path) -> Tuple[str, ...]:
     """``-c key=value`` for each of user.name and user.email the configuration lacks (a
     configured one is kept: the commit is the user's)."""
@@ -697,8 +774,9 @@ _VERBS = {"add": ("added", "would add"), "change": ("changed", "would change"), 
 def render(series: SeriesResult) -> str:
     """The human report: per step, each call site and what happened to it, and the diff size."""
     mode = " (--check: nothing written)" if series.check else ""
-    lines = [f"sglang-arch upstream: {series.tree.describe()}{mode}; call sites as of sglang "
-             f"{', '.join(SGLANG_TESTED)}"]
+    lines = [series.recovered] if series.recovered else []
+    lines.append(f"sglang-arch upstream: {series.tree.describe()}{mode}; call sites as of sglang "
+                 f"{', '.join(SGLANG_TESTED)}")
     total = len(series.steps)
     for result in series.steps:
         added, removed = result.counts
