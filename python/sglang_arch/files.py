@@ -521,7 +521,7 @@ class Transaction:
         if write.text is None:
             if present:
                 os.rename(path, kept)
-                self._keep(path, kept)
+                self._keep(path, kept, None)
                 self._present.discard(path)
             return
         tmp = self._staged[id(write)]
@@ -533,7 +533,7 @@ class Transaction:
                 with contextlib.suppress(OSError):
                     os.unlink(kept)
                 raise
-            self._keep(path, kept)
+            self._keep(path, kept, digest(write.text.encode("utf-8")))  # type: ignore[union-attr]
         else:
             try:  # a link fails where a file appeared since the check: never replace one not ours
                 os.link(tmp, path, follow_symlinks=False)
@@ -542,13 +542,14 @@ class Transaction:
                 if exc.errno == errno.EEXIST or not _no_hard_links(exc):
                     raise
                 os.replace(tmp, path)
-            self._undo.append((path, lambda: os.unlink(path)))
+            written = digest(write.text.encode("utf-8"))  # type: ignore[union-attr]
+            self._undo.append((path, lambda: _undo_if_ours(path, written, lambda: os.unlink(path))))
             self._present.add(path)
         del self._staged[id(write)]
 
-    def _keep(self, path: str, kept: str) -> None:
+    def _keep(self, path: str, kept: str, written: Optional[str]) -> None:
         self._kept.append(kept)
-        self._undo.append((path, lambda: os.replace(kept, path)))
+        self._undo.append((path, lambda: _undo_if_ours(path, written, lambda: os.replace(kept, path))))
 
     def __exit__(self, kind, exc, tb) -> None:
         try:
@@ -636,6 +637,15 @@ class Transaction:
                 with contextlib.suppress(OSError):
                     os.rmdir(folder)
             self._made.clear()
+
+
+def _undo_if_ours(path: str, written: Optional[str], undo: Callable[[], None]) -> Optional[str]:
+    """``undo`` where ``path`` still holds what the run wrote (``written``; None: the run
+    removed it); a file another program wrote since is left as it is, and said so."""
+    if _file_digest(path) != written:
+        return f"{shown_path(path)} left as another program changed it during the run"
+    undo()
+    return None
 
 
 def _refuse_changed(write: Write, when: str) -> None:

@@ -237,3 +237,36 @@ def test_a_repository_owned_by_another_user_is_named_so(tmp_path, monkeypatch, c
     assert main(["upstream", str(root), "--into-git"]) == 2
     err = capsys.readouterr().err
     assert "owned by another user" in err and "safe.directory" in err and "git init" not in err, err
+
+
+# --- an edit by another program while the series is written -------------------------------------
+
+@pytest.mark.parametrize("at", ["staged", "git:begin", "put:1", "git:commit:1", "put:3"])
+@pytest.mark.parametrize("flags", [["--into-git"], []], ids=["git", "files"])
+def test_an_edit_of_a_file_the_series_writes_is_never_overwritten(monkeypatch, tmp_path, capsys, at, flags):
+    """An editor saves srt/m1.py (which step 1 rewrites) at a moment of the run: before the
+    series replaced it, the run stops in one line; after, its roll back leaves the saved
+    text.  Either way the editor's text is what the file holds at the end."""
+    if at.startswith("git:") and not flags:
+        pytest.skip("a moment of --into-git only")
+    root = small_repo(tmp_path / "repo")
+    target = root / "python" / "sglang" / "srt" / "m1.py"
+    real = interrupts.checkpoint
+    saved = []
+
+    def checkpoint(name):
+        if name == at and not saved:
+            target.write_text("M1 = 1\n# saved by the editor\n")
+            saved.append(name)
+            if name in ("git:commit:1", "put:3"):  # m1 is written (put:2): a later failure rolls back over the edit
+                raise ValueError("a later failure")
+        real(name)
+
+    monkeypatch.setattr(interrupts, "checkpoint", checkpoint)
+    monkeypatch.setattr(series, "plan_series", plan)
+    code = main(["upstream", str(root), *flags])
+    err = capsys.readouterr().err
+    assert saved and code == 2 and len(err.strip().splitlines()) == 1, (at, err)
+    assert target.read_text() == "M1 = 1\n# saved by the editor\n", (at, err)
+    assert "another program" in err, err
+    assert not (root / "python" / "sglang" / "srt" / "arch").exists()
