@@ -256,14 +256,18 @@ def plan_series(tree: Tree) -> List[StepResult]:
         return planned[(rel, base)]
 
     results: List[StepResult] = []
+    foreign: List[str] = []  # modules of the series' own whose path holds another file (left out)
     for step in STEPS:
         result = StepResult(step)
         for rel in step.adds:
             _plan_new_file(result, rel, "package", series_file(f"package/{rel}"), read(rel))
+        foreign += [o.site for o in result.outcomes if o.status == LEFT_OUT and o.site.startswith(ARCH_DIR + "/")]
         if read(REGISTRY) is None and not any(rel == REGISTRY for rel, _ in result.owned):
             result.skipped = f"{ARCH_DIR}/registry.py is not in this tree (step 1 left out)"
         else:
             plan = plan_sites(step, read)
+            if foreign and plan.files:
+                _leave_out_callers(plan, foreign)
             result.outcomes.extend(plan.outcomes)
             for rel, new in plan.files.items():
                 result.changes.append(FileChange(rel, read(rel), new))
@@ -273,6 +277,17 @@ def plan_series(tree: Tree) -> List[StepResult]:
         results.append(result)
     return results
 
+
+
+def _leave_out_callers(plan, foreign: List[str]) -> None:
+    """A call site the step would rewrite reads the series' own module; where another file
+    holds that module's path (left out as it is), the rewritten site would call what is
+    not there (an AttributeError when SGLang builds a backend): it is left out with it.
+    A site already routed is SGLang's own code and stays as it is."""
+    why = (f"it calls {', '.join(foreign)}, which is left out (another file is at that path): left out with it; "
+           f"accepted: the series' own {foreign[0]} there (move the other file away), then run again")
+    plan.outcomes = [SiteOutcome(o.site, LEFT_OUT, why) if o.status == REWRITTEN else o for o in plan.outcomes]
+    plan.files.clear()
 
 
 def _plan_new_file(result: StepResult, rel: str, base: str, text: str, old: Optional[str]) -> None:
