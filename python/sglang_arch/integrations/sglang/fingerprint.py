@@ -28,7 +28,13 @@ import inspect
 import linecache
 import os
 import textwrap
+import tokenize
 from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+# What reading or parsing a module's code may raise where Python could not read it either
+# (a bad coding declaration, bytes not in its encoding, a syntax error) or where it is
+# nested past what the parser takes.
+_UNREADABLE = (OSError, ValueError, SyntaxError, RecursionError, MemoryError)
 
 _DOC_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -44,13 +50,59 @@ def _drop_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def of_node(node: ast.AST, owned: bool = False) -> str:
+def of_node(node: ast.AST, owned: bool = False) -> Optional[str]:
     """The fingerprint of one definition or assignment (docstrings dropped, positions ignored).
     ``owned``: the node was parsed for this call alone, so its docstrings are dropped in place
-    (copying a tree is most of the cost of a fingerprint)."""
-    dumped = ast.dump(_drop_docstrings(node if owned else copy.deepcopy(node)), annotate_fields=True,
-                      include_attributes=False)
-    return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+    (copying a tree is most of the cost of a fingerprint).  None where the tree is too deep
+    to be written out even with room to spare (``_deep``)."""
+
+    def dump() -> str:
+        return ast.dump(_drop_docstrings(node if owned else copy.deepcopy(node)), annotate_fields=True,
+                        include_attributes=False)
+
+    dumped = _deep(dump)
+    return None if dumped is None else hashlib.sha256(dumped.encode()).hexdigest()[:16]
+
+
+# Room for a tree deeper than Python's recursion limit allows (ast.dump and deepcopy recurse
+# once per level: a valid 2,000-term sum is 2,000 levels deep), in a thread of its own.
+DEEP_RECURSION = 200_000
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+
+
+def _deep(work):
+    """``work()``; where it runs out of recursion, again in a thread with a large stack and
+    recursion limit; None where even that does not suffice (the caller treats the code as
+    unreadable: the hook keeps SGLang's own)."""
+    try:
+        return work()
+    except RecursionError:
+        pass
+    import sys
+    import threading
+
+    box: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except (RecursionError, MemoryError):
+            box["value"] = None
+
+    limit = sys.getrecursionlimit()
+    try:
+        previous = threading.stack_size(DEEP_STACK_BYTES)
+    except (ValueError, RuntimeError):  # a platform that sets no thread stack size
+        return None
+    try:
+        sys.setrecursionlimit(max(limit, DEEP_RECURSION))
+        thread = threading.Thread(target=run, name="sglang-arch-fingerprint")
+        thread.start()
+        thread.join()
+    finally:
+        sys.setrecursionlimit(limit)
+        threading.stack_size(previous)
+    return box.get("value")
 
 
 def of_object(function: Any) -> Optional[str]:
@@ -64,7 +116,7 @@ def of_object(function: Any) -> Optional[str]:
     try:
         source = textwrap.dedent(inspect.getsource(function))
         tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    except (TypeError, *_UNREADABLE):
         return None
     if not tree.body or not isinstance(tree.body[0], _DEFS):
         return None
@@ -87,7 +139,7 @@ def _of_code(function: Any) -> Optional[str]:
     start = found[0]
     try:
         tree = ast.parse(textwrap.dedent("".join(lines[_decorated_start(lines, start):_block_end(lines, start)])))
-    except (SyntaxError, IndentationError):
+    except _UNREADABLE:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
@@ -145,10 +197,22 @@ def of_module_source(source: str, qualname: str) -> Optional[str]:
     """The fingerprint of ``qualname`` as a module's text defines it; None where it does not."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except _UNREADABLE:
         return None
     node = find_definition(tree, qualname)
     return None if node is None else of_node(node)
+
+
+def source_lines(path: str) -> List[str]:
+    """A module file's lines as Python reads the file: its encoding from a byte-order mark or
+    a coding declaration (PEP 263: a latin-1 module is SGLang's module too), UTF-8 else.
+    OSError, SyntaxError (a bad declaration) or ValueError (UnicodeDecodeError, an unknown
+    codec) where Python could not read it either."""
+    try:
+        with tokenize.open(path) as fh:
+            return fh.readlines()
+    except LookupError as exc:  # an unknown codec named in the coding declaration
+        raise ValueError(str(exc)) from None
 
 
 def module_file(root: str, module: str) -> Optional[str]:
@@ -183,9 +247,8 @@ def of_tree(root: str, targets: Iterable[Any]) -> Dict[str, Optional[str]]:
             tree = None
             if path is not None:
                 try:
-                    with open(path, encoding="utf-8") as fh:
-                        tree = ast.parse(fh.read())
-                except (OSError, SyntaxError, UnicodeDecodeError):
+                    tree = ast.parse("".join(source_lines(path)))
+                except _UNREADABLE:
                     tree = None
             trees[module] = tree
         tree = trees[module]
@@ -259,7 +322,7 @@ def of_lines(lines: List[str], qualname: str) -> Optional[str]:
         indent = _indent(lines[body[0]])
     try:
         tree = ast.parse(textwrap.dedent("".join(lines[_decorated_start(lines, start):hi])))
-    except (SyntaxError, IndentationError):
+    except _UNREADABLE:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], _DEFS):
         return None
@@ -274,15 +337,14 @@ def of_file(path: str, qualname: str, cache: Optional[Dict[str, Any]] = None) ->
     try:
         lines = cache.get(("lines", path))
         if lines is None:
-            with open(path, encoding="utf-8") as fh:
-                lines = cache[("lines", path)] = fh.readlines()
+            lines = cache[("lines", path)] = source_lines(path)
         quick = of_lines(lines, qualname)
         if quick is not None:
             return quick
         tree = cache.get(("tree", path))
         if tree is None:
             tree = cache[("tree", path)] = ast.parse("".join(lines))
-    except (OSError, UnicodeDecodeError, SyntaxError):
+    except _UNREADABLE:
         return None
     node = find_definition(tree, qualname)
     return None if node is None else of_node(node)

@@ -760,9 +760,8 @@ def file_problem(target: Target) -> Optional[str]:
     lines = _FILES.get(("lines", path))
     if lines is None:  # not kept by the fingerprint's reading of the file
         try:
-            with open(path, encoding="utf-8") as fh:
-                lines = _FILES[("lines", path)] = fh.readlines()
-        except (OSError, UnicodeDecodeError):
+            lines = _FILES[("lines", path)] = fingerprint.source_lines(path)
+        except (OSError, ValueError, SyntaxError):
             lines = []
     text = "".join(lines)
     missing = [name for name in target.uses if not re.search(rf"\b{re.escape(name)}\b", text)]
