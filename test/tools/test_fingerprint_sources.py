@@ -122,3 +122,75 @@ def test_the_plugins_check_of_a_live_deep_function_names_the_target(tmp_path):
     assert problem and TARGET in problem
     assert sys.getrecursionlimit() < fingerprint.DEEP_RECURSION  # restored after the deep pass
     assert os.path.exists(path)
+
+
+# --- the tables a decision reads ----------------------------------------------------------------
+
+TABLES = "sglang.srt.distributed.device_communicators.all_reduce_utils"
+
+
+@pytest.fixture
+def tables_at(monkeypatch):
+    """Point the module that writes TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES at a file of the test's."""
+    real = targets._module_path
+
+    def use(path):
+        monkeypatch.setattr(targets, "_module_path", lambda module: path if module == TABLES else real(module))
+        targets._FILES.clear()
+        status._CHECKED.clear()
+
+    yield use
+    targets._FILES.clear()
+    status._CHECKED.clear()
+
+
+def _edited_tables(tmp_path, old, new):
+    root = fingerprint.installed_root()
+    source = root and fingerprint.module_file(root, TABLES)
+    if source is None:
+        pytest.skip("SGLang is not installed")
+    text = open(source, encoding="utf-8").read()
+    assert text.count(old) >= 1
+    path = tmp_path / "all_reduce_utils.py"
+    path.write_text(text.replace(old, new, 1) if new is not None else text)
+    return path
+
+
+def test_a_fix_in_the_table_a_decision_reads_keeps_sglangs_code(tmp_path, tables_at, monkeypatch, capsys):
+    """SGLang's TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES edited (SM100 at 8 GPUs: 32 MiB): the hook
+    over TorchSymmMemCommunicator.__init__, whose body is unchanged, keeps SGLang's code,
+    in the plugin's check and in ``show``."""
+    path = _edited_tables(tmp_path, "    10: {\n        2: 64 * MiB,  # 64 MB\n        4: 64 * MiB,  # 64 MB\n"
+                                    "        6: 128 * MiB,  # 128 MB\n        8: 128 * MiB,",
+                          "    10: {\n        2: 64 * MiB,  # 64 MB\n        4: 64 * MiB,  # 64 MB\n"
+                          "        6: 128 * MiB,  # 128 MB\n        8: 32 * MiB,")
+    tables_at(str(path))
+    problem = targets.file_problem(target())
+    assert problem and "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES" in problem and TARGET in problem
+    assert targets.data_problem(target()) == problem
+    monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "10.0")
+    assert main(["show", "--json"]) == 0
+    import json
+
+    kept = {item["target"]: item["reason"] for item in json.loads(capsys.readouterr().out)["plugin"]["hooks_kept"]}
+    assert "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES" in kept.get(TARGET, "")
+
+
+def test_the_tables_as_a_release_wrote_them_keep_the_hook(tmp_path, tables_at):
+    """Comments and layout are not the table: the same values, written otherwise, still match."""
+    path = _edited_tables(tmp_path, "        8: 128 * MiB,  # 128 MB\n", "        8: 128 * MiB,  # the same, said again\n")
+    tables_at(str(path))
+    assert targets.data_problem(target()) is None and targets.file_problem(target()) is None
+
+
+def test_a_table_imported_under_another_name_is_followed(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "tables.py").write_text("SIZES = {9: 1}\n")
+    (tmp_path / "pkg" / "user.py").write_text("from .tables import SIZES as LIMITS\nimport logging\n"
+                                              "logger = logging.getLogger(__name__)\n")
+    where = lambda module: fingerprint.module_file(str(tmp_path), module)  # noqa: E731
+    assert fingerprint.data_source(where, "pkg.user", "LIMITS")[::2] == ("pkg.tables", "SIZES")
+    assert fingerprint.data_source(where, "pkg.user", "logger") is None  # made by a call: not a table
+    assert fingerprint.data_source(where, "pkg.user", "logging") is None
+    assert fingerprint.of_data(where, "pkg.user", "LIMITS") == fingerprint.of_data(where, "pkg.tables", "SIZES")

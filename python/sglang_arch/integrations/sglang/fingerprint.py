@@ -215,6 +215,81 @@ def source_lines(path: str) -> List[str]:
         raise ValueError(str(exc)) from None
 
 
+def _module_tree(path: str, cache: Dict[Any, Any]) -> Optional[ast.Module]:
+    tree = cache.get(("tree", path))
+    if tree is None:
+        try:
+            lines = cache.get(("lines", path))
+            if lines is None:
+                lines = cache[("lines", path)] = source_lines(path)
+            tree = cache[("tree", path)] = ast.parse("".join(lines))
+        except _UNREADABLE:
+            return None
+    return tree
+
+
+def _binding(tree: ast.Module, name: str) -> Optional[ast.stmt]:
+    """The module-level statement that last binds ``name``: an assignment, an import, a def."""
+    found = None
+    for stmt in _statements(tree.body):
+        if _binds(stmt, name) or (isinstance(stmt, _DEFS) and stmt.name == name):
+            found = stmt
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".")[0]) == name for a in stmt.names):
+            found = stmt
+    return found
+
+
+def _absolute(module: str, path: str, target: Optional[str], level: int) -> str:
+    """The module a ``from target import`` of ``module`` (its file ``path``) names."""
+    if not level:
+        return target or ""
+    package = module if os.path.basename(path) == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{target}" if target else package
+
+
+# Modules followed through ``from X import NAME`` to the assignment that binds a table.
+MAX_DATA_HOPS = 4
+
+
+def data_source(module_path, module: str, name: str,
+                cache: Optional[Dict[Any, Any]] = None) -> Optional[Tuple[str, str, str]]:
+    """Where the table ``name`` of ``module`` is written: (module, its file, the name there) of
+    the module-level assignment that binds it, following ``from X import NAME`` (the table a
+    decision reads is often imported); None where it is no table (a function, a class, a
+    module, a value made by a call at import) or cannot be read.  ``module_path``: module
+    name -> its file (or None)."""
+    cache = {} if cache is None else cache
+    for _ in range(MAX_DATA_HOPS):
+        path = module_path(module)
+        tree = None if path is None else _module_tree(path, cache)
+        stmt = None if tree is None else _binding(tree, name)
+        if stmt is None:
+            return None
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            if any(isinstance(node, ast.Call) for node in ast.walk(stmt.value)):  # type: ignore[arg-type]
+                return None  # an object made at import (a logger, a flag read from the environment), not a table
+            return module, path, name  # type: ignore[return-value]
+        if not isinstance(stmt, ast.ImportFrom):
+            return None
+        alias = next(a for a in stmt.names if (a.asname or a.name) == name)
+        module, name = _absolute(module, path, stmt.module, stmt.level), alias.name  # type: ignore[arg-type]
+    return None
+
+
+def of_data(module_path, module: str, name: str, cache: Optional[Dict[Any, Any]] = None) -> Optional[str]:
+    """The fingerprint of the assignment that writes ``module``'s value ``name`` (``data_source``)."""
+    cache = {} if cache is None else cache
+    found = data_source(module_path, module, name, cache)
+    if found is None:
+        return None
+    tree = _module_tree(found[1], cache)
+    node = None if tree is None else find_definition(tree, found[2])
+    return None if node is None else of_node(node)
+
+
 def module_file(root: str, module: str) -> Optional[str]:
     """The file of ``module`` (dotted) in a tree whose top folder holds the ``sglang`` package."""
     base = os.path.join(root, *module.split("."))

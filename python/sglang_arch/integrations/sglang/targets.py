@@ -738,7 +738,44 @@ def body_problem(target: Target, function: Any = None) -> Optional[str]:
         return f"{target.path}: its code cannot be read to compare it with {fingerprint.supported()}'s"
     if not fingerprint.releases_with(target.path, found):
         return f"{target.path}: SGLang's code differs from {fingerprint.supported()}'s, which its hook was written for"
+    return data_problem(target)
+
+
+def data_key(target: Target, name: str) -> str:
+    """The recorded name of a table ``target``'s decision reads: its module's value ``name``."""
+    return f"{target.module}.{name}"
+
+
+def data_problem(target: Target) -> Optional[str]:
+    """None where every module-level table the target's glue reads (its ``uses`` bound by an
+    assignment, in its module or imported into it) is the one a supported release has: a
+    release that fixed a decision in its data (an edited size in
+    ``TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES``) keeps its fix, as one that fixed its code does."""
+    for name in target.uses:
+        key = data_key(target, name)
+        if not any(key in known_bodies.BODIES.get(r, {}) for r in known_bodies.SUPPORTED):
+            continue  # not a table (a function, a module) in any supported release
+        found = _data_fingerprint(target, name, key)
+        if found is None or not fingerprint.releases_with(key, found):
+            return (f"{target.path}: {name}, which its decision reads, differs from {fingerprint.supported()}'s "
+                    f"(SGLang's own values stay)")
     return None
+
+
+def _data_fingerprint(target: Target, name: str, key: str) -> Optional[str]:
+    """The fingerprint of the assignment that writes the table: the recorded one where the
+    target's module and the table's own module are byte for byte a supported release's
+    (no parse), else read from the files."""
+    path = _module_path(target.module)
+    if path is not None and _recorded(target, path) is not None:
+        for release in known_bodies.SUPPORTED:
+            where = getattr(known_bodies, "DATA", {}).get(release, {}).get(key)
+            source = where and _module_path(where.rpartition(".")[0])
+            root = fingerprint.installed_root()
+            quick = source and root and fingerprint.recorded_fingerprint(root, source, key)
+            if quick:
+                return quick
+    return fingerprint.of_data(_module_path, target.module, name, _FILES)
 
 
 def file_problem(target: Target) -> Optional[str]:
@@ -750,8 +787,8 @@ def file_problem(target: Target) -> Optional[str]:
         return f"{target.module} cannot be found"
     if _recorded(target, path) is not None:
         # byte for byte a supported release's file: it defines the target with the recorded body
-        # and has every name the glue reads
-        return None
+        # and has every name the glue reads; the tables it reads may live in another file
+        return data_problem(target)
     if live_fingerprint(target) is None:
         return f"{target.path} is missing"
     problem = body_problem(target)
