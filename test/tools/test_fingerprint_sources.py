@@ -194,3 +194,16 @@ def test_a_table_imported_under_another_name_is_followed(tmp_path):
     assert fingerprint.data_source(where, "pkg.user", "logger") is None  # made by a call: not a table
     assert fingerprint.data_source(where, "pkg.user", "logging") is None
     assert fingerprint.of_data(where, "pkg.user", "LIMITS") == fingerprint.of_data(where, "pkg.tables", "SIZES")
+
+
+def test_a_check_that_fails_for_one_target_names_it_and_spares_the_others(monkeypatch):
+    """Whatever a target's check raises, that target keeps SGLang's code, named; the plugin
+    does not turn off whole with a line that names no hook."""
+    def broken(*_args, **_kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(fingerprint, "of_file", broken)
+    monkeypatch.setattr(targets, "_recorded", lambda *_: None)
+    targets._FILES.clear()
+    problem = targets.file_problem(target())
+    assert problem.startswith(TARGET) and "RecursionError" in problem and "SGLang's code stays" in problem

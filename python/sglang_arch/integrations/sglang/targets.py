@@ -602,6 +602,23 @@ def gemm_path_targets() -> List[Target]:
     ]
 
 
+def _one_target(check: Callable[..., Optional[str]]) -> Callable[..., Optional[str]]:
+    """A check of one target that cannot fail for the others: anything it raises (a bug, a
+    file past a limit) keeps that target's SGLang code, named with the target, instead of
+    turning the whole plugin off with a line that names no hook."""
+    import functools
+
+    @functools.wraps(check)
+    def checked(target: Target, *args: Any, **kwargs: Any) -> Optional[str]:
+        try:
+            return check(target, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - one target's problem, said with its name
+            return f"{target.path}: its code could not be checked ({type(exc).__name__}: {exc}); SGLang's code stays"
+
+    return checked
+
+
+@_one_target
 def check_target(target: Target, early: bool = False) -> Optional[str]:
     """None when the target matches its expected shape, else why not (one line).
 
@@ -778,6 +795,7 @@ def _data_fingerprint(target: Target, name: str, key: str) -> Optional[str]:
     return fingerprint.of_data(_module_path, target.module, name, _FILES)
 
 
+@_one_target
 def file_problem(target: Target) -> Optional[str]:
     """:func:`check_target`'s answer for a module not imported yet, from its file alone: whether
     it defines the target, with the body the hook was written for (shape and attributes are
