@@ -17,6 +17,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import secrets
 import stat
 import time
@@ -320,16 +321,21 @@ def read_journal(folder: str) -> Optional[Dict[str, Any]]:
     return doc
 
 
-def recover(folder: str, on_extra: Optional[Callable[[Dict[str, Any]], Optional[str]]] = None) -> Optional[str]:
+def recover(folder: str, on_extra: Optional[Callable[[Dict[str, Any]], Optional[str]]] = None,
+            within: Optional[Sequence[str]] = None) -> Optional[str]:
     """Undo what a killed run left in ``folder`` (the caller holds its lock): None when
     there was nothing, else one line saying what was undone.  ``on_extra`` undoes the
     caller's own part first (``upstream --into-git``: HEAD and the index); ValueError where
     it cannot, with nothing changed.  A target another program changed since the kill is
-    left as it is (named in the line)."""
+    left as it is (named in the line).  ``within``: the folders the journal's files may be
+    in (default: ``folder``); a journal naming any other file, or a staged or kept name
+    that is not the run's own pattern beside its target, is refused whole (a journal is
+    a file in the user's tree: one planted there must not move or remove anything else)."""
     doc = read_journal(folder)
     if doc is None:
         return None
     entries = doc["entries"]
+    _check_journal(folder, doc, within or [folder])
     notes = []
     if doc.get("state") == "writing":
         if on_extra is not None and doc.get("extra"):
@@ -356,6 +362,35 @@ def recover(folder: str, on_extra: Optional[Callable[[Dict[str, Any]], Optional[
         return None  # the run was whole: only its leftovers went
     return (f"sglang-arch: a run killed while it wrote here (pid {doc.get('pid')}) was undone first"
             + (f": {'; '.join(notes)}" if notes else ""))
+
+
+_RUN_FILE = re.compile(r"^\..*\.[0-9]+\.[0-9a-f]{8}\.(tmp|bak)$", re.S)
+
+
+def _inside(path: str, roots: Sequence[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in map(os.path.realpath, roots))
+
+
+def _check_journal(folder: str, doc: Dict[str, Any], within: Sequence[str]) -> None:
+    where = shown_path(journal_path(folder))
+    accepted = ("accepted: a journal sglang-arch wrote for files in this folder (check the files it names, "
+                "then remove it)")
+    for entry in doc["entries"]:
+        path = entry.get("path") if isinstance(entry, dict) else None
+        if not isinstance(path, str) or not os.path.isabs(path) or not _inside(path, within):
+            raise ValueError(f"{where}: an interrupted run's journal names {shown_path(path)}, outside "
+                             f"{', '.join(shown_path(w) for w in within)}; nothing was changed; {accepted}")
+        for name in (entry.get("tmp"), entry.get("bak")):
+            if name is not None and not (isinstance(name, str) and os.path.dirname(name) == os.path.dirname(path)
+                                         and _RUN_FILE.match(os.path.basename(name))):
+                raise ValueError(f"{where}: an interrupted run's journal names {shown_path(name)} as its own file "
+                                 f"beside {shown_path(path)}, which is not a name a run makes; nothing was changed; "
+                                 f"{accepted}")
+    made = doc.get("made", [])
+    if not isinstance(made, list) or not all(isinstance(m, str) and _inside(m, within) for m in made):
+        raise ValueError(f"{where}: an interrupted run's journal names folders outside "
+                         f"{', '.join(shown_path(w) for w in within)}; nothing was changed; {accepted}")
 
 
 def _undo_entries(entries: List[Dict[str, Any]]) -> Tuple[int, List[str]]:
@@ -698,7 +733,7 @@ def output_lock(paths: Sequence[str], wait: float = OUTPUT_LOCK_WAIT) -> Iterato
     its write.  Yields the lines saying what was undone (usually none)."""
     folders = _folders(paths)
     with folder_locks(folders, wait):
-        notes = [note for note in (recover(folder) for folder in folders) if note]
+        notes = [note for note in (recover(folder, within=folders) for folder in folders) if note]
         yield notes
 
 

@@ -219,7 +219,7 @@ def test_a_journal_undoes_only_what_no_one_changed_since(tmp_path):
         bak.write_text("original\n")
         entries.append({"path": str(path), "tmp": None, "bak": str(bak), "existed": True,
                         "new": files.digest(b"run's\n")})
-    entries.append({"path": str(made), "tmp": str(tmp_path / ".made.txt.1.0.tmp"), "bak": None, "existed": False,
+    entries.append({"path": str(made), "tmp": str(tmp_path / ".made.txt.1.00000000.tmp"), "bak": None, "existed": False,
                     "new": files.digest(b"run's\n")})
     theirs.write_text("edited after the kill\n")
     files._write_journal(str(tmp_path), {"version": files.JOURNAL_VERSION, "state": "writing", "pid": 1, "made": [],
@@ -237,3 +237,29 @@ def test_an_unreadable_journal_is_one_line_naming_it(tmp_path, capsys):
     code, (_, err) = fusion(capsys, out, "4")
     assert code == 2 and len(err.strip().splitlines()) == 1 and files.JOURNAL in err and "accepted:" in err, err
     assert out.read_text() == TOML
+
+
+@pytest.mark.parametrize("entry", [
+    {"path": "{victim}", "tmp": None, "bak": "{victim_dir}/.victim.txt.1.00000000.bak", "existed": True,
+     "new": "{victim_digest}"},  # a file outside the output's folder
+    {"path": "{inside}", "tmp": None, "bak": "{victim}", "existed": True, "new": None},  # a "kept" name not the run's
+])
+def test_a_planted_journal_moves_or_removes_nothing_else(tmp_path, capsys, entry):
+    """A journal is a file in the user's folder: one that names files elsewhere, or names
+    other files as the run's own, is refused whole; nothing is moved or removed."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("precious\n")
+    (outside / ".victim.txt.1.00000000.bak").write_text("attacker's\n")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    fields = {"victim": str(victim), "victim_dir": str(outside), "inside": str(folder / "arch.toml"),
+              "victim_digest": files.digest(b"precious\n")}
+    planted = {k: (v.format(**fields) if isinstance(v, str) else v) for k, v in entry.items()}
+    files._write_journal(str(folder), {"version": files.JOURNAL_VERSION, "state": "writing", "pid": 1, "made": [],
+                                       "entries": [planted]})
+    code, (_, err) = fusion(capsys, folder / "arch.toml", "4")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "nothing was changed" in err, err
+    assert victim.read_text() == "precious\n" and (outside / ".victim.txt.1.00000000.bak").exists()
+    assert not (folder / "arch.toml").exists()

@@ -270,3 +270,27 @@ def test_an_edit_of_a_file_the_series_writes_is_never_overwritten(monkeypatch, t
     assert target.read_text() == "M1 = 1\n# saved by the editor\n", (at, err)
     assert "another program" in err, err
     assert not (root / "python" / "sglang" / "srt" / "arch").exists()
+
+
+def test_a_journal_planted_in_a_tree_names_another_repository_and_is_refused(tmp_path, monkeypatch, capsys):
+    """A tree (a clone of someone else's) that carries a journal naming another repository and
+    a folder to remove as its private index: refused whole, nothing touched."""
+    import json
+
+    from sglang_arch import files
+
+    root = small_repo(tmp_path / "repo")
+    other = small_repo(tmp_path / "other")
+    keep = tmp_path / "keep-me"
+    keep.mkdir()
+    (keep / "data").write_text("precious\n")
+    journal = {"version": files.JOURNAL_VERSION, "state": "writing", "pid": 1, "made": [], "entries": [],
+               "extra": {"git": {"root": str(other), "head": None, "ref": "refs/heads/main", "subjects": [],
+                                 "paths": [], "index": str(keep)}}}
+    (root / "python" / "sglang" / files.JOURNAL).write_text(json.dumps(journal))
+    before = state(other)
+    monkeypatch.setattr(series, "plan_series", plan)
+    assert main(["upstream", str(root), "--into-git"]) == 2
+    err = capsys.readouterr().err
+    assert "not this tree's" in err and "nothing was changed" in err, err
+    assert (keep / "data").read_text() == "precious\n" and state(other) == before

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import interrupts
 from ..arch.validate import printable, shown_path
-from ..files import Transaction, Write, folder_lock, read_source, recover, stale_journal
+from ..files import JOURNAL, Transaction, Write, folder_lock, read_source, recover, stale_journal
 from . import texts
 from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
 
@@ -334,7 +334,7 @@ def run_series(src: str, into_git: bool = False, check: bool = False) -> SeriesR
     # The lock is the package folder's: every spelling of one tree (the clone or its
     # python/sglang, through a symlink or "..") reaches that one folder.
     with folder_lock(tree.package):  # a second run waits for nothing: it is refused
-        recovered = recover(str(tree.package), on_extra=_recover_git)
+        recovered = recover(str(tree.package), on_extra=lambda extra: _recover_git(tree, extra), within=[str(tree.src)])
         git = _Git(tree) if into_git else None
         steps = plan_series(tree)
         apply_series(tree, steps, git)
@@ -713,16 +713,25 @@ class _Git:
         return f"HEAD is back at {self.head[:12]}"
 
 
-def _recover_git(extra: Dict[str, Any]) -> Optional[str]:
+def _recover_git(tree: Tree, extra: Dict[str, Any]) -> Optional[str]:
     """The git part of a killed ``--into-git`` run, undone: its commits off the branch (each
     one of the series' subjects, down to where the run started; anything else on top is
-    refused, with nothing changed) and the index entries of its files as they were."""
+    refused, with nothing changed) and the index entries of its files as they were.  The
+    journal is a file in the tree: it must name this tree's repository, and only a
+    private index folder of the run's own name is removed."""
     info = extra.get("git")
     if not isinstance(info, dict):
         return None
-    root, head, ref = Path(info["root"]), info.get("head"), info.get("ref")
-    if info.get("index"):
-        shutil.rmtree(info["index"], ignore_errors=True)
+    root, head, ref = Path(str(info.get("root"))), info.get("head"), info.get("ref")
+    out = _git(tree.package, "rev-parse", "--show-toplevel")
+    if out.returncode != 0 or Path(out.stdout.strip()).resolve() != root.resolve():
+        raise ValueError(f"{shown_path(tree.package)}/{JOURNAL}: an interrupted --into-git run's journal names the "
+                         f"repository {shown_path(root)}, not this tree's; nothing was changed; accepted: a journal "
+                         f"sglang-arch wrote for this tree (check its files, then remove it)")
+    index = info.get("index")
+    if (isinstance(index, str) and os.path.basename(index).startswith("sglang-arch-index-")
+            and os.path.realpath(os.path.dirname(index)) == os.path.realpath(tempfile.gettempdir())):
+        shutil.rmtree(index, ignore_errors=True)
     subjects = set(info.get("subjects") or [])
     now = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
     branch = _git(root, "symbolic-ref", "-q", "HEAD").stdout.strip() or None
