@@ -263,3 +263,30 @@ def test_a_planted_journal_moves_or_removes_nothing_else(tmp_path, capsys, entry
     assert code == 2 and len(err.strip().splitlines()) == 1 and "nothing was changed" in err, err
     assert victim.read_text() == "precious\n" and (outside / ".victim.txt.1.00000000.bak").exists()
     assert not (folder / "arch.toml").exists()
+
+
+@pytest.mark.parametrize("name, text, named", [
+    ("arch.json", '{"architectures": {"12.0": 5}}', "entry '12.0': expected a table of fields, got int"),
+    ("arch.toml", '# c\n[architectures]\n"12.0" = 5\n', "entry '12.0': expected a table of fields, got int"),
+    ("arch.json", '{"architectures": 5}', "field 'architectures': expected a table"),
+    ("arch.toml", "# c\n[[architectures]]\nname = 'x'\n", "field 'architectures': expected a table"),
+])
+@pytest.mark.parametrize("command", ["collectives", "fusion"])
+def test_an_override_file_of_a_wrong_shape_is_one_line_and_kept(tmp_path, capsys, name, text, named, command):
+    out = tmp_path / name
+    out.write_text(text)
+    code, (_, err) = collectives(capsys, tmp_path, out) if command == "collectives" else fusion(capsys, out, "4")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and named in err and "Traceback" not in err, err
+    assert out.read_text() == text
+
+
+def test_crlf_line_endings_and_a_fields_own_comment_are_kept(tmp_path, capsys):
+    out = tmp_path / "arch.toml"
+    out.write_bytes(b'# mine\r\n[architectures."12.0"] # the tier\r\nallreduce_fusion_auto_world_sizes = [\r\n  2,\r\n]'
+                    b'  # PCIe box only\r\nname = "x"\r\n')
+    code, (_, err) = fusion(capsys, out, "4")
+    assert code == 0, err
+    data = out.read_bytes()
+    assert b"\n" not in data.replace(b"\r\n", b"")  # every line ends as the file's did
+    assert b"allreduce_fusion_auto_world_sizes = [2, 4]  # PCIe box only\r\n" in data
+    assert data.startswith(b'# mine\r\n[architectures."12.0"] # the tier\r\n') and b'name = "x"\r\n' in data

@@ -165,12 +165,12 @@ def _write_fusion(args: argparse.Namespace, tier: str, current, v, device: str, 
     from . import merge
 
     where = f"--out {printable(args.out, 200)}"
+    existing = merge.read_existing(args.out, where)  # its shape checked first: tables where tables belong
     existing_entries = tf.existing_override(args.out)  # the file as the registry reads it: refused if it would be
     base = existing_entries and next((e for k, e in existing_entries.items() if tf._same_capability(k, tier)), None)
     if base is not None and tf.FIELD in base:
         current = tuple(base[tf.FIELD])
     sizes = tf.updated_sizes(current, args.world_size, v["result"])
-    existing = merge.read_existing(args.out, where)
     source = tf.source_line(tier, args.world_size, device, v, f"topology {topology}")
     text = merge.updated_text(existing, tier, {tf.FIELD: list(sizes)}, source, "tune fusion", where)
     written = tc.read_back(args.out, text, where).profile(tier).allreduce_fusion_auto_world_sizes

@@ -22,8 +22,8 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..arch.validate import MAX_ITEMS, read_regular_file
-from ..files import ANY, MAX_SOURCE_BYTES
+from ..arch.validate import MAX_FILE_BYTES, MAX_ITEMS, read_regular_file, shown
+from ..files import ANY
 
 
 class Existing:
@@ -67,7 +67,7 @@ def read_existing(path: str, where: str) -> Existing:
         existing.expect = ANY
         return existing
     try:
-        text = read_regular_file(path, MAX_SOURCE_BYTES).decode("utf-8")
+        text = read_regular_file(path, MAX_FILE_BYTES).decode("utf-8")  # as SGLANG_ARCH_CONFIG reads it
     except (OSError, ValueError) as exc:
         raise ValueError(f"{where}: cannot read the override file there ({getattr(exc, 'strerror', None) or exc}); "
                          f"accepted: a UTF-8 override file (its entries are kept), or a new file") from None
@@ -82,9 +82,17 @@ def _parse(path: str, text: str, where: str) -> Dict[str, Any]:
     except ValueError as exc:
         raise ValueError(f"{exc}; nothing was written; accepted: an override file at --out (its other entries are "
                          f"kept), or a new file") from None
+    accepted = "nothing was written; accepted: an override file at --out (its other entries are kept), or a new file"
     if not isinstance(parsed, dict):
-        raise ValueError(f"{where}: expected a table of capability -> fields at the top level; nothing was written; "
-                         f"accepted: an override file at --out (its other entries are kept), or a new file")
+        raise ValueError(f"{where}: expected a table of capability -> fields at the top level; {accepted}")
+    entries = parsed.get("architectures", parsed)
+    if not isinstance(entries, dict):
+        raise ValueError(f"{where}: field 'architectures': expected a table of capability -> fields, got "
+                         f"{type(entries).__name__}; {accepted}")
+    for key, entry in entries.items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: entry {shown(key)}: expected a table of fields, got {type(entry).__name__}; "
+                             f"{accepted}")
     return parsed
 
 
@@ -99,7 +107,8 @@ def updated_document(existing: Existing, tier: str, fields: Dict[str, Any], sour
     key = existing.key_for(tier) or tier
     entry = entries.setdefault(key, {})
     entry.update(fields)
-    sources = [s for s in entry.get("sources", []) if s != source] if isinstance(entry.get("sources"), list) else []
+    sources = entry.get("sources", [])
+    sources = [s for s in (sources if isinstance(sources, list) else [sources]) if s != source]  # one text: kept
     entry["sources"] = (sources + [source])[-MAX_ITEMS:]
     return doc
 
@@ -166,21 +175,39 @@ def _value_end(lines: List[str], start: int, name: str) -> Optional[int]:
     return None
 
 
+def _trailing_comment(lines: List[str]) -> str:
+    """The comment that ends a field's last line (``# PCIe box only``), or ""."""
+    import tomllib
+
+    last = lines[-1]
+    whole = tomllib.loads("".join(lines))
+    for i, ch in enumerate(last):
+        if ch != "#":
+            continue
+        try:
+            if tomllib.loads("".join(lines[:-1]) + last[:i] + "\n") == whole:
+                return last[i:].rstrip("\r\n")
+        except tomllib.TOMLDecodeError:
+            continue
+    return ""
+
+
 def _splice_toml(text: str, key: str, fields: Dict[str, Any], wrapped: bool) -> Optional[str]:
     """``text`` with each of ``fields`` set in the table of ``key``, every other line kept;
     None where the layout is not one this reads (the caller checks the result anyway)."""
     from .collectives import _toml_value, toml_string
 
     lines = text.splitlines(keepends=True)
+    eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"  # the file's own line ending
     if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
+        lines[-1] += eol
     starts = [i for i, line in enumerate(lines) if _header(line, wrapped) == key]
     if len(starts) > 1:
         return None
-    new_lines = {name: f"{name} = {_toml_value(value)}\n" for name, value in fields.items()}
+    new_lines = {name: f"{name} = {_toml_value(value)}{eol}" for name, value in fields.items()}
     if not starts:
-        table = f"[architectures.{toml_string(key)}]\n" if wrapped else f"[{toml_string(key)}]\n"
-        tail = [] if not lines or lines[-1].strip() == "" else ["\n"]
+        table = f"[architectures.{toml_string(key)}]{eol}" if wrapped else f"[{toml_string(key)}]{eol}"
+        tail = [] if not lines or lines[-1].strip() == "" else [eol]
         return "".join(lines + tail + [table] + list(new_lines.values()))
     begin = starts[0] + 1
     end = next((i for i in range(begin, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
@@ -194,7 +221,8 @@ def _splice_toml(text: str, key: str, fields: Dict[str, Any], wrapped: bool) -> 
             stop = _value_end(body, i, name)
             if stop is None:
                 return None
-            out.append(new_lines[name])
+            comment = _trailing_comment(body[i:stop])
+            out.append(new_lines[name] if not comment else new_lines[name].replace(eol, f"  {comment}{eol}", 1))
             done.add(name)
             i = stop
             continue
