@@ -248,3 +248,34 @@ def test_tune_killed_at_any_moment_then_run_again_is_a_completed_run(tmp_path, c
         now = {**{f"out/{k}": v for k, v in _tune_files(folder / "out").items()}, **_tune_files(folder)}
         assert now == completed, at
         assert leftovers(folder, tmp) == [], at
+
+
+def test_a_commit_made_after_the_kill_is_never_dropped_by_the_rerun(tmp_path):
+    """Killed at each moment of --into-git, then the user commits a file of their own before
+    running again: the rerun keeps that commit (it completes over it, or refuses in one line,
+    changing nothing, with advice that keeps it: never "git reset" past it)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    done = small_repo(tmp_path / "done")
+    names = [n for n in moments([str(done), "--into-git"], tmp) if n != "done"]
+    outcomes = {}
+    for i, at in enumerate(names):
+        root = small_repo(tmp_path / f"k{i}")
+        assert kill_at([str(root), "--into-git"], tmp, at) == -signal.SIGKILL, at
+        (root / "mine.txt").write_text("mine\n")
+        git(root, "add", "mine.txt")
+        git(root, "-c", "user.name=u", "-c", "user.email=u@u", "commit", "-qm", "mine")
+        mine = git(root, "rev-parse", "HEAD").strip()
+        before = upstream_state(root)
+        again = run([str(root), "--into-git"], tmp)
+        out, err = again.communicate(timeout=60)
+        assert git(root, "merge-base", "--is-ancestor", mine, "HEAD", check=False) == "" or again.returncode == 2, at
+        if again.returncode == 2:
+            assert len(err.strip().splitlines()) == 1 and "nothing was changed" in err and "reset" not in err, (at, err)
+            assert upstream_state(root) == before, at
+        else:
+            assert again.returncode == 0, (at, out, err)
+            assert git(root, "show", "HEAD:mine.txt") == "mine\n", at
+            assert git(root, "log", "--format=%s").count("\n") == 5, at  # base, mine and the three steps
+        outcomes[at] = again.returncode
+    assert 0 in outcomes.values() and len(outcomes) == len(names)

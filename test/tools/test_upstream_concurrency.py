@@ -294,3 +294,25 @@ def test_a_journal_planted_in_a_tree_names_another_repository_and_is_refused(tmp
     err = capsys.readouterr().err
     assert "not this tree's" in err and "nothing was changed" in err, err
     assert (keep / "data").read_text() == "precious\n" and state(other) == before
+
+
+def test_a_pre_commit_hook_that_changes_the_commit_is_named_and_the_commit_removed(tmp_path, monkeypatch, capsys):
+    """A formatter in pre-commit rewrites the files it commits: the commit is not the
+    series' step; the run stops in one line naming the hook, and its commit goes."""
+    root = small_repo(tmp_path / "repo")
+    hook = root / ".git" / "hooks" / "pre-commit"
+    hook.write_text('#!/bin/sh\nfor f in $(git diff --cached --name-only); do [ -f "$f" ] && echo "# formatted" >> "$f"'
+                    ' && git add "$f"; done\n')
+    hook.chmod(0o755)
+    head = git(root, "rev-parse", "HEAD")
+    monkeypatch.setattr(series, "plan_series", plan)
+    assert main(["upstream", str(root), "--into-git"]) == 2
+    err = capsys.readouterr().err
+    assert "a hook (pre-commit or commit-msg) changed the files" in err and "HEAD is back at" in err, err
+    assert git(root, "rev-parse", "HEAD") == head
+
+
+def test_src_naming_an_unknown_users_home_is_one_line(capsys):
+    assert main(["upstream", "~no-such-user-here/sglang"]) == 2
+    err = capsys.readouterr().err
+    assert "no such user's home folder" in err and "Traceback" not in err and "internal error" not in err, err

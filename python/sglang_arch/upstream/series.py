@@ -163,7 +163,10 @@ def locate(src: str) -> Tree:
                 "directory (with __init__.py and srt/)")
     if not src.strip():  # Path("") is the current folder: never written into unasked
         raise ValueError(f"SRC: an empty path; {expected}")
-    path = Path(src).expanduser()
+    try:
+        path = Path(src).expanduser()
+    except RuntimeError:  # ~user of a user this system does not know
+        raise ValueError(f"{shown_path(src)}: no such user's home folder; {expected}") from None
     if not path.is_dir():
         raise ValueError(f"{shown_path(src)}: not a directory; {expected}")
     path = path.resolve()
@@ -620,6 +623,14 @@ class _Git:
             self.ours.append(made)
         self.pending = None
         interrupts.checkpoint(f"git:commit:{number}")
+        if made is None:
+            made = self._find_changed(subject=commit_message(result).split("\n", 1)[0])
+            if made is not None:  # ours, with other content: a hook changed what it commits
+                self.ours.append(made)
+                raise ValueError(f"--into-git: git commit of step {number}: a hook (pre-commit or commit-msg) "
+                                 f"changed the files the commit holds (a formatter?), so it is not the series' "
+                                 f"step; accepted: hooks that commit the staged files as they are (format after "
+                                 f"upstream, in a commit of your own)")
         now = self._head()
         if made is not None and self._parent(made) != self.expected:
             raise ValueError(f"--into-git: git commit of step {number}: another process committed at the same "
@@ -631,6 +642,14 @@ class _Git:
                              f"committed on top; accepted: hooks that leave HEAD on the commit made")
         self.expected = made
         return self._run("git rev-parse", "rev-parse", "--short", made)
+
+    def _find_changed(self, subject: str) -> Optional[str]:
+        """The commit just made where its content is not the private index's: the child of
+        ``expected`` on HEAD's first-parent line with the step's subject."""
+        for commit, found in _first_parents(self.root, self._head(), self.expected) or []:
+            if found == subject and self._parent(commit) == self.expected:
+                return commit
+        return None
 
     def _find_commit(self, tree: str) -> Optional[str]:
         """The commit just made: on the first-parent line of HEAD above ``expected`` (a hook
@@ -739,37 +758,58 @@ def _recover_git(tree: Tree, extra: Dict[str, Any]) -> Optional[str]:
         raise ValueError(f"a killed upstream --into-git run is to be undone on {ref or 'a detached HEAD'}, but HEAD is "
                          f"now on {branch or 'a detached HEAD'}; nothing was changed; accepted: that branch checked "
                          f"out again (git checkout), then the same command")
-    commit, dropped = now, 0
-    while commit is not None and commit != head and dropped <= len(subjects):
-        subject = _git(root, "log", "-1", "--format=%s", commit).stdout.strip()
-        if subject not in subjects:
-            raise ValueError(f"a killed upstream --into-git run is to be undone, but HEAD ({commit[:12]}) is a commit "
-                             f"made since ({printable(subject, 80)}); nothing was changed; to drop the series' "
-                             f"commits: git reset --keep {(head or 'HEAD')[:12]}, then run again")
-        commit = _git(root, "rev-parse", "--verify", "-q", f"{commit}^1").stdout.strip() or None
-        dropped += 1
-    if commit != head:
-        raise ValueError(f"a killed upstream --into-git run is to be undone, but HEAD is not on the commit it started "
-                         f"from ({(head or 'no commit')[:12]}); nothing was changed; to drop the series' commits: git "
-                         f"reset --keep {(head or 'HEAD')[:12]}, then run again")
+    chain = _first_parents(root, now, head)
+    journal = f"{shown_path(tree.package)}/{JOURNAL}"
+    if chain is None:
+        raise ValueError(f"a killed upstream --into-git run is to be undone, but HEAD is not above the commit it "
+                         f"started from ({(head or 'no commit')[:12]}); nothing was changed; accepted: the branch "
+                         f"back on it, or {journal} removed to keep everything as it is")
+    ours = [c for c, subject in chain if subject in subjects]
+    top = len(ours) and all(subject in subjects for _, subject in chain[:len(ours)])  # the series' alone, on top
+    if ours and not top:
+        raise ValueError(f"a killed upstream --into-git run is to be undone, but {len(chain) - len(ours)} commit(s) made "
+                         f"since lie on top of its {len(ours)}; nothing was changed; accepted: the series' commits "
+                         f"dropped from under yours (git rebase -i {(head or '--root')[:12]}, dropping its {len(ours)} "
+                         f"commit(s)), then the same command; or {journal} removed to keep the history as it is")
     notes = []
-    if dropped:
-        args = ["update-ref", "-d", ref or "HEAD", now] if head is None else \
+    if ours:  # the series' commits alone on top: the branch goes back to where the run started
+        keep = chain[len(ours)][0] if len(chain) > len(ours) else head
+        args = ["update-ref", "-d", ref or "HEAD", now] if keep is None else \
             ["update-ref", "-m", "sglang-arch upstream: a killed run undone", *([ref] if ref else ["--no-deref", "HEAD"]),
-             head, now]
+             keep, now]
         out = _git(root, *args)
         if out.returncode != 0:
             raise ValueError(f"a killed upstream --into-git run: git update-ref failed: {' '.join(out.stderr.split())[:500]}")
-        notes.append(f"its {dropped} commit(s) removed, HEAD back at {(head or 'no commit')[:12]}")
+        notes.append(f"its {len(ours)} commit(s) removed, HEAD back at {(keep or 'no commit')[:12]}")
     paths = list(info.get("paths") or [])
-    if paths:
-        args = (["rm", "--cached", "-q", "-r", "--ignore-unmatch", "--", *paths] if head is None
-                else ["reset", "-q", head, "--", *paths])
+    base = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
+    if paths:  # the index entries of its files as HEAD has them (commits made since included)
+        args = (["rm", "--cached", "-q", "-r", "--ignore-unmatch", "--", *paths] if base is None
+                else ["reset", "-q", base, "--", *paths])
         out = _git(root, *GIT_EXACT, *args)
         if out.returncode != 0:
             raise ValueError(f"a killed upstream --into-git run: restoring the index failed: "
                              f"{' '.join(out.stderr.split())[:500]}")
     return "; ".join(notes) or None
+
+
+# Commits walked down from HEAD to where a killed run started (its own and any made since).
+MAX_RECOVERY_COMMITS = 1000
+
+
+def _first_parents(root: Path, top: Optional[str], bottom: Optional[str]) -> Optional[List[Tuple[str, str]]]:
+    """(commit, subject) from ``top`` down its first parents to ``bottom`` (not included);
+    None where ``bottom`` is not on that line (within MAX_RECOVERY_COMMITS)."""
+    if top == bottom:
+        return []
+    out = _git(root, "log", "--first-parent", f"--max-count={MAX_RECOVERY_COMMITS}", "--format=%H %s", top or "HEAD")
+    chain = []
+    for line in out.stdout.splitlines():
+        commit, _, subject = line.partition(" ")
+        if commit == bottom:
+            return chain
+        chain.append((commit, subject))
+    return chain if bottom is None and out.returncode == 0 and len(chain) < MAX_RECOVERY_COMMITS else None
 
 
 def _identity(root: Path) -> Tuple[str, ...]:
