@@ -131,6 +131,9 @@ def check_writes(writes: Sequence[Write], probe: bool = False, distinct: bool = 
 
 
 def _check_write(write: Write, probe: bool) -> None:
+    if os.path.basename(write.path) == JOURNAL:
+        raise ValueError(f"{write.label}: cannot write: {JOURNAL} is the name of the journal a run keeps in its "
+                         f"folder; {ACCEPTED}, named otherwise")
     try:
         st: Optional[os.stat_result] = os.stat(write.path)
     except FileNotFoundError:

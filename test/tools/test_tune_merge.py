@@ -290,3 +290,16 @@ def test_crlf_line_endings_and_a_fields_own_comment_are_kept(tmp_path, capsys):
     assert b"\n" not in data.replace(b"\r\n", b"")  # every line ends as the file's did
     assert b"allreduce_fusion_auto_world_sizes = [2, 4]  # PCIe box only\r\n" in data
     assert data.startswith(b'# mine\r\n[architectures."12.0"] # the tier\r\n') and b'name = "x"\r\n' in data
+
+
+@pytest.mark.parametrize("flag", ["--out", "--results"])
+def test_an_output_named_as_the_journal_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch, flag):
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(results_12()))
+    other = "--results" if flag == "--out" else "--out"
+    target = {flag: files.JOURNAL, other: "other.json" if other == "--results" else "arch.toml"}
+    monkeypatch.chdir(tmp_path)
+    code = main(["tune", "collectives", "--from-results", str(results), *[x for kv in target.items() for x in kv]])
+    err = capsys.readouterr().err
+    assert code == 2 and "the name of the journal" in err and flag in err, err
+    assert sorted(os.listdir(tmp_path)) == ["r.json"]
