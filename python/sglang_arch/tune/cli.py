@@ -107,7 +107,6 @@ def _refuse_single(what: str, topology: Optional[str]) -> None:
 
 def cmd_tune_fusion(args: argparse.Namespace) -> int:
     from ..arch import detect, node_resolution, parse_topology
-    from . import collectives as tc
     from . import fusion as tf
 
     _refuse_single("fusion", args.topology)

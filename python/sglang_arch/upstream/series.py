@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import interrupts
-from ..arch.validate import printable, shown_path
+from ..arch.validate import shown_path
 from ..files import JOURNAL, Transaction, Write, folder_lock, read_source, recover, stale_journal
 from . import texts
 from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
