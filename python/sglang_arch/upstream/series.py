@@ -352,12 +352,13 @@ def apply_series(tree: Tree, steps: Sequence[StepResult], git: Optional["_Git"] 
     # since by another program is never overwritten
     writes = {id(change): Write(str(_target(tree, change)), change.new, make_folders=True, expect=change.old)
               for result in steps if not result.skipped for change in result.changes}
+    if git is not None:
+        git.refuse_uncommitted([_target(tree, FileChange(rel, None, None, base)) for s in steps if not s.skipped
+                                for rel, base in s.owned + [(c.path, c.base) for c in s.changes]])
     if not writes:
         return
     extra = None
     if git is not None:
-        git.refuse_uncommitted([_target(tree, FileChange(rel, None, None, base)) for s in steps if not s.skipped
-                                for rel, base in s.owned + [(c.path, c.base) for c in s.changes]])
         subjects = [commit_message(r).split("\n", 1)[0] for r in steps if not r.skipped and r.changes]
         extra = git.prepare(subjects, [w.path for w in writes.values()])
     try:
