@@ -133,7 +133,7 @@ def kill_at(argv, tmp, at, script=UPSTREAM, cwd=None):
 
 
 def _wait_for_git_children(pgid, within=10.0):
-    """A git child of the killed run finishes on its own (it is in its own session)."""
+    """A git child of the killed run finishes on its own (it runs in a process group of its own)."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         out = subprocess.run(["pgrep", "-f", "git --literal-pathspecs"], capture_output=True, text=True).stdout
