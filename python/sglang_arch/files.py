@@ -461,8 +461,11 @@ class Transaction:
                 self._stack.enter_context(folder_locks(self._lock))
             check_writes(self.writes, distinct=self._distinct)
             self._present = {w.path for w in self.writes if os.path.lexists(w.path)}
-            for write in self.writes:
-                _refuse_changed(write, "before it was written")
+            seen = set()
+            for write in self.writes:  # the first write of each file: a later one expects the earlier's text
+                if write.path not in seen:
+                    _refuse_changed(write, "before it was written")
+                seen.add(write.path)
             if self._journal is not None:
                 with interrupts.deferred():
                     self._begin_journal()

@@ -39,8 +39,9 @@ def _no_user_git_config(tmp_path_factory, monkeypatch):
 
 
 # The plan of test_upstream_signals (three steps: new files in new folders, a changed file,
-# a removed one, a test file), read against the tree as a real plan is: a file already as
-# the step wants it is no change (a second run after a whole one writes nothing).
+# a removed one, a test file), with srt/m1.py edited again by step 3 (as steps 2 and 5 of
+# the series both edit torch_symm_mem.py), read against the tree as a real plan is: a file
+# already as the series leaves it is no change (a second run after a whole one writes nothing).
 READ_PLAN = textwrap.dedent("""
     def plan(tree=None, registry_source=None):
         from sglang_arch.upstream import series
@@ -48,11 +49,19 @@ READ_PLAN = textwrap.dedent("""
 
         wanted = [[("srt/arch/__init__.py", "A = 1\\n", "package"), ("srt/m1.py", "M1 = 2\\n", "package")],
                   [("srt/m2.py", None, "package"), ("srt/sub/m3.py", "M3 = 3\\n", "package")],
-                  [("test/registered/unit/arch/test_x.py", "T = 1\\n", "src")]]
+                  [("test/registered/unit/arch/test_x.py", "T = 1\\n", "src"), ("srt/m1.py", "M1 = 3\\n", "package")]]
+        final = {(rel, base): new for step in wanted for rel, new, base in step}  # each file as the series leaves it
+        planned = {}  # a file a later step edits again: read as the earlier step leaves it
+
+        def read(rel, base):
+            return planned[(rel, base)] if (rel, base) in planned else series._read(tree, rel, base)
+
         results = []
         for i, step in enumerate(wanted):
-            changes = [series.FileChange(rel, series._read(tree, rel, base), new, base) for rel, new, base in step
-                       if series._read(tree, rel, base) != new]
+            changes = [series.FileChange(rel, read(rel, base), new, base) for rel, new, base in step
+                       if read(rel, base) != new and series._read(tree, rel, base) != final[(rel, base)]]
+            for change in changes:
+                planned[(change.path, change.base)] = change.new
             results.append(series.StepResult(STEPS[i], changes=changes, owned=[(rel, base) for rel, _, base in step]))
         return results
 """)
