@@ -124,6 +124,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(f"sglang-arch explain: error: {exc}") from None
     res = resolve(args.capability, strict=True if args.strict else None)
+    if args.cuda is None:  # as show and the plugin read it: SGLANG_ARCH_CUDA, else the simulated default
+        args.cuda = runtime.configured_cuda() or runtime.SIMULATED_CUDA_DEFAULT
     traits = attention.ModelTraits(cuda=args.cuda)
     d = decide(res, args.topology, args.world_size, args.nnodes, traits)
     baseline = stock.decide(res.requested, d.topology, d.world_size, d.nnodes, args.cuda)
@@ -392,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="fail instead of falling back for an unknown capability")
     p.add_argument("--all", action="store_true", help="add the model-specific rows (DeepSeek, MiniCPM, MiniMax, DSA, "
                                                       "vision, GEMM paths, each MoE runner)")
-    add_common(p)
+    add_common(p, cuda_help="torch's CUDA version the decisions assume (default: SGLANG_ARCH_CUDA, else 13.0)")
+    p.set_defaults(cuda=None)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("matrix", help="the support matrix of every known tier",
@@ -466,8 +469,30 @@ def _terminate_like_interrupt():
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit 0 on success, 2 with one line on stderr for bad input; never a traceback."""
-    with _terminate_like_interrupt():
+    with _terminate_like_interrupt(), _any_encoding():
         return _main(argv)
+
+
+@contextlib.contextmanager
+def _any_encoding():
+    """Text the output's encoding cannot hold (a path named in UTF-8 under
+    ``PYTHONIOENCODING=ascii`` or a C locale) is printed escaped (``\\xe9``), not a
+    codec error after the work is done; the streams' own setting is back afterwards."""
+    saved = []
+    for stream in (sys.stdout, sys.stderr):
+        errors = getattr(stream, "errors", None)
+        if errors in (None, "strict") and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+                saved.append((stream, errors or "strict"))
+            except (ValueError, OSError, AttributeError):  # a stream already written to in another way
+                pass
+    try:
+        yield
+    finally:
+        for stream, errors in saved:
+            with contextlib.suppress(ValueError, OSError, AttributeError):
+                stream.reconfigure(errors=errors)
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:

@@ -211,7 +211,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_measured
 
 def test_a_failed_write_names_the_path_and_leaves_the_old_file(tmp_path, capsys, monkeypatch):
     out = tmp_path / "o.toml"
-    out.write_text("old\n")
+    out.write_text("# old\n")
 
     def full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -219,13 +219,13 @@ def test_a_failed_write_names_the_path_and_leaves_the_old_file(tmp_path, capsys,
     monkeypatch.setattr(validate_module.os, "fsync", full)
     one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(out),
                expect=(f"--out {out}", "No space left on device"))
-    assert out.read_text() == "old\n"
+    assert out.read_text() == "# old\n"
     assert sorted(os.listdir(tmp_path)) == ["o.toml", "ok.json"]  # the temporary file is gone
 
 
 def test_when_the_second_output_fails_neither_is_written(tmp_path, capsys, monkeypatch):
     out, results = tmp_path / "o.toml", tmp_path / "r.json"
-    out.write_text("old\n")
+    out.write_text("# old\n")
     new_file = validate_module._new_file
 
     def fail_results(path, kind, *args, **kwargs):
@@ -236,7 +236,7 @@ def test_when_the_second_output_fails_neither_is_written(tmp_path, capsys, monke
     monkeypatch.setattr(validate_module, "_new_file", fail_results)
     one_line_2(capsys, "--from-results", write(tmp_path / "ok.json", valid_results()), "--out", str(out),
                "--results", str(results), expect=(f"--results {results}",))
-    assert out.read_text() == "old\n" and not results.exists()
+    assert out.read_text() == "# old\n" and not results.exists()
     assert sorted(os.listdir(tmp_path)) == ["o.toml", "ok.json"]
 
 
@@ -528,3 +528,23 @@ def test_strings_from_a_results_file_cannot_drive_the_terminal(tmp_path, capsys)
     assert code == 0 and "\x1b" not in out and all(line.isprintable() for line in out.splitlines())
     assert "NVIDIA \\x1b[31mH200\\n" in out and "\\x1b[2J\\x1b[31mBOOM\\n  2    4 KiB  fake row" in out
 
+
+
+@pytest.mark.parametrize("name", ["two\x1b[2Jshot", "a\u202eb", "x\ny"])
+def test_path_names_of_a_results_file_are_printed_escaped(tmp_path, capsys, name):
+    """A path name from a results file is printed as ``printable`` escapes it: it can
+    neither drive the terminal nor forge a line of the report."""
+    doc = valid_results()
+    for cell in doc["run"]["measurements"]:
+        for key in ("times_us", "graph_times_us"):
+            cell[key][name] = cell[key]["nccl"] * 2
+    code, out, err = tune(capsys, "--from-results", write(tmp_path / "r.json", doc))
+    assert code == 0, err
+    assert name not in out and printable(name) in out
+
+
+def test_the_override_path_is_printed_escaped(tmp_path, capsys):
+    out = tmp_path / "o\x1b[2J.json"
+    code, text, err = tune(capsys, "--from-results", write(tmp_path / "r.json", valid_results()), "--out", str(out))
+    assert code == 0, err
+    assert out.exists() and "\x1b" not in text and "\\x1b[2J" in text

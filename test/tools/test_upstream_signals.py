@@ -105,6 +105,7 @@ def leftovers(root, tmp):
     """What an ended run must not leave: lock files, staged or kept files, private indexes."""
     found = [p for p in (root / ".git").rglob("*.lock")]
     found += [p for p in root.rglob(".*") if p.is_file() and p.name.endswith((".tmp", ".bak", ".probe"))]
+    found += list(root.rglob(files.JOURNAL))  # the run's journal goes with it, whole or rolled back
     found += list(Path(tmp).iterdir())
     return found
 

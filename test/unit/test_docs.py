@@ -89,3 +89,13 @@ def test_the_limits_are_validates():
     assert f"1-{validate.SMEM_MAX_KIB} |" in doc and f"to {validate.SYMM_MEM_MAX_MIB} MiB" in doc
     assert f"1-{validate.MAX_TEXT} characters" in doc and f"lists at most {validate.MAX_ITEMS} items" in doc
     assert f"at most {validate.MAX_FILE_BYTES >> 20} MiB" in doc
+
+
+def test_every_variable_the_code_reads_is_in_the_configuration_table():
+    """A setting a user can set (test hooks included: SGLANG_ARCH_PAUSE_AT) is a row of
+    docs/configuration.md's table, named as the code spells it."""
+    read = set()
+    for path in PACKAGE.rglob("*.py"):
+        read |= set(re.findall(r'"(SGLANG_ARCH_[A-Z_]+)"', path.read_text(encoding="utf-8")))
+    rows = set(re.findall(r"^\| `(SGLANG_ARCH_[A-Z_]+)` \|", (DOCS / "configuration.md").read_text(), re.M))
+    assert read and read <= rows, sorted(read - rows)

@@ -36,3 +36,25 @@ def test_read_source_names_the_file_and_escapes_it(tmp_path):
     message = str(exc.value)
     assert "\x1b" not in message and "esc\\x1b[31m.py" in message and "not UTF-8 (byte 5)" in message
     assert read_source(path, errors="replace") == "x = '\ufffd'\n"
+
+
+def test_a_file_written_twice_in_one_run_expects_each_text_in_turn(tmp_path):
+    """Two steps edit one file (the series' steps 2 and 5): the first write expects the file
+    as read, the second the first's text; an edit by another program in between stops it."""
+    from sglang_arch.files import Transaction, Write
+
+    target = tmp_path / "m.py"
+    target.write_text("v0\n")
+    first, second = Write(str(target), "v1\n", expect="v0\n"), Write(str(target), "v2\n", expect="v1\n")
+    with Transaction([first, second], distinct=False) as tx:
+        tx.put([first])
+        tx.put([second])
+    assert target.read_text() == "v2\n" and sorted(p.name for p in tmp_path.iterdir()) == ["m.py"]
+    target.write_text("v0\n")
+    first, second = Write(str(target), "v1\n", expect="v0\n"), Write(str(target), "v2\n", expect="v1\n")
+    with pytest.raises(ValueError, match="changed by another program"):
+        with Transaction([first, second], distinct=False) as tx:
+            tx.put([first])
+            target.write_text("v1\n# an editor's line\n")
+            tx.put([second])
+    assert target.read_text() == "v1\n# an editor's line\n"  # neither overwritten nor rolled back over

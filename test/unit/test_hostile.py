@@ -688,3 +688,43 @@ def test_lead_names_only_fields_of_the_entry(tmp_path, monkeypatch, capsys, lead
 def test_lead_of_real_fields_is_accepted():
     registry = build_registry(overrides={"12.0": {"lead": ["name", "torch_symm_mem"]}})
     assert registry.resolve(parse_capability("12.0")).profile.lead == ("name", "torch_symm_mem")
+
+
+# --- names and output streams --------------------------------------------------------------
+
+@pytest.mark.parametrize("src", ["", " ", "\t"])
+def test_upstream_refuses_an_empty_src_instead_of_the_current_folder(tmp_path, monkeypatch, capsys, src):
+    (tmp_path / "srt").mkdir()
+    (tmp_path / "__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path)  # an installed package's layout: '' would have been this folder
+    one_line_2(capsys, "upstream", src, expect="SRC: an empty path")
+    assert sorted(os.listdir(tmp_path)) == ["__init__.py", "srt"] and os.listdir(tmp_path / "srt") == []
+
+
+def test_explain_reads_the_cuda_version_show_and_the_plugin_read(monkeypatch, capsys):
+    """``SGLANG_ARCH_CUDA`` is one setting for every reader: explain's --json says so, and
+    ``--cuda`` still overrides it for the one command."""
+    monkeypatch.setenv("SGLANG_ARCH_CUDA", "12.4")
+    code, out, _ = run(capsys, "explain", "9.0", "--json")
+    assert code == 0
+    read = json.loads(out)
+    code, out, _ = run(capsys, "explain", "9.0", "--json", "--cuda", "12.4")
+    assert read == json.loads(out)
+    code, out, _ = run(capsys, "explain", "9.0", "--json", "--cuda", "13.0")
+    assert read != json.loads(out)
+    monkeypatch.setenv("SGLANG_ARCH_CUDA", "nope")
+    one_line_2(capsys, "explain", "9.0", expect="SGLANG_ARCH_CUDA")
+
+
+def test_output_a_narrow_encoding_cannot_hold_is_escaped_not_a_codec_error(tmp_path, monkeypatch):
+    """Under ``PYTHONIOENCODING=ascii`` a path with a non-ASCII name is printed escaped, and
+    the command's status is its own (the file was written: it says so)."""
+    import subprocess
+
+    out = tmp_path / "r\u00e9sultat.toml"
+    env = dict(os.environ, PYTHONIOENCODING="ascii", SGLANG_ARCH_CAPABILITY="12.0", SGLANG_ARCH_GPU_COUNT="2")
+    proc = subprocess.run([sys.executable, "-m", "sglang_arch", "tune", "fusion", "--world-size", "2", "--without",
+                           "1,2,3", "--with", "4,5,6", "--out", str(out)], capture_output=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert b"r\\xe9sultat.toml" in proc.stdout and b"codec" not in proc.stderr
+    assert out.exists()

@@ -258,13 +258,21 @@ class MachineContext:
         return self.resolution
 
 
-def _cuda_version(simulated: bool) -> Optional[Tuple[int, int]]:
+def configured_cuda() -> Optional[Tuple[int, int]]:
+    """The CUDA version ``SGLANG_ARCH_CUDA`` sets (None: unset); a bad value is a ValueError."""
     explicit = os.environ.get(ENV_CUDA)
+    if not explicit:
+        return None
+    try:
+        return parse_version(explicit)
+    except ValueError as exc:
+        raise ValueError(f"{ENV_CUDA}: {exc}") from None
+
+
+def _cuda_version(simulated: bool) -> Optional[Tuple[int, int]]:
+    explicit = configured_cuda()
     if explicit:
-        try:
-            return parse_version(explicit)
-        except ValueError as exc:
-            raise ValueError(f"{ENV_CUDA}: {exc}") from None
+        return explicit
     cuda = torch_cuda()
     if cuda:
         return parse_version(cuda)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
+import sys
 from typing import Any, Dict, List, Optional
 
 from .. import args as cli_args
@@ -17,9 +18,10 @@ from ..arch.validate import (
     read_regular_file,
     printable,
     shown,
+    shown_path,
     unique_json_keys,
 )
-from ..files import check_outputs, write_files
+from ..files import check_outputs, output_lock, write_files
 
 
 def _modes(text: str) -> List[str]:
@@ -105,7 +107,6 @@ def _refuse_single(what: str, topology: Optional[str]) -> None:
 
 def cmd_tune_fusion(args: argparse.Namespace) -> int:
     from ..arch import detect, node_resolution, parse_topology
-    from . import collectives as tc
     from . import fusion as tf
 
     _refuse_single("fusion", args.topology)
@@ -135,27 +136,47 @@ def cmd_tune_fusion(args: argparse.Namespace) -> int:
             raise ValueError(f"tune fusion: --out: tier {tier} turns fusion on by default at every world size where it "
                              f"runs (SGLang's own rule); a measurement adds nothing to write; accepted: --out on a "
                              f"tier that lists its measured world sizes (SM12x)")
+    elif not args.out:
+        report["sizes"] = tf.updated_sizes(current, args.world_size, v["result"])
     else:
-        if args.out:
-            _check_capability("tune fusion", res)
-            existing = tf.existing_override(args.out)
-            base = existing and next((e for k, e in existing.items() if tf._same_capability(k, tier)), None)
-            if base is not None and tf.FIELD in base:
-                current = tuple(base[tf.FIELD])
-        sizes = tf.updated_sizes(current, args.world_size, v["result"])
-        report["sizes"] = sizes
-        if args.out:
-            source = tf.source_line(tier, args.world_size, report["device"], v, f"topology {topology.name}")
-            doc = tf.override_document(existing, tier, sizes, source)
-            where = f"--out {printable(args.out, 200)}"
-            text = tc.override_text(args.out, doc, command="tune fusion")
-            written = tc.read_back(args.out, text, where).profile(tier).allreduce_fusion_auto_world_sizes
-            if tuple(written or ()) != tuple(sizes):
-                raise ValueError(f"{where}: the override would be read as {written}, not {sizes}; nothing was written")
-            write_files([("--out", args.out, text)])
-            report["override_file"] = args.out
+        _check_capability("tune fusion", res)
+        # The file is read under its folder's lock, held until it is written: a second run
+        # at once waits, then reads what this one wrote (no update falls between).
+        with output_lock([args.out]) as notes:
+            _say(notes)
+            report["sizes"] = _write_fusion(args, tier, current, v, report["device"], topology.name)
+        report["override_file"] = args.out
     print(tf.render_json(report) if args.json else tf.report_text(report))
     return 0
+
+
+def _say(notes) -> None:
+    """What a killed earlier run left, undone before this one wrote: one line each, on stderr."""
+    for note in notes:
+        print(note, file=sys.stderr)
+
+
+def _write_fusion(args: argparse.Namespace, tier: str, current, v, device: str, topology: str):
+    """The fusion world sizes after this measurement, written into the file at --out (its
+    other entries, fields and comments kept: ``merge``); the caller holds the folder's lock."""
+    from . import collectives as tc
+    from . import fusion as tf
+    from . import merge
+
+    where = f"--out {printable(args.out, 200)}"
+    existing = merge.read_existing(args.out, where)  # its shape checked first: tables where tables belong
+    existing_entries = tf.existing_override(args.out)  # the file as the registry reads it: refused if it would be
+    base = existing_entries and next((e for k, e in existing_entries.items() if tf._same_capability(k, tier)), None)
+    if base is not None and tf.FIELD in base:
+        current = tuple(base[tf.FIELD])
+    sizes = tf.updated_sizes(current, args.world_size, v["result"])
+    source = tf.source_line(tier, args.world_size, device, v, f"topology {topology}")
+    text = merge.updated_text(existing, tier, {tf.FIELD: list(sizes)}, source, "tune fusion", where)
+    written = tc.read_back(args.out, text, where).profile(tier).allreduce_fusion_auto_world_sizes
+    if tuple(written or ()) != tuple(sizes):
+        raise ValueError(f"{where}: the override would be read as {written}, not {sizes}; nothing was written")
+    write_files([("--out", args.out, text)], expect={args.out: existing.expect}, held=True)
+    return sizes
 
 
 def cmd_tune_collectives(args: argparse.Namespace) -> int:
@@ -414,26 +435,45 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
                       within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
             _check_writable(args, run, res, tune_mode, tuned)
-            # One printable line within the schema's limit on a string: the registry reads it back.
-            source = printable(f"sglang-arch tune collectives, {printable(run['started'])}, {max(world_sizes)}x "
-                               f"{printable(run['device'])}, topology {topology.name}, multicast off, "
-                               f"{tune_mode} timing", MAX_TEXT)
-            tier = str(res.resolved)
-            entry = tc.override_entry(tier, dict(res.profile.symm_mem_two_shot), tuned, source)
-            text = tc.override_text(args.out, entry)
-            where = f"--out {printable(args.out, 200)}"
-            read = dict(tc.read_back(args.out, text, where).profile(tier).symm_mem_two_shot)
-            meant = {ws: b for ws, b in {**res.profile.symm_mem_two_shot, **tuned}.items() if b is not None}
-            if read != meant:
-                raise ValueError(f"{where}: the override would be read as {read}, not {meant}; nothing was written")
-            outputs.append(("--out", args.out, text))
             report["override_file"] = args.out
-    if args.results:
-        outputs.append(("--results", args.results, json.dumps(report, indent=2) + "\n"))
-    shown_report = json.dumps(report, indent=2) if args.json else render(report)
-    write_files(outputs)
+    # Both outputs under their folders' locks, the override file read inside them: another
+    # run's update of it is never overwritten, and the two files are written as one.
+    with output_lock([path for path in (args.out, args.results) if path]) as notes:
+        _say(notes)
+        expect = {}
+        if args.out and run["backend"] == "nccl":
+            text, expect[args.out] = _override_update(args, run, res, topology, tune_mode, tuned, world_sizes)
+            outputs.append(("--out", args.out, text))
+        if args.results:
+            outputs.append(("--results", args.results, json.dumps(report, indent=2) + "\n"))
+        shown_report = json.dumps(report, indent=2) if args.json else render(report)
+        write_files(outputs, expect=expect, held=True)
     print(shown_report)
     return 0
+
+
+def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: str, tuned, world_sizes):
+    """(the text of the file at --out with the tier's measured two-shot bounds without multicast
+    set, the text read there): its other tiers, fields and comments kept (``merge``)."""
+    from . import collectives as tc
+    from . import merge
+
+    # One printable line within the schema's limit on a string: the registry reads it back.
+    source = printable(f"sglang-arch tune collectives, {printable(run['started'])}, {max(world_sizes)}x "
+                       f"{printable(run['device'])}, topology {topology.name}, multicast off, "
+                       f"{tune_mode} timing", MAX_TEXT)
+    tier = str(res.resolved)
+    where = f"--out {printable(args.out, 200)}"
+    existing = merge.read_existing(args.out, where)
+    computed = tc.override_entry(tier, dict(res.profile.symm_mem_two_shot), tuned, source)[tier][tc.TUNED_FIELD]
+    field = merge.sizes_field(existing, tier, tc.TUNED_FIELD, computed, tuned)
+    text = merge.updated_text(existing, tier, {tc.TUNED_FIELD: field}, source, "tune collectives", where)
+    read = dict(tc.read_back(args.out, text, where).profile(tier).symm_mem_two_shot)
+    wrong = {ws: read.get(ws) for ws, b in tuned.items() if read.get(ws) != b}
+    if wrong:
+        meant = {ws: tuned[ws] for ws in wrong}
+        raise ValueError(f"{where}: the override would be read as {wrong}, not {meant}; nothing was written")
+    return text, existing.expect
 
 
 def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned) -> None:
@@ -493,7 +533,7 @@ def render(report) -> str:
             continue
         paths = sorted({p for m in cells for p in m[key]})
         lines.append(f"-- {mode}")
-        lines.append((f"{'ws':>3} {'size':>8}  " + "  ".join(f"{label(p):>22}" for p in paths)
+        lines.append((f"{'ws':>3} {'size':>8}  " + "  ".join(f"{printable(label(p)):>22}" for p in paths)
                       + ("   registry pick" if judged else "")).rstrip())
         for m in cells:
             row = []
@@ -508,11 +548,12 @@ def render(report) -> str:
             if r is None:
                 pick = ""
             elif r["pick_over_fastest"] is None:
-                pick = f"{r['pick']} (not measured)"
+                pick = f"{printable(r['pick'])} (not measured)"
             else:
-                pick = f"{r['pick']} ({r['pick_over_fastest']:.2f}x SGLang's fastest){'' if r['ok'] else '  slower!'}"
+                pick = (f"{printable(r['pick'])} ({r['pick_over_fastest']:.2f}x SGLang's fastest)"
+                        f"{'' if r['ok'] else '  slower!'}")
                 if r["fastest_measured"] != r["fastest"]:
-                    pick += f"; {r['fastest_measured']} {r['pick_over_fastest_measured']:.2f}x faster"
+                    pick += f"; {printable(r['fastest_measured'])} {r['pick_over_fastest_measured']:.2f}x faster"
             lines.append((f"{m['world_size']:>3} {_fmt(m['size']):>8}  " + "  ".join(row)
                           + (f"   {pick}" if judged else "")).rstrip())
     for m in run["measurements"]:
@@ -527,7 +568,8 @@ def render(report) -> str:
                      f"{sizes(report['tuned_bytes'])} (by mode: {by_mode}); registry's pick never slower beyond 10% and the "
                      f"spread: {report.get('within_10_percent_by_mode', report['within_10_percent'])}")
     if report.get("override_file"):
-        lines.append(f"override written to {report['override_file']} (use SGLANG_ARCH_CONFIG={report['override_file']})")
+        shown_file = shown_path(report["override_file"])
+        lines.append(f"override written to {shown_file} (use SGLANG_ARCH_CONFIG={shown_file})")
     return "\n".join(lines)
 
 

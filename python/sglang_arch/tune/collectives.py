@@ -487,6 +487,10 @@ def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot", mode: str = "e
     return out
 
 
+# The table field an override from this harness sets: the two-shot bounds without multicast.
+TUNED_FIELD = "symm_mem_two_shot"
+
+
 def override_entry(capability: str, base_sizes: Dict[int, int], tuned: Dict[int, Optional[int]],
                    source: str) -> Dict[str, Any]:
     """An override entry in the table's schema: the tier's two-shot bounds without multicast
@@ -499,7 +503,7 @@ def override_entry(capability: str, base_sizes: Dict[int, int], tuned: Dict[int,
             sizes.pop(ws, None)
         else:
             sizes[ws] = size
-    return {capability: {"symm_mem_two_shot": {str(k): symm_size_text(v) for k, v in sorted(sizes.items())},
+    return {capability: {TUNED_FIELD: {str(k): symm_size_text(v) for k, v in sorted(sizes.items())},
                          "sources": [source]}}
 
 

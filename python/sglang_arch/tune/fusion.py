@@ -18,7 +18,7 @@ import os
 import statistics
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ..arch.validate import MAX_GPUS_PER_NODE, MAX_ITEMS, MAX_TEXT, printable
+from ..arch.validate import MAX_GPUS_PER_NODE, MAX_ITEMS, MAX_TEXT, printable, shown_path
 
 FIELD = "allreduce_fusion_auto_world_sizes"
 MIN_TRIALS = 3
@@ -112,8 +112,8 @@ def report_text(report: Dict[str, Any]) -> str:
              f"fusion {v['result']}",
              f"fusion on by default at world sizes: {report['sizes'] or 'none'}"]
     if report.get("override_file"):
-        lines.append(f"override written to {report['override_file']} (use SGLANG_ARCH_CONFIG="
-                     f"{report['override_file']})")
+        shown_file = shown_path(report["override_file"])
+        lines.append(f"override written to {shown_file} (use SGLANG_ARCH_CONFIG={shown_file})")
     return "\n".join(lines)
 
 

@@ -23,11 +23,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import interrupts
 from ..arch.validate import shown_path
-from ..files import Transaction, Write, folder_lock, read_source
+from ..files import JOURNAL, Transaction, Write, folder_lock, read_source, recover, stale_journal
 from . import texts
 from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
 
@@ -39,7 +39,12 @@ NO_TEST_TREE = "no tests written: an installed package has no test tree (SGLang'
 WRITTEN = "written"
 # The SGLang releases whose code the call-site edits replace (the series is tested on each).
 SGLANG_TESTED = ("0.5.21", "0.5.22", "0.5.23")
-GIT_IDENTITY = ("-c", "user.name=sglang-arch", "-c", "user.email=sglang-arch@localhost")
+# The identity a commit takes where the repository's configuration has none (each key on its own).
+GIT_IDENTITY = {"user.name": "sglang-arch", "user.email": "sglang-arch@localhost"}
+# Every git command of --into-git names paths exactly as the series spells them:
+# core.ignoreCase=true would file a new ``srt/arch/`` under a tracked ``srt/Arch/``, which a
+# clone on a case-sensitive file system cannot import.
+GIT_EXACT = ("-c", "core.ignoreCase=false")
 # Seconds a roll back keeps trying to put HEAD back while another git holds the branch's lock.
 ROLLBACK_WAIT = 10.0
 # Seconds an interrupted git child has to stop after SIGTERM (git removes its lock files
@@ -70,8 +75,8 @@ class Tree:
 
     def describe(self) -> str:
         if self.layout == "git clone":
-            return f"SGLang git clone {self.src} (package {self.package.relative_to(self.src)})"
-        return f"installed sglang package {self.package}"
+            return f"SGLang git clone {shown_path(self.src)} (package {self.package.relative_to(self.src)})"
+        return f"installed sglang package {shown_path(self.package)}"
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,7 @@ class SeriesResult:
     steps: List[StepResult]
     check: bool
     into_git: bool
+    recovered: Optional[str] = None  # what an earlier run, killed while it wrote, left and this one undid
 
     @property
     def changed(self) -> bool:
@@ -155,16 +161,21 @@ def locate(src: str) -> Tree:
     """SRC as a git clone (``python/sglang/srt/``) or an installed package (``srt/``)."""
     expected = ("expected an SGLang git clone (with python/sglang/srt/) or an installed sglang package "
                 "directory (with __init__.py and srt/)")
-    path = Path(src).expanduser()
+    if not src.strip():  # Path("") is the current folder: never written into unasked
+        raise ValueError(f"SRC: an empty path; {expected}")
+    try:
+        path = Path(src).expanduser()
+    except RuntimeError:  # ~user of a user this system does not know
+        raise ValueError(f"{shown_path(src)}: no such user's home folder; {expected}") from None
     if not path.is_dir():
-        raise ValueError(f"{src}: not a directory; {expected}")
+        raise ValueError(f"{shown_path(src)}: not a directory; {expected}")
     path = path.resolve()
     if (path / "python" / "sglang" / "srt").is_dir():
         tree = Tree(path, path / "python" / "sglang", "git clone")
     elif (path / "srt").is_dir() and (path / "__init__.py").is_file():
         tree = Tree(path, path, "installed package")
     else:
-        raise ValueError(f"{src}: {expected}")
+        raise ValueError(f"{shown_path(src)}: {expected}")
     confine(tree, "srt")
     return tree
 
@@ -248,14 +259,18 @@ def plan_series(tree: Tree) -> List[StepResult]:
         return planned[(rel, base)]
 
     results: List[StepResult] = []
+    foreign: List[str] = []  # modules of the series' own whose path holds another file (left out)
     for step in STEPS:
         result = StepResult(step)
         for rel in step.adds:
             _plan_new_file(result, rel, "package", series_file(f"package/{rel}"), read(rel))
+        foreign += [o.site for o in result.outcomes if o.status == LEFT_OUT and o.site.startswith(ARCH_DIR + "/")]
         if read(REGISTRY) is None and not any(rel == REGISTRY for rel, _ in result.owned):
             result.skipped = f"{ARCH_DIR}/registry.py is not in this tree (step 1 left out)"
         else:
             plan = plan_sites(step, read)
+            if foreign and plan.files:
+                _leave_out_callers(plan, foreign)
             result.outcomes.extend(plan.outcomes)
             for rel, new in plan.files.items():
                 result.changes.append(FileChange(rel, read(rel), new))
@@ -265,6 +280,17 @@ def plan_series(tree: Tree) -> List[StepResult]:
         results.append(result)
     return results
 
+
+
+def _leave_out_callers(plan, foreign: List[str]) -> None:
+    """A call site the step would rewrite reads the series' own module; where another file
+    holds that module's path (left out as it is), the rewritten site would call what is
+    not there (an AttributeError when SGLang builds a backend): it is left out with it.
+    A site already routed is SGLang's own code and stays as it is."""
+    why = (f"it calls {', '.join(foreign)}, which is left out (another file is at that path): left out with it; "
+           f"accepted: the series' own {foreign[0]} there (move the other file away), then run again")
+    plan.outcomes = [SiteOutcome(o.site, LEFT_OUT, why) if o.status == REWRITTEN else o for o in plan.outcomes]
+    plan.files.clear()
 
 
 def _plan_new_file(result: StepResult, rel: str, base: str, text: str, old: Optional[str]) -> None:
@@ -302,35 +328,57 @@ def run_series(src: str, into_git: bool = False, check: bool = False) -> SeriesR
         raise ValueError("--into-git and --check exclude each other")
     tree = locate(src)
     if check:
+        journal = stale_journal(str(tree.package))
+        if journal is not None:
+            raise ValueError(f"--check: {shown_path(journal)}: a run was killed while it wrote this tree, so its "
+                             f"files are not what the series would find; accepted: upstream SRC (with or without "
+                             f"--into-git), which undoes the killed run first, then --check")
         return SeriesResult(tree, plan_series(tree), True, False)
-    with folder_lock(tree.src):  # a second run waits for nothing: it is refused
+    # The lock is the package folder's: every spelling of one tree (the clone or its
+    # python/sglang, through a symlink or "..") reaches that one folder.
+    with folder_lock(tree.package):  # a second run waits for nothing: it is refused
+        recovered = recover(str(tree.package), on_extra=lambda extra: _recover_git(tree, extra), within=[str(tree.src)])
         git = _Git(tree) if into_git else None
         steps = plan_series(tree)
         apply_series(tree, steps, git)
-    return SeriesResult(tree, steps, False, into_git)
+    return SeriesResult(tree, steps, False, into_git, recovered)
 
 
 def apply_series(tree: Tree, steps: Sequence[StepResult], git: Optional["_Git"] = None) -> None:
     """Write the planned steps in one ``Transaction`` (every file checked and staged before
     the first is replaced), step by step, committing each with ``git``; on any failure
     everything is undone and a ValueError says what failed."""
-    writes = {id(change): Write(str(_target(tree, change)), change.new, make_folders=True)
+    # expect: each file as the plan read it (or as the step before left it); an edit made
+    # since by another program is never overwritten
+    writes = {id(change): Write(str(_target(tree, change)), change.new, make_folders=True, expect=change.old)
               for result in steps if not result.skipped for change in result.changes}
     if git is not None:
         git.refuse_uncommitted([_target(tree, FileChange(rel, None, None, base)) for s in steps if not s.skipped
                                 for rel, base in s.owned + [(c.path, c.base) for c in s.changes]])
-    with Transaction(list(writes.values()), distinct=False) as transaction:
-        if git is not None:
-            git.begin(transaction)
-        for result in steps:
-            if result.skipped or not result.changes:
-                continue
-            step_writes = [writes[id(change)] for change in result.changes]
-            transaction.put(step_writes)
+    if not writes:
+        return
+    extra = None
+    if git is not None:
+        subjects = [commit_message(r).split("\n", 1)[0] for r in steps if not r.skipped and r.changes]
+        extra = git.prepare(subjects, [w.path for w in writes.values()])
+    try:
+        # the journal (in the locked package folder) lets the next run undo this one if it is killed
+        with Transaction(list(writes.values()), distinct=False, journal=str(tree.package),
+                         extra=extra) as transaction:
             if git is not None:
-                result.commit = git.commit(result, [w.path for w in step_writes])
+                git.begin(transaction)
+            for result in steps:
+                if result.skipped or not result.changes:
+                    continue
+                step_writes = [writes[id(change)] for change in result.changes]
+                transaction.put(step_writes)
+                if git is not None:
+                    result.commit = git.commit(result, [w.path for w in step_writes])
+            if git is not None:
+                git.finish([w.path for w in writes.values()])
+    finally:
         if git is not None:
-            git.finish([w.path for w in writes.values()])
+            git._drop_index()
 
 
 def _target(tree: Tree, change: FileChange) -> Path:
@@ -421,8 +469,14 @@ def _lock_files(root: Path) -> set:
 
 def _git_root(tree: Tree) -> Path:
     out = _git(tree.package, "rev-parse", "--show-toplevel")
+    if out.returncode != 0 and "dubious ownership" in out.stderr:
+        # git's safe.directory check: the repository is another user's; "git init" is not the answer
+        raise ValueError(f"--into-git: git refuses the repository of {shown_path(tree.src)}: it is owned by another "
+                         f"user (git's safe.directory check); accepted: a repository you own, or one you mark safe "
+                         f"(git config --global --add safe.directory PATH)")
     if out.returncode != 0:
-        raise ValueError(f"--into-git: {tree.src} is not inside a git work tree (git init it, or drop --into-git)")
+        raise ValueError(f"--into-git: {shown_path(tree.src)} is not inside a git work tree (git init it, or drop "
+                         f"--into-git)")
     return Path(out.stdout.strip())
 
 
@@ -440,6 +494,9 @@ class _Git:
         self.identity = _identity(self.root)
         self.head: Optional[str] = None
         self.ref: Optional[str] = None
+        self.expected: Optional[str] = None  # where HEAD must be: the run's start, then its last commit
+        self.ours: List[str] = []  # the commits this run made, in order
+        self.pending: Optional[str] = None  # the tree of the commit being made (until it is found)
         self.env: Dict[str, str] = {}
         self.folder: Optional[str] = None
         self.transaction: Optional[Transaction] = None
@@ -496,7 +553,7 @@ class _Git:
         lock it needs (a roll back must not give up on the first try)."""
         deadline = time.monotonic() + wait_for_locks
         while True:
-            out = _git(self.root, *args, stdin=stdin, env=self.env if private else None)
+            out = _git(self.root, *GIT_EXACT, *args, stdin=stdin, env=self.env if private else None)
             if out.returncode == 0 or ".lock': File exists" not in out.stderr or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
@@ -504,36 +561,116 @@ class _Git:
             raise ValueError(f"--into-git: {what} failed: {' '.join((out.stderr or out.stdout).split())[:2000]}")
         return out.stdout.strip()
 
+    def prepare(self, subjects: Sequence[str], paths: Sequence[str]) -> Dict[str, Any]:
+        """Where the run starts (HEAD, the branch) and its private index's folder, as the
+        journal records them: what ``_recover_git`` needs to undo a run that was killed."""
+        self.head = self._head()  # None: no commit yet
+        self.expected = self.head
+        self.ref = self._branch()  # None: a detached HEAD
+        with interrupts.deferred():
+            self.folder = tempfile.mkdtemp(prefix="sglang-arch-index-")
+        return {"git": {"root": str(self.root), "head": self.head, "ref": self.ref, "subjects": list(subjects),
+                        "paths": [str(p) for p in paths], "index": self.folder}}
+
     def begin(self, transaction: Transaction) -> None:
         self.refuse_in_progress()  # again: one may have started while the series was planned
-        head = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
-        self.head = head.stdout.strip() if head.returncode == 0 else None  # None: no commit yet
-        ref = _git(self.root, "symbolic-ref", "-q", "HEAD")
-        self.ref = ref.stdout.strip() if ref.returncode == 0 else None  # None: a detached HEAD
+        self.refuse_moved_head("before the first commit")
         self.transaction = transaction
         # The undo is in place before what it undoes exists (a signal may come in between).
         transaction.on_rollback("the private index", self._drop_index)
         transaction.on_rollback("HEAD", self._restore_head)
-        with interrupts.deferred():
-            self.folder = tempfile.mkdtemp(prefix="sglang-arch-index-")
-        self.env = {**os.environ, "GIT_INDEX_FILE": os.path.join(self.folder, "index")}
+        self.env = {**os.environ, "GIT_INDEX_FILE": os.path.join(self.folder, "index")}  # type: ignore[arg-type]
         self._run("git read-tree", "read-tree", *([self.head] if self.head else ["--empty"]))
         interrupts.checkpoint("git:begin")
+
+    def _head(self) -> Optional[str]:
+        out = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def _branch(self) -> Optional[str]:
+        out = _git(self.root, "symbolic-ref", "-q", "HEAD")
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def _parent(self, commit: str) -> Optional[str]:
+        out = _git(self.root, "rev-parse", "--verify", "-q", f"{commit}^1")
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def refuse_moved_head(self, what: str) -> None:
+        """HEAD must be where the run left it: a commit, checkout or reset by another
+        process (the user, an editor, a hook) since would be overwritten by the series'
+        next commit (made from a private index of the tree as the series last saw it)."""
+        now, branch = self._head(), self._branch()
+        if now == self.expected and branch == self.ref:
+            return
+        moved = (f"the branch changed from {self.ref or 'a detached HEAD'} to {branch or 'a detached HEAD'}"
+                 if branch != self.ref else f"HEAD is at {(now or 'no commit')[:12]}, not "
+                 f"{(self.expected or 'no commit')[:12]}")
+        raise ValueError(f"--into-git: {what}: {moved}: another process (a commit of yours, an editor, a hook) "
+                         f"changed the repository while the series ran; it stopped rather than overwrite that; "
+                         f"accepted: no other git command in this repository until upstream --into-git ends")
 
     def commit(self, result: StepResult, paths: Sequence[str]) -> str:
         number = result.step.number
         self._run(f"git add of step {number}", "add", "-A", "--", *paths)
         interrupts.checkpoint(f"git:add:{number}")
-        self._run(f"git commit of step {number}", *self.identity, "commit", "--quiet",
+        self.pending = tree = self._run("git write-tree", "write-tree")
+        self.refuse_moved_head(f"before the commit of step {number}")
+        # --cleanup=whitespace: the PR text is the message as written, blank lines tidied as for any
+        # -F message (commit.cleanup=strip would drop its "## " headings as comments)
+        self._run(f"git commit of step {number}", *self.identity, "commit", "--quiet", "--cleanup=whitespace",
                   "-F", "-", stdin=commit_message(result))
+        made = self._find_commit(tree)
+        if made is not None:
+            self.ours.append(made)
+        self.pending = None
         interrupts.checkpoint(f"git:commit:{number}")
-        return self._run("git rev-parse", "rev-parse", "--short", "HEAD")
+        if made is None:
+            made = self._find_changed(subject=commit_message(result).split("\n", 1)[0])
+            if made is not None:  # ours, with other content: a hook changed what it commits
+                self.ours.append(made)
+                raise ValueError(f"--into-git: git commit of step {number}: a hook (pre-commit or commit-msg) "
+                                 f"changed the files the commit holds (a formatter?), so it is not the series' "
+                                 f"step; accepted: hooks that commit the staged files as they are (format after "
+                                 f"upstream, in a commit of your own)")
+        now = self._head()
+        if made is not None and self._parent(made) != self.expected:
+            raise ValueError(f"--into-git: git commit of step {number}: another process committed at the same "
+                             f"moment (the commit made is not on {(self.expected or 'no commit')[:12]}); accepted: no "
+                             f"other git command in this repository until upstream --into-git ends")
+        if made is None or now != made or self._branch() != self.ref:
+            raise ValueError(f"--into-git: git commit of step {number}: afterwards HEAD is at {(now or 'no commit')[:12]}, "
+                             f"not at the commit just made: a hook (post-commit) or another process moved it or "
+                             f"committed on top; accepted: hooks that leave HEAD on the commit made")
+        self.expected = made
+        return self._run("git rev-parse", "rev-parse", "--short", made)
+
+    def _find_changed(self, subject: str) -> Optional[str]:
+        """The commit just made where its content is not the private index's: the child of
+        ``expected`` on HEAD's first-parent line with the step's subject."""
+        for commit, found in _first_parents(self.root, self._head(), self.expected) or []:
+            if found == subject and self._parent(commit) == self.expected:
+                return commit
+        return None
+
+    def _find_commit(self, tree: str) -> Optional[str]:
+        """The commit just made: on the first-parent line of HEAD above ``expected`` (a hook
+        may have committed on top, another process under it), the lowest with the private
+        index's tree (an empty commit on top has the same tree); None where it is not there."""
+        commit, found = self._head(), None
+        for _ in range(8):
+            if commit is None or commit == self.expected:
+                break
+            if _git(self.root, "rev-parse", f"{commit}^{{tree}}").stdout.strip() == tree:
+                found = commit
+            commit = self._parent(commit)
+        return found
 
     def finish(self, paths: Sequence[str]) -> None:
         """The user's index takes the committed files (and only those).  No files: nothing
         to update (``git reset --`` with no path would reset the user's whole index).  A roll
         back after it puts those index entries back as they were (HEAD's before the run: the
         files were clean)."""
+        self.refuse_moved_head("before updating the index")
         if paths:
             if self.transaction is not None:
                 self.transaction.on_rollback("the index", lambda: self._restore_index(paths))
@@ -562,23 +699,128 @@ class _Git:
             self.folder = None
 
     def _restore_head(self) -> Optional[str]:
-        now = _git(self.root, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
-        if now == self.head:
+        """The run's own commits off the top of the branch, and nothing else: a commit made
+        by another process (on top of the series, or between its commits) stays, and so
+        does every commit under it; a branch changed since is left alone."""
+        now = self._head()
+        if now == self.head and self._branch() == self.ref:
             return None
+        if self._branch() != self.ref:
+            return (f"HEAD was moved to another branch during the run: left there; the series' commits "
+                    f"({len(self.ours)}) stay on {self.ref or 'the detached HEAD'}")
+        if self.pending is not None:  # interrupted inside the commit: git may have made it
+            made = self._find_commit(self.pending)
+            if made is not None:
+                self.ours.append(made)
+        keep = now
+        while keep is not None and keep in self.ours:
+            keep = self._parent(keep)
+        if keep == now:
+            return (f"HEAD is at {(now or 'no commit')[:12]}, a commit made by another process during the run: "
+                    f"left there (to drop the series' commits under it as well: git reset --keep "
+                    f"{(self.head or 'HEAD')[:12]})")
         old = [now] if now else []
-        if self.head is None:  # the branch had no commit: it goes away again
+        if keep is None:  # the branch had no commit: it goes away again
             self._run("git update-ref -d", "update-ref", "-d", self.ref or "HEAD", *old, private=False,
                       wait_for_locks=ROLLBACK_WAIT)
             return "no commit was made"
         where = ["--no-deref", "HEAD"] if self.ref is None else [self.ref]
-        self._run("git update-ref", "update-ref", "-m", "sglang-arch upstream: rolled back", *where, self.head,
+        self._run("git update-ref", "update-ref", "-m", "sglang-arch upstream: rolled back", *where, keep,
                   *old, private=False, wait_for_locks=ROLLBACK_WAIT)
+        if keep != self.head:
+            return (f"HEAD is back at {keep[:12]}, a commit made by another process during the run (the series' "
+                    f"commits under it stay in its history)")
         return f"HEAD is back at {self.head[:12]}"
 
 
+def _recover_git(tree: Tree, extra: Dict[str, Any]) -> Optional[str]:
+    """The git part of a killed ``--into-git`` run, undone: its commits off the branch (each
+    one of the series' subjects, down to where the run started; anything else on top is
+    refused, with nothing changed) and the index entries of its files as they were.  The
+    journal is a file in the tree: it must name this tree's repository, and only a
+    private index folder of the run's own name is removed."""
+    info = extra.get("git")
+    if not isinstance(info, dict):
+        return None
+    root, head, ref = Path(str(info.get("root"))), info.get("head"), info.get("ref")
+    out = _git(tree.package, "rev-parse", "--show-toplevel")
+    if out.returncode != 0 or Path(out.stdout.strip()).resolve() != root.resolve():
+        raise ValueError(f"{shown_path(tree.package)}/{JOURNAL}: an interrupted --into-git run's journal names the "
+                         f"repository {shown_path(root)}, not this tree's; nothing was changed; accepted: a journal "
+                         f"sglang-arch wrote for this tree (check its files, then remove it)")
+    index = info.get("index")
+    if (isinstance(index, str) and os.path.basename(index).startswith("sglang-arch-index-")
+            and os.path.realpath(os.path.dirname(index)) == os.path.realpath(tempfile.gettempdir())):
+        shutil.rmtree(index, ignore_errors=True)
+    subjects = set(info.get("subjects") or [])
+    now = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
+    branch = _git(root, "symbolic-ref", "-q", "HEAD").stdout.strip() or None
+    if branch != ref:
+        raise ValueError(f"a killed upstream --into-git run is to be undone on {ref or 'a detached HEAD'}, but HEAD is "
+                         f"now on {branch or 'a detached HEAD'}; nothing was changed; accepted: that branch checked "
+                         f"out again (git checkout), then the same command")
+    chain = _first_parents(root, now, head)
+    journal = f"{shown_path(tree.package)}/{JOURNAL}"
+    if chain is None:
+        raise ValueError(f"a killed upstream --into-git run is to be undone, but HEAD is not above the commit it "
+                         f"started from ({(head or 'no commit')[:12]}); nothing was changed; accepted: the branch "
+                         f"back on it, or {journal} removed to keep everything as it is")
+    ours = [c for c, subject in chain if subject in subjects]
+    top = len(ours) and all(subject in subjects for _, subject in chain[:len(ours)])  # the series' alone, on top
+    if ours and not top:
+        raise ValueError(f"a killed upstream --into-git run is to be undone, but {len(chain) - len(ours)} commit(s) made "
+                         f"since lie on top of its {len(ours)}; nothing was changed; accepted: the series' commits "
+                         f"dropped from under yours (git rebase -i {(head or '--root')[:12]}, dropping its {len(ours)} "
+                         f"commit(s)), then the same command; or {journal} removed to keep the history as it is")
+    notes = []
+    if ours:  # the series' commits alone on top: the branch goes back to where the run started
+        keep = chain[len(ours)][0] if len(chain) > len(ours) else head
+        args = ["update-ref", "-d", ref or "HEAD", now] if keep is None else \
+            ["update-ref", "-m", "sglang-arch upstream: a killed run undone", *([ref] if ref else ["--no-deref", "HEAD"]),
+             keep, now]
+        out = _git(root, *args)
+        if out.returncode != 0:
+            raise ValueError(f"a killed upstream --into-git run: git update-ref failed: {' '.join(out.stderr.split())[:500]}")
+        notes.append(f"its {len(ours)} commit(s) removed, HEAD back at {(keep or 'no commit')[:12]}")
+    paths = list(info.get("paths") or [])
+    base = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}").stdout.strip() or None
+    if paths:  # the index entries of its files as HEAD has them (commits made since included)
+        args = (["rm", "--cached", "-q", "-r", "--ignore-unmatch", "--", *paths] if base is None
+                else ["reset", "-q", base, "--", *paths])
+        out = _git(root, *GIT_EXACT, *args)
+        if out.returncode != 0:
+            raise ValueError(f"a killed upstream --into-git run: restoring the index failed: "
+                             f"{' '.join(out.stderr.split())[:500]}")
+    return "; ".join(notes) or None
+
+
+# Commits walked down from HEAD to where a killed run started (its own and any made since).
+MAX_RECOVERY_COMMITS = 1000
+
+
+def _first_parents(root: Path, top: Optional[str], bottom: Optional[str]) -> Optional[List[Tuple[str, str]]]:
+    """(commit, subject) from ``top`` down its first parents to ``bottom`` (not included);
+    None where ``bottom`` is not on that line (within MAX_RECOVERY_COMMITS)."""
+    if top == bottom:
+        return []
+    out = _git(root, "log", "--first-parent", f"--max-count={MAX_RECOVERY_COMMITS}", "--format=%H %s", top or "HEAD")
+    chain = []
+    for line in out.stdout.splitlines():
+        commit, _, subject = line.partition(" ")
+        if commit == bottom:
+            return chain
+        chain.append((commit, subject))
+    return chain if bottom is None and out.returncode == 0 and len(chain) < MAX_RECOVERY_COMMITS else None
+
+
 def _identity(root: Path) -> Tuple[str, ...]:
-    configured = all(_git(root, "config", key).stdout.strip() for key in ("user.name", "user.email"))
-    return () if configured else GIT_IDENTITY
+    """``-c key=value`` for each of user.name and user.email the configuration lacks (a
+    configured one is kept: the commit is the user's)."""
+    out: Tuple[str, ...] = ()
+    for key, value in GIT_IDENTITY.items():
+        if not _git(root, "config", key).stdout.strip():
+            out += ("-c", f"{key}={value}")
+    return out
 
 
 def commit_message(result: StepResult) -> str:
@@ -597,8 +839,9 @@ _VERBS = {"add": ("added", "would add"), "change": ("changed", "would change"), 
 def render(series: SeriesResult) -> str:
     """The human report: per step, each call site and what happened to it, and the diff size."""
     mode = " (--check: nothing written)" if series.check else ""
-    lines = [f"sglang-arch upstream: {series.tree.describe()}{mode}; call sites as of sglang "
-             f"{', '.join(SGLANG_TESTED)}"]
+    lines = [series.recovered] if series.recovered else []
+    lines.append(f"sglang-arch upstream: {series.tree.describe()}{mode}; call sites as of sglang "
+                 f"{', '.join(SGLANG_TESTED)}")
     total = len(series.steps)
     for result in series.steps:
         added, removed = result.counts

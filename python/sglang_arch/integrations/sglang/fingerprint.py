@@ -28,7 +28,13 @@ import inspect
 import linecache
 import os
 import textwrap
+import tokenize
 from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+# What reading or parsing a module's code may raise where Python could not read it either
+# (a bad coding declaration, bytes not in its encoding, a syntax error) or where it is
+# nested past what the parser takes.
+_UNREADABLE = (OSError, ValueError, SyntaxError, RecursionError, MemoryError)
 
 _DOC_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -44,13 +50,59 @@ def _drop_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def of_node(node: ast.AST, owned: bool = False) -> str:
+def of_node(node: ast.AST, owned: bool = False) -> Optional[str]:
     """The fingerprint of one definition or assignment (docstrings dropped, positions ignored).
     ``owned``: the node was parsed for this call alone, so its docstrings are dropped in place
-    (copying a tree is most of the cost of a fingerprint)."""
-    dumped = ast.dump(_drop_docstrings(node if owned else copy.deepcopy(node)), annotate_fields=True,
-                      include_attributes=False)
-    return hashlib.sha256(dumped.encode()).hexdigest()[:16]
+    (copying a tree is most of the cost of a fingerprint).  None where the tree is too deep
+    to be written out even with room to spare (``_deep``)."""
+
+    def dump() -> str:
+        return ast.dump(_drop_docstrings(node if owned else copy.deepcopy(node)), annotate_fields=True,
+                        include_attributes=False)
+
+    dumped = _deep(dump)
+    return None if dumped is None else hashlib.sha256(dumped.encode()).hexdigest()[:16]
+
+
+# Room for a tree deeper than Python's recursion limit allows (ast.dump and deepcopy recurse
+# once per level: a valid 2,000-term sum is 2,000 levels deep), in a thread of its own.
+DEEP_RECURSION = 200_000
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+
+
+def _deep(work):
+    """``work()``; where it runs out of recursion, again in a thread with a large stack and
+    recursion limit; None where even that does not suffice (the caller treats the code as
+    unreadable: the hook keeps SGLang's own)."""
+    try:
+        return work()
+    except RecursionError:
+        pass
+    import sys
+    import threading
+
+    box: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except (RecursionError, MemoryError):
+            box["value"] = None
+
+    limit = sys.getrecursionlimit()
+    try:
+        previous = threading.stack_size(DEEP_STACK_BYTES)
+    except (ValueError, RuntimeError):  # a platform that sets no thread stack size
+        return None
+    try:
+        sys.setrecursionlimit(max(limit, DEEP_RECURSION))
+        thread = threading.Thread(target=run, name="sglang-arch-fingerprint")
+        thread.start()
+        thread.join()
+    finally:
+        sys.setrecursionlimit(limit)
+        threading.stack_size(previous)
+    return box.get("value")
 
 
 def of_object(function: Any) -> Optional[str]:
@@ -64,7 +116,7 @@ def of_object(function: Any) -> Optional[str]:
     try:
         source = textwrap.dedent(inspect.getsource(function))
         tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    except (TypeError, *_UNREADABLE):
         return None
     if not tree.body or not isinstance(tree.body[0], _DEFS):
         return None
@@ -87,7 +139,7 @@ def _of_code(function: Any) -> Optional[str]:
     start = found[0]
     try:
         tree = ast.parse(textwrap.dedent("".join(lines[_decorated_start(lines, start):_block_end(lines, start)])))
-    except (SyntaxError, IndentationError):
+    except _UNREADABLE:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
@@ -145,9 +197,96 @@ def of_module_source(source: str, qualname: str) -> Optional[str]:
     """The fingerprint of ``qualname`` as a module's text defines it; None where it does not."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except _UNREADABLE:
         return None
     node = find_definition(tree, qualname)
+    return None if node is None else of_node(node)
+
+
+def source_lines(path: str) -> List[str]:
+    """A module file's lines as Python reads the file: its encoding from a byte-order mark or
+    a coding declaration (PEP 263: a latin-1 module is SGLang's module too), UTF-8 else.
+    OSError, SyntaxError (a bad declaration) or ValueError (UnicodeDecodeError, an unknown
+    codec) where Python could not read it either."""
+    try:
+        with tokenize.open(path) as fh:
+            return fh.readlines()
+    except LookupError as exc:  # an unknown codec named in the coding declaration
+        raise ValueError(str(exc)) from None
+
+
+def _module_tree(path: str, cache: Dict[Any, Any]) -> Optional[ast.Module]:
+    tree = cache.get(("tree", path))
+    if tree is None:
+        try:
+            lines = cache.get(("lines", path))
+            if lines is None:
+                lines = cache[("lines", path)] = source_lines(path)
+            tree = cache[("tree", path)] = ast.parse("".join(lines))
+        except _UNREADABLE:
+            return None
+    return tree
+
+
+def _binding(tree: ast.Module, name: str) -> Optional[ast.stmt]:
+    """The module-level statement that last binds ``name``: an assignment, an import, a def."""
+    found = None
+    for stmt in _statements(tree.body):
+        if _binds(stmt, name) or (isinstance(stmt, _DEFS) and stmt.name == name):
+            found = stmt
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".")[0]) == name for a in stmt.names):
+            found = stmt
+    return found
+
+
+def _absolute(module: str, path: str, target: Optional[str], level: int) -> str:
+    """The module a ``from target import`` of ``module`` (its file ``path``) names."""
+    if not level:
+        return target or ""
+    package = module if os.path.basename(path) == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{target}" if target else package
+
+
+# Modules followed through ``from X import NAME`` to the assignment that binds a table.
+MAX_DATA_HOPS = 4
+
+
+def data_source(module_path, module: str, name: str,
+                cache: Optional[Dict[Any, Any]] = None) -> Optional[Tuple[str, str, str]]:
+    """Where the table ``name`` of ``module`` is written: (module, its file, the name there) of
+    the module-level assignment that binds it, following ``from X import NAME`` (the table a
+    decision reads is often imported); None where it is no table (a function, a class, a
+    module, a value made by a call at import) or cannot be read.  ``module_path``: module
+    name -> its file (or None)."""
+    cache = {} if cache is None else cache
+    for _ in range(MAX_DATA_HOPS):
+        path = module_path(module)
+        tree = None if path is None else _module_tree(path, cache)
+        stmt = None if tree is None else _binding(tree, name)
+        if stmt is None:
+            return None
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            if any(isinstance(node, ast.Call) for node in ast.walk(stmt.value)):  # type: ignore[arg-type]
+                return None  # an object made at import (a logger, a flag read from the environment), not a table
+            return module, path, name  # type: ignore[return-value]
+        if not isinstance(stmt, ast.ImportFrom):
+            return None
+        alias = next(a for a in stmt.names if (a.asname or a.name) == name)
+        module, name = _absolute(module, path, stmt.module, stmt.level), alias.name  # type: ignore[arg-type]
+    return None
+
+
+def of_data(module_path, module: str, name: str, cache: Optional[Dict[Any, Any]] = None) -> Optional[str]:
+    """The fingerprint of the assignment that writes ``module``'s value ``name`` (``data_source``)."""
+    cache = {} if cache is None else cache
+    found = data_source(module_path, module, name, cache)
+    if found is None:
+        return None
+    tree = _module_tree(found[1], cache)
+    node = None if tree is None else find_definition(tree, found[2])
     return None if node is None else of_node(node)
 
 
@@ -183,9 +322,8 @@ def of_tree(root: str, targets: Iterable[Any]) -> Dict[str, Optional[str]]:
             tree = None
             if path is not None:
                 try:
-                    with open(path, encoding="utf-8") as fh:
-                        tree = ast.parse(fh.read())
-                except (OSError, SyntaxError, UnicodeDecodeError):
+                    tree = ast.parse("".join(source_lines(path)))
+                except _UNREADABLE:
                     tree = None
             trees[module] = tree
         tree = trees[module]
@@ -259,7 +397,7 @@ def of_lines(lines: List[str], qualname: str) -> Optional[str]:
         indent = _indent(lines[body[0]])
     try:
         tree = ast.parse(textwrap.dedent("".join(lines[_decorated_start(lines, start):hi])))
-    except (SyntaxError, IndentationError):
+    except _UNREADABLE:
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], _DEFS):
         return None
@@ -274,15 +412,14 @@ def of_file(path: str, qualname: str, cache: Optional[Dict[str, Any]] = None) ->
     try:
         lines = cache.get(("lines", path))
         if lines is None:
-            with open(path, encoding="utf-8") as fh:
-                lines = cache[("lines", path)] = fh.readlines()
+            lines = cache[("lines", path)] = source_lines(path)
         quick = of_lines(lines, qualname)
         if quick is not None:
             return quick
         tree = cache.get(("tree", path))
         if tree is None:
             tree = cache[("tree", path)] = ast.parse("".join(lines))
-    except (OSError, UnicodeDecodeError, SyntaxError):
+    except _UNREADABLE:
         return None
     node = find_definition(tree, qualname)
     return None if node is None else of_node(node)

@@ -13,6 +13,8 @@ BODIES = {
     '0.5.23': {
         'sglang.kernels.ops.attention.dsv4.index_logits.index_logits_dtype':
             'a747c89d6da6b20d',
+        'sglang.kernels.ops.gemm.cutedsl_bf16_gemm._K3_FRONT_WARP_SPLITK':
+            'a72772b6b453f55c',
         'sglang.kernels.ops.gemm.cutedsl_bf16_gemm.cutedsl_bf16_gemm_out':
             'c97de347dd5fb50a',
         'sglang.kernels.ops.gemm.cutedsl_bf16_gemm.use_cutedsl_bf16_gemm':
@@ -67,8 +69,12 @@ BODIES = {
             'ae8f2d3f291d98c3',
         'sglang.srt.distributed.device_communicators.pcie_ipc_ar.eligible_group':
             '5d91eb5264c9600f',
+        'sglang.srt.distributed.device_communicators.torch_symm_mem.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES':
+            'c633bd304ae755a5',
         'sglang.srt.distributed.device_communicators.torch_symm_mem.TorchSymmMemCommunicator.__init__':
             '43726b9e7553c3c9',
+        'sglang.srt.distributed.device_communicators.torch_symm_mem.torch_symm_mem_available':
+            '3e66bc72e848f266',
         'sglang.srt.layers.attention.dsa.dsa_backend_kpool.DeepseekSparseAttnBackendKPoolMixin._resolve_kpool_tail_backend':
             '15b62eae915dbd2c',
         'sglang.srt.layers.attention.dsa_backend.DeepseekSparseAttnBackend._apply_cuda_graph_metadata':
@@ -91,16 +97,22 @@ BODIES = {
             '0dc9887c44a52b0e',
         'sglang.srt.layers.communication.k3_sp_collective._init_state':
             '4249243678a6ec70',
+        'sglang.srt.layers.deep_gemm_wrapper.configurer.DEEPGEMM_NEED_TMA_ALIGNED_SCALES':
+            '534b586348980542',
         'sglang.srt.layers.deep_gemm_wrapper.configurer._compute_enable_deep_gemm':
             '24f505f8fa797086',
         'sglang.srt.layers.flashinfer_comm_fusion._flashinfer_trtllm_workspace_allocation_sizes':
             '06beb3583847ae7e',
         'sglang.srt.layers.flashinfer_comm_fusion._resolve_backend':
             'f0a4e6453538340c',
+        'sglang.srt.layers.layer_boundary.residual.add_norm.FUSE_ALLREDUCE_MAX_BATCH_SIZE':
+            '6893d0ddac4b3a4c',
         'sglang.srt.layers.layer_boundary.residual.add_norm.flashinfer_ar_fusion_applies':
             '1cf493b088f587a3',
         'sglang.srt.layers.moe.qwen4_decode.prepare_qwen4_decode_comm':
             'e083e57db8a10489',
+        'sglang.srt.layers.quantization.fp4_utils.FP4_GEMM_RUNNER_BACKEND':
+            'a5e927833789749e',
         'sglang.srt.layers.quantization.fp4_utils._flashinfer_fp4_quantize_impl':
             '5c982fa6f4088d7c',
         'sglang.srt.layers.quantization.fp4_utils.initialize_fp4_gemm_config':
@@ -109,6 +121,8 @@ BODIES = {
             'bffb0f97aff87639',
         'sglang.srt.layers.quantization.fp8_activation.DenseSiluAndMulQuant.__init__':
             '1dc4a18865423ddc',
+        'sglang.srt.layers.quantization.fp8_utils.FP8_GEMM_RUNNER_BACKEND':
+            'a63cfa759f1f7ae1',
         'sglang.srt.layers.quantization.fp8_utils.dispatch_w8a8_block_fp8_linear':
             '062f1087d074619c',
         'sglang.srt.layers.quantization.fp8_utils.initialize_fp8_gemm_config':
@@ -139,6 +153,8 @@ BODIES = {
             '34a4ef0c5f2fcb97',
         'sglang.srt.models.beam.BeamModel._flashinfer_ar_band':
             'b2b18ccd354e48b9',
+        'sglang.srt.models.beam._FLASHINFER_AR_TOKEN_BAND':
+            '3fa824f7cc1fed20',
         'sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens':
             '45a343112e7e3289',
         'sglang.srt.models.deepseek_v2.DeepseekV2ForCausalLM.shared_experts_fusion_disable_reason':
@@ -171,6 +187,10 @@ BODIES = {
             '535460278227474b',
         'sglang.srt.models.inkling_common.kernels.comm.symm_mem_all_reduce':
             '9776111207a301fb',
+        'sglang.srt.models.kimi_k3_vl._SM103_FA4_MIN_ATTENTION_WORK':
+            '47bece7834cbac90',
+        'sglang.srt.models.kimi_k3_vl._SM103_TRITON_MAX_SEQLEN':
+            '77cfb88719c05839',
         'sglang.srt.models.kimi_k3_vl._resolve_mm_attention_backend':
             '587cf5e03e5f4d7b',
         'sglang.srt.models.mimo_audio.AudioEncoderMixin.build_audio_encoder':
@@ -214,6 +234,31 @@ BODIES = {
     },
 }
 
+DATA = {
+    '0.5.23': {
+        'sglang.kernels.ops.gemm.cutedsl_bf16_gemm._K3_FRONT_WARP_SPLITK':
+            'sglang.kernels.ops.gemm.cutedsl_bf16_gemm._K3_FRONT_WARP_SPLITK',
+        'sglang.srt.distributed.device_communicators.torch_symm_mem.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES':
+            'sglang.srt.distributed.device_communicators.all_reduce_utils.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES',
+        'sglang.srt.distributed.device_communicators.torch_symm_mem.torch_symm_mem_available':
+            'sglang.srt.distributed.device_communicators.torch_symm_mem.torch_symm_mem_available',
+        'sglang.srt.layers.deep_gemm_wrapper.configurer.DEEPGEMM_NEED_TMA_ALIGNED_SCALES':
+            'sglang.srt.layers.deep_gemm_wrapper.configurer.DEEPGEMM_NEED_TMA_ALIGNED_SCALES',
+        'sglang.srt.layers.layer_boundary.residual.add_norm.FUSE_ALLREDUCE_MAX_BATCH_SIZE':
+            'sglang.srt.layers.layer_boundary.residual.add_norm.FUSE_ALLREDUCE_MAX_BATCH_SIZE',
+        'sglang.srt.layers.quantization.fp4_utils.FP4_GEMM_RUNNER_BACKEND':
+            'sglang.srt.layers.quantization.fp4_utils.FP4_GEMM_RUNNER_BACKEND',
+        'sglang.srt.layers.quantization.fp8_utils.FP8_GEMM_RUNNER_BACKEND':
+            'sglang.srt.layers.quantization.fp8_utils.FP8_GEMM_RUNNER_BACKEND',
+        'sglang.srt.models.beam._FLASHINFER_AR_TOKEN_BAND':
+            'sglang.srt.models.beam._FLASHINFER_AR_TOKEN_BAND',
+        'sglang.srt.models.kimi_k3_vl._SM103_FA4_MIN_ATTENTION_WORK':
+            'sglang.srt.models.kimi_k3_vl._SM103_FA4_MIN_ATTENTION_WORK',
+        'sglang.srt.models.kimi_k3_vl._SM103_TRITON_MAX_SEQLEN':
+            'sglang.srt.models.kimi_k3_vl._SM103_TRITON_MAX_SEQLEN',
+    },
+}
+
 FILES = {
     '0.5.23': {
         'sglang/kernels/ops/attention/dsv4/index_logits.py':
@@ -250,6 +295,8 @@ FILES = {
             '3c23bcfe109466ca',
         'sglang/srt/configs/model_config.py':
             'f5189e02ee79fd0d',
+        'sglang/srt/distributed/device_communicators/all_reduce_utils.py':
+            'df4c56d0dc1293c4',
         'sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py':
             'eb510c72ab31df1c',
         'sglang/srt/distributed/device_communicators/pcie_ipc_ar.py':

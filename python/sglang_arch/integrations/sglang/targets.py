@@ -643,6 +643,23 @@ def gemm_path_targets() -> List[Target]:
     ]
 
 
+def _one_target(check: Callable[..., Optional[str]]) -> Callable[..., Optional[str]]:
+    """A check of one target that cannot fail for the others: anything it raises (a bug, a
+    file past a limit) keeps that target's SGLang code, named with the target, instead of
+    turning the whole plugin off with a line that names no hook."""
+    import functools
+
+    @functools.wraps(check)
+    def checked(target: Target, *args: Any, **kwargs: Any) -> Optional[str]:
+        try:
+            return check(target, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - one target's problem, said with its name
+            return f"{target.path}: its code could not be checked ({type(exc).__name__}: {exc}); SGLang's code stays"
+
+    return checked
+
+
+@_one_target
 def check_target(target: Target, early: bool = False) -> Optional[str]:
     """None when the target matches its expected shape, else why not (one line).
 
@@ -779,9 +796,47 @@ def body_problem(target: Target, function: Any = None) -> Optional[str]:
         return f"{target.path}: its code cannot be read to compare it with {fingerprint.supported()}'s"
     if not fingerprint.releases_with(target.path, found):
         return f"{target.path}: SGLang's code differs from {fingerprint.supported()}'s, which its hook was written for"
+    return data_problem(target)
+
+
+def data_key(target: Target, name: str) -> str:
+    """The recorded name of a table ``target``'s decision reads: its module's value ``name``."""
+    return f"{target.module}.{name}"
+
+
+def data_problem(target: Target) -> Optional[str]:
+    """None where every module-level table the target's glue reads (its ``uses`` bound by an
+    assignment, in its module or imported into it) is the one a supported release has: a
+    release that fixed a decision in its data (an edited size in
+    ``TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES``) keeps its fix, as one that fixed its code does."""
+    for name in target.uses:
+        key = data_key(target, name)
+        if not any(key in known_bodies.BODIES.get(r, {}) for r in known_bodies.SUPPORTED):
+            continue  # not a table (a function, a module) in any supported release
+        found = _data_fingerprint(target, name, key)
+        if found is None or not fingerprint.releases_with(key, found):
+            return (f"{target.path}: {name}, which its decision reads, differs from {fingerprint.supported()}'s "
+                    f"(SGLang's own values stay)")
     return None
 
 
+def _data_fingerprint(target: Target, name: str, key: str) -> Optional[str]:
+    """The fingerprint of the assignment that writes the table: the recorded one where the
+    target's module and the table's own module are byte for byte a supported release's
+    (no parse), else read from the files."""
+    path = _module_path(target.module)
+    if path is not None and _recorded(target, path) is not None:
+        for release in known_bodies.SUPPORTED:
+            where = getattr(known_bodies, "DATA", {}).get(release, {}).get(key)
+            source = where and _module_path(where.rpartition(".")[0])
+            root = fingerprint.installed_root()
+            quick = source and root and fingerprint.recorded_fingerprint(root, source, key)
+            if quick:
+                return quick
+    return fingerprint.of_data(_module_path, target.module, name, _FILES)
+
+
+@_one_target
 def file_problem(target: Target) -> Optional[str]:
     """:func:`check_target`'s answer for a module not imported yet, from its file alone: whether
     it defines the target, with the body the hook was written for (shape and attributes are
@@ -791,8 +846,8 @@ def file_problem(target: Target) -> Optional[str]:
         return f"{target.module} cannot be found"
     if _recorded(target, path) is not None:
         # byte for byte a supported release's file: it defines the target with the recorded body
-        # and has every name the glue reads
-        return None
+        # and has every name the glue reads; the tables it reads may live in another file
+        return data_problem(target)
     if live_fingerprint(target) is None:
         return f"{target.path} is missing"
     problem = body_problem(target)
@@ -801,9 +856,8 @@ def file_problem(target: Target) -> Optional[str]:
     lines = _FILES.get(("lines", path))
     if lines is None:  # not kept by the fingerprint's reading of the file
         try:
-            with open(path, encoding="utf-8") as fh:
-                lines = _FILES[("lines", path)] = fh.readlines()
-        except (OSError, UnicodeDecodeError):
+            lines = _FILES[("lines", path)] = fingerprint.source_lines(path)
+        except (OSError, ValueError, SyntaxError):
             lines = []
     text = "".join(lines)
     missing = [name for name in target.uses if not re.search(rf"\b{re.escape(name)}\b", text)]
