@@ -167,8 +167,10 @@ def test_bad_input_to_check_is_one_line_exit_2(argv, message):
 
 # --- a release the plugin does not support -------------------------------------------------
 
-COPIED = ("srt/distributed/device_communicators/torch_symm_mem.py", "srt/distributed/device_communicators/pcie_ipc_ar.py",
-          "srt/layers/flashinfer_comm_fusion.py")
+# torch_symm_mem.py's hook reads the table all_reduce_utils.py defines (its fingerprint too)
+COPIED = ("srt/distributed/device_communicators/torch_symm_mem.py",
+          "srt/distributed/device_communicators/all_reduce_utils.py",
+          "srt/distributed/device_communicators/pcie_ipc_ar.py", "srt/layers/flashinfer_comm_fusion.py")
 EDITED = "srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
 
 

@@ -104,7 +104,7 @@ def test_a_deep_expression_in_a_hooked_function_is_fingerprinted(tmp_path, modul
 def test_show_answers_over_a_deep_expression(tmp_path, module_at, monkeypatch, capsys):
     module_at(str(_deep_module(tmp_path)))
     monkeypatch.setenv("SGLANG_ARCH_CAPABILITY", "9.0")
-    code = main(["show"])
+    code = main(["show", "--verbose"])  # the hooks kept, each with its reason
     out, err = capsys.readouterr()
     assert code == 0 and "RecursionError" not in out + err, err
     assert TARGET in out
