@@ -100,11 +100,35 @@ def test_inkling_consumers_are_sglangs_until_a_communicator_without_multicast_is
     target = _target(f"{_COMM}.get_ar_buffer")
     original = routing.current_function(target).__wrapped__
     assert target.hook.specialize(original) is original
-    comm = SimpleNamespace(multicast=False, disabled=False)
     calls = []
     glue.on_machine_change(lambda: calls.append(1))
-    collectives.note_two_shot_communicator(comm)
+    # at world size 2 (SM90's measured two-shot bound) the consumers never read the communicator
+    collectives.note_two_shot_communicator(SimpleNamespace(multicast=False, disabled=False, world_size=2))
+    assert not calls and target.hook.specialize(original) is original
+    collectives.note_two_shot_communicator(SimpleNamespace(multicast=False, disabled=False, world_size=8))
     assert calls and target.hook.specialize(original) is specialize.KEEP
+
+
+def test_applies_settles_for_the_processs_backend_where_the_registry_answers_by_backend(simulate, monkeypatch):
+    """On 12.0 over PCIe the registry runs trtllm fusion when asked, never mnnvl: one answer per
+    backend; a process has one backend, so the gate settles to SGLang's body with that answer."""
+    target = _target(_APPLIES)
+    module = importlib.import_module(target.module)
+    simulate("12.0", "pcie-p2p")
+    monkeypatch.setattr(module, "get_parallel", lambda: SimpleNamespace(nnodes=1))
+    monkeypatch.setattr(module, "_is_cuda", True)
+    monkeypatch.setattr(module, "_is_sm90_supported", False)
+    monkeypatch.setattr(module, "_is_sm100_supported", False)
+    original = module.flashinfer_ar_fusion_applies.__wrapped__
+    for backend, answer in (("trtllm", True), ("auto", True), ("mnnvl", False), (None, False)):
+        monkeypatch.setattr(module, "get_exec", lambda b=backend: SimpleNamespace(
+            comm=SimpleNamespace(flashinfer_allreduce_fusion_backend=b)))
+        bound = target.hook.specialize(original)
+        if answer is False:
+            assert bound is original, backend  # SGLang's own gate already answers no
+            continue
+        name = specialize.global_name(original, "_is_sm90_supported")
+        assert bound.__code__ is not original.__code__ and bound.__globals__[name] is True, backend
 
 
 def test_a_name_used_other_than_as_a_global_read_keeps_the_hook():

@@ -252,10 +252,18 @@ class GroupWithoutSymmMem:
 _two_shot = {"made": False}  # whether init_torch_symm_mem kept a communicator without multicast enabled
 
 
+# The world sizes at which Inkling's consumers read the communicator at all (comm.py's
+# ``_INKLING_AR_WORLD_SIZES``; its sconv gates take 4 and 8 of them): elsewhere each takes its
+# non-multicast path by itself.
+INKLING_WORLD_SIZES = (4, 6, 8)
+
+
 def note_two_shot_communicator(comm: Any) -> None:
-    """``comm`` (made by ``init_torch_symm_mem``) is enabled without multicast: from now on
-    Inkling's multicast consumers are routed to the view (``inkling_consumer_settled``)."""
-    if getattr(comm, "multicast", True) is False and not comm.disabled and not _two_shot["made"]:
+    """``comm`` (made by ``init_torch_symm_mem``) is enabled without multicast at a world size
+    Inkling's multicast consumers read it at: from now on they are routed to the view
+    (``inkling_consumer_settled``).  At any other world size they never read it."""
+    if (getattr(comm, "multicast", True) is False and not comm.disabled and not _two_shot["made"]
+            and getattr(comm, "world_size", None) in INKLING_WORLD_SIZES):
         _two_shot["made"] = True
         machine_changed()
 

@@ -146,7 +146,9 @@ def applies_settled(original: Any) -> Any:
     backend on this process's node count (a ``cutedsl`` backend is off in both: SGLang's gate
     leaves it to its own fused path); SGLang's body with that condition a constant where the
     registry answers one value that differs; the hook where the registry's answer depends on
-    the backend.  Returns ``original``, ``Constants`` or ``KEEP``."""
+    the backend, the answer for the backend this process resolved (one per process: SGLang
+    resolves it with the server arguments, before the first forward), else the hook.
+    Returns ``original``, ``Constants`` or ``KEEP``."""
     ctx = device_context()
     if ctx is None:
         return original
@@ -158,9 +160,12 @@ def applies_settled(original: Any) -> Any:
     if answers == {own}:
         return original
     if len(answers) != 1:
-        return KEEP
+        backend = gate.get_exec().comm.flashinfer_allreduce_fusion_backend
+        if backend is None or backend == "cutedsl":
+            return original  # SGLang's gate answers no without reading its platform condition
+        answers = {bool(gate._is_cuda) and _fusion_enabled(ctx, backend, nnodes)}
     (answer,) = answers
-    return Constants(_is_sm90_supported=answer, _is_sm100_supported=False)
+    return original if answer == own else Constants(_is_sm90_supported=answer, _is_sm100_supported=False)
 
 
 def _fusion_enabled(ctx: Any, backend: str, nnodes: int) -> bool:
