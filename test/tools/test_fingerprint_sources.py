@@ -33,19 +33,25 @@ def target():
     return next(t for t in targets.all_targets() if t.path == TARGET)
 
 
-@pytest.fixture
-def module_at(monkeypatch):
-    """Point the target's module at a file of the test's (the other modules stay where they are)."""
+def _pointing(monkeypatch, name):
+    """``use(path)``: the module ``name`` read from a file of the test's (the others where they are);
+    the checks' caches are emptied before and after."""
     real = targets._module_path
 
     def use(path):
-        monkeypatch.setattr(targets, "_module_path", lambda module: path if module == SYMM else real(module))
+        monkeypatch.setattr(targets, "_module_path", lambda module: path if module == name else real(module))
         targets._FILES.clear()
         status._CHECKED.clear()
 
     yield use
     targets._FILES.clear()
     status._CHECKED.clear()
+
+
+@pytest.fixture
+def module_at(monkeypatch):
+    """Point the target's module at a file of the test's (the other modules stay where they are)."""
+    yield from _pointing(monkeypatch, SYMM)
 
 
 @pytest.mark.parametrize("encoding", ["bom", "latin-1"])
@@ -132,16 +138,7 @@ TABLES = "sglang.srt.distributed.device_communicators.all_reduce_utils"
 @pytest.fixture
 def tables_at(monkeypatch):
     """Point the module that writes TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES at a file of the test's."""
-    real = targets._module_path
-
-    def use(path):
-        monkeypatch.setattr(targets, "_module_path", lambda module: path if module == TABLES else real(module))
-        targets._FILES.clear()
-        status._CHECKED.clear()
-
-    yield use
-    targets._FILES.clear()
-    status._CHECKED.clear()
+    yield from _pointing(monkeypatch, TABLES)
 
 
 def _edited_tables(tmp_path, old, new):

@@ -23,7 +23,7 @@ from sglang_arch import interrupts
 from sglang_arch.cli import main
 from sglang_arch.upstream import series
 
-from .test_upstream_signals import PLAN, _read_until, commit_all, git, leftovers, plan, small_repo, state
+from .test_upstream_signals import PLAN, _read_until, commit_all, git, leftovers, moments, plan, small_repo, state
 
 
 @pytest.fixture(autouse=True)
@@ -84,15 +84,6 @@ def test_every_spelling_of_one_tree_is_one_lock(tmp_path, monkeypatch, capsys):
 
 # --- a commit by another process during --into-git ----------------------------------------------
 
-def _moments(monkeypatch, tmp_path):
-    root = small_repo(tmp_path / "moments")
-    seen = []
-    real = interrupts.checkpoint
-    monkeypatch.setattr(interrupts, "checkpoint", lambda name: seen.append(name) or real(name))
-    monkeypatch.setattr(series, "plan_series", plan)
-    assert main(["upstream", str(root), "--into-git"]) == 0
-    monkeypatch.undo()
-    return seen
 
 
 def _their_commit(root):
@@ -107,7 +98,7 @@ def test_a_commit_made_at_any_moment_of_the_run_is_kept(monkeypatch, tmp_path, c
     """Generated: at every moment the run names, another process commits.  The commit is
     never lost: it stays on the branch with its file; the run either completed before it
     (the moment was past its last commit) or stopped in one line and undid its files."""
-    names = [n for n in _moments(monkeypatch, tmp_path) if not n.startswith("rollback:")]
+    names = [n for n in moments(monkeypatch, tmp_path) if not n.startswith("rollback:")]
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     outcomes = {}
