@@ -13,7 +13,9 @@ symmetric memory is in the chain).  Then, for the all-reduce of every decode ste
 - ``sglang``: ``GroupCoordinator.all_reduce``, SGLang's own dispatch (custom all-reduce,
   then torch symmetric memory, then NCCL), and which method it took;
 - each communicator forced through SGLang's ``_all_reduce_out_place``: ``ca`` (the JIT
-  custom all-reduce v2), ``torch_symm_mem``, ``pynccl``, where it accepts the size;
+  custom all-reduce v2), ``pcie_ipc`` (FlashInfer's PCIe-IPC all-reduce, where the group
+  built it: FlashInfer installed and ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1``, or the plugin on
+  a tier measured for it), ``torch_symm_mem``, ``pynccl``, where it accepts the size;
 
 in eager mode (calls back to back) and under CUDA-graph replay (20 calls captured inside
 SGLang's ``graph_capture()``, as its CUDA-graph runner does, replayed after the context
@@ -54,7 +56,7 @@ GRAPH_CALLS = 20
 # The decode-step model assumption: 2 all-reduces per layer (attention output and MLP
 # output, tensor parallel), layers of a dense model with that hidden size.
 MODELS = {4096: ("Llama-3.1-8B", 32), 8192: ("Llama-3.1-70B", 80)}
-FORCED = ("ca", "torch_symm_mem", "pynccl")
+FORCED = ("ca", "pcie_ipc", "torch_symm_mem", "pynccl")
 
 
 def stub_sgl_kernel_if_missing() -> bool:
@@ -113,6 +115,9 @@ class Chain:
             self.tp = ps.get_tp_group()
             info["coordinator"] = "sglang GroupCoordinator (initialize_model_parallel)"
             self.ca, self.tsm, self.pynccl = self.tp.ca_comm, self.tp.torch_symm_mem_comm, self.tp.pynccl_comm
+            # SGLang's PCIe-IPC all-reduce, where this release has it and the group built it
+            # (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1, or the plugin on a tier measured for it; FlashInfer)
+            self.pcie = getattr(self.tp, "pcie_ipc_comm", None)
         except Exception as exc:
             info["coordinator_error"] = f"{type(exc).__name__}: {exc}"[:600]
             info["coordinator_traceback"] = traceback.format_exc()[-3000:]
@@ -136,6 +141,7 @@ class Chain:
             "torch_symm_mem": None if self.tsm is None else {"disabled": self.tsm.disabled,
                                                              "max_size": self.tsm.max_size},
             "pynccl": self.pynccl is not None,
+            "pcie_ipc": None if self.pcie is None else {"disabled": self.pcie.disabled},
         }
         for key in ("ca_error", "torch_symm_mem_error", "pynccl_error"):
             info.setdefault(key, None)
@@ -143,7 +149,7 @@ class Chain:
     def _build_one_by_one(self, info):
         import torch.distributed as dist
 
-        self.ca = self.tsm = self.pynccl = None
+        self.ca = self.tsm = self.pynccl = self.pcie = None
         if self.cpu:
             return
         cpu_group = dist.new_group(backend="gloo")
@@ -197,6 +203,8 @@ class Chain:
             return self.ca is not None and not self.ca.disabled and self.ca.should_custom_ar(x)
         if method == "torch_symm_mem":
             return self.tsm is not None and not self.tsm.disabled and self.tsm.should_torch_symm_mem_allreduce(x)
+        if method == "pcie_ipc":
+            return self.pcie is not None and not self.pcie.disabled and self.pcie.should_pcie_ipc_ar(x)
         return self.pynccl is not None
 
     def sglang_all_reduce(self, x):
