@@ -31,10 +31,10 @@ from ..files import Transaction, Write, folder_lock, read_source
 from . import texts
 from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
 
-ARCH_DIR = "srt/arch"
-REGISTRY = f"{ARCH_DIR}/registry.py"
+# The architecture table every step reads (step 1 adds it).
+REGISTRY = "srt/platforms/cuda_arch.py"
 # SGLang's registered-test layout (git clone only): the series' own tests, relative to SRC.
-TESTS_DIR = "test/registered/unit/arch"
+TESTS_DIR = "test/registered/unit/platforms"
 NO_TEST_TREE = "no tests written: an installed package has no test tree (SGLang's tests live in a git clone)"
 WRITTEN = "written"
 # The SGLang releases whose code the call-site edits replace (the series is tested on each).
@@ -125,10 +125,10 @@ class StepResult:
 
     @property
     def call_site_counts(self) -> Tuple[int, int]:
-        """(added, removed) in SGLang's own files: everything outside ``srt/arch/``."""
+        """(added, removed) in SGLang's own files: everything the series does not add."""
         added = removed = 0
         for change in self.changes:
-            if not change.is_test and not change.path.startswith(ARCH_DIR + "/"):
+            if not change.is_test and not any(change.path == rel for rel in self.step.adds):
                 a, r = change.counts
                 added, removed = added + a, removed + r
         return added, removed
@@ -253,7 +253,7 @@ def plan_series(tree: Tree) -> List[StepResult]:
         for rel in step.adds:
             _plan_new_file(result, rel, "package", series_file(f"package/{rel}"), read(rel))
         if read(REGISTRY) is None and not any(rel == REGISTRY for rel, _ in result.owned):
-            result.skipped = f"{ARCH_DIR}/registry.py is not in this tree (step 1 left out)"
+            result.skipped = f"{REGISTRY} is not in this tree (step 1 left out)"
         else:
             plan = plan_sites(step, read)
             result.outcomes.extend(plan.outcomes)
@@ -290,7 +290,7 @@ def _plan_tests(result: StepResult, tree: Tree, read) -> None:
         if left_out:
             result.tests_note = f"{rel} not written: it tests every site of this step, and {len(left_out)} were left out"
             continue
-        _plan_new_file(result, rel, "src", series_file(f"test/registered/unit/arch/{name}"), read(rel, "src"))
+        _plan_new_file(result, rel, "src", series_file(f"{TESTS_DIR}/{name}"), read(rel, "src"))
 
 
 # --- applying -------------------------------------------------------------------------
