@@ -807,17 +807,17 @@ def default_attention_backend(use_mla: bool) -> Optional[str]:"""),
         ("from sglang.srt.platforms.cuda_arch import allreduce_fusion_auto_enable\n",
          "from sglang.srt.platforms.cuda_arch import (\n    allreduce_fusion_auto_enable,\n"
          "    attention_prefill_runs,\n)\n"),
-        ("""                "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend."
+        ("""                "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto."
             )
-""", """                "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend."
+""", """                "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto."
             )
-        if attention_backends_of(view)[0] == "trtllm_mla" and not (
-            attention_prefill_runs("trtllm_mla")
-        ):
-            raise ValueError(
-                "TRTLLM MLA prefill is only supported on SM100/SM103 (decode also "
-                "runs on SM12x). Please use --prefill-attention-backend flashinfer."
-            )
+    if attention_backends_of(view)[0] == "trtllm_mla" and not (
+        attention_prefill_runs("trtllm_mla")
+    ):
+        raise ValueError(
+            "TRTLLM MLA prefill is only supported on SM100/SM103 (decode also "
+            "runs on SM12x). Please use --prefill-attention-backend flashinfer."
+        )
 """),
     ),
     routes=("sglang.srt.arg_groups.overrides:_mla_kv_cache_dtype_checks",),
