@@ -534,6 +534,9 @@ TWO_SHOT = Site(
     "two-shot without multicast, peers checked first (TorchSymmMemCommunicator)",
     _edits(
         _SYMM_MEM,
+        # Needs step 1's table entry: an edit that changes nothing, found only there.
+        ("        config = get_cuda_arch_config(self.device_capability)\n",
+         "        config = get_cuda_arch_config(self.device_capability)\n"),
         ("""        self.disabled = True
         self.buffer = None
         self.max_size = 0
