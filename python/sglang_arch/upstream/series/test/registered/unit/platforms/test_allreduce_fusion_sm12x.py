@@ -1,7 +1,6 @@
 """FlashInfer all-reduce fusion on SM120 / SM121: trtllm on one node, when asked for."""
 
 import importlib
-import types
 import unittest
 from unittest.mock import MagicMock, patch
 
@@ -33,7 +32,11 @@ class TestSm12xFusion(CustomTestCase):
                 self.assertIsNone(_resolved("trtllm", True))
 
     def test_refused_below_the_cuda_floor_and_past_the_listed_minors(self):
-        for capability, cuda in (((12, 0), (12, 4)), ((12, 5), (13, 0)), ((13, 0), (13, 0))):
+        for capability, cuda in (
+            ((12, 0), (12, 4)),
+            ((12, 5), (13, 0)),
+            ((13, 0), (13, 0)),
+        ):
             with simulate_cuda_gpu(capability, cuda=cuda):
                 with self.assertRaisesRegex(ValueError, "SM120 or SM121"):
                     fusion._resolve_backend("trtllm")

@@ -5,6 +5,8 @@ import types
 import unittest
 from unittest.mock import MagicMock, patch
 
+import torch
+
 from sglang.srt.arg_groups import model_override_base, overrides
 from sglang.srt.distributed.device_communicators import torch_symm_mem
 from sglang.srt.distributed.device_communicators.configs import custom_all_reduce_v2
@@ -59,7 +61,9 @@ class TestFusionHotPath(CustomTestCase):
             patch.object(fusion, "uses_cutedsl_ar_fusion", return_value=False),
             patch.object(fusion, "resolve_fusion_group", return_value=(4, 0, group)),
             patch.object(fusion, "_get_workspace_manager", return_value=manager),
-            patch.object(fusion, "resolve_flashinfer_allreduce_fusion_backend", resolve),
+            patch.object(
+                fusion, "resolve_flashinfer_allreduce_fusion_backend", resolve
+            ),
         ):
             for _ in range(3):
                 self.assertTrue(fusion.ensure_workspace_initialized())
@@ -121,12 +125,18 @@ class TestAllReduceFusionBackend(CustomTestCase):
         cases = {((9, 0), (12, 9)): hopper, ((10, 0), (12, 9)): blackwell}
         cases[((10, 3), (12, 9))] = blackwell
         cases[((10, 7), (13, 0))] = blackwell
-        for capability, cuda in (((9, 0), OLD_CUDA), ((10, 0), (12, 4)), ((8, 0), (12, 9))):
+        for capability, cuda in (
+            ((9, 0), OLD_CUDA),
+            ((10, 0), (12, 4)),
+            ((8, 0), (12, 9)),
+        ):
             cases[(capability, cuda)] = {key: None for key in hopper}
         for (capability, cuda), expected in cases.items():
             with simulate_cuda_gpu(capability, cuda=cuda):
                 for (backend, multi_node), resolved in expected.items():
-                    with self.subTest(capability=capability, cuda=cuda, backend=backend):
+                    with self.subTest(
+                        capability=capability, cuda=cuda, backend=backend
+                    ):
                         self.assertEqual(_resolved(backend, multi_node), resolved)
 
     def test_add_norm_gate(self):
@@ -150,7 +160,9 @@ class TestAllReduceFusionBackend(CustomTestCase):
 
     def _auto_enable(self, tp_size, nnodes):
         hf_config = types.SimpleNamespace(
-            architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", hidden_size=2048
+            architectures=["Qwen3MoeForCausalLM"],
+            model_type="qwen3_moe",
+            hidden_size=2048,
         )
         view = types.SimpleNamespace(
             flashinfer_allreduce_fusion_backend=None,
@@ -240,6 +252,21 @@ class TestTorchSymmMemCommunicator(CustomTestCase):
                     self.assertEqual(comm.max_size, sizes.get(world_size, 0))
                     if not comm.disabled:
                         self.assertEqual(comm.use_multimem, world_size in (4, 6, 8))
+
+    def test_all_reduce_runs_the_kernel_picked_at_construction(self):
+        for world_size, kernel in (
+            (2, "two_shot_all_reduce_"),
+            (4, "multimem_all_reduce_"),
+        ):
+            comm, _ = build_communicator((9, 0), world_size)
+            comm.buffer = torch.zeros(64, dtype=torch.bfloat16)
+            comm.should_torch_symm_mem_allreduce = lambda inp: True
+            ops = MagicMock()
+            with patch.object(torch.ops, "symm_mem", ops, create=True):
+                comm.all_reduce(torch.ones(8, dtype=torch.bfloat16))
+            self.assertTrue(getattr(ops, kernel).called, world_size)
+            other = {"two_shot_all_reduce_", "multimem_all_reduce_"} - {kernel}
+            self.assertFalse(getattr(ops, other.pop()).called, world_size)
 
     def test_untuned_gpus_stay_off_before_allocating(self):
         for capability in ((8, 0), (11, 0), (12, 0), (12, 1), (13, 0)):

@@ -51,6 +51,36 @@ class TestKernelWindows(CustomTestCase):
                 if requirement.min_cuda_arch[0] == 12:
                     self.assertLessEqual(requirement.max_cuda_arch, (12, 1), name)
 
+    def test_windows_admit_what_the_kernels_are_built_for(self):
+        admitted = {
+            "fa3 mha": [(8, 0), (8, 6), (8, 9), (9, 0)],
+            "fa3 mla": [(9, 0)],
+            "trtllm_mha mha": [(9, 0), (10, 0), (10, 3), (12, 0), (12, 1)],
+        }
+        refused = {
+            "fa3 mha": [(7, 5), (10, 0), (12, 0)],
+            "fa3 mla": [(8, 0), (10, 0)],
+            "trtllm_mha mha": [(8, 9), (11, 0), (12, 2), (13, 0)],
+        }
+        for key, capabilities in admitted.items():
+            backend, kind = key.split()
+            for capability in capabilities:
+                self.assertTrue(
+                    cuda_arch.attention_backend_runs(
+                        backend, kind == "mla", capability
+                    ),
+                    (key, capability),
+                )
+        for key, capabilities in refused.items():
+            backend, kind = key.split()
+            for capability in capabilities:
+                self.assertFalse(
+                    cuda_arch.attention_backend_runs(
+                        backend, kind == "mla", capability
+                    ),
+                    (key, capability),
+                )
+
     def test_entries_prefer_backends_whose_windows_admit_them(self):
         for capability, config in cuda_arch.CUDA_ARCH_CONFIGS.items():
             for backend, windows in (

@@ -36,7 +36,12 @@ class TestTwoShotWithoutMulticast(CustomTestCase):
         )
 
     def test_off_where_not_measured(self):
-        for capability, world_size in (((9, 0), 4), ((9, 0), 8), ((10, 0), 2), ((10, 3), 4)):
+        for capability, world_size in (
+            ((9, 0), 4),
+            ((9, 0), 8),
+            ((10, 0), 2),
+            ((10, 3), 4),
+        ):
             with self.subTest(capability=capability, world_size=world_size):
                 comm, _ = _build(capability, world_size, multicast_ptr=0)
                 self.assertTrue(comm.disabled)
@@ -103,7 +108,9 @@ class TestInklingReadsMulticast(CustomTestCase):
         envs.SGLANG_OPT_USE_INKLING_CUSTOM_AR.get.return_value = True
         envs.SGLANG_OPT_USE_INKLING_FUSED_AR_SCONV.get.return_value = True
         envs.SGLANG_OPT_USE_INKLING_FUSED_AR_SCONV_NORM.get.return_value = True
-        self.resources = MagicMock(return_value=types.SimpleNamespace(ssconv_out=1 << 30))
+        self.resources = MagicMock(
+            return_value=types.SimpleNamespace(ssconv_out=1 << 30)
+        )
         self.exec_comm = types.SimpleNamespace(enable_scattered_sconv=False)
         jit = types.SimpleNamespace(
             MAX_BARRIER_BLOCKS=1024, select_ar_config=lambda n, w: ("mm",)
@@ -124,7 +131,12 @@ class TestInklingReadsMulticast(CustomTestCase):
 
     def _batch(self, mode):
         fm = MagicMock()
-        for name in ("is_decode", "is_target_verify", "is_extend", "is_draft_extend_v2"):
+        for name in (
+            "is_decode",
+            "is_target_verify",
+            "is_extend",
+            "is_draft_extend_v2",
+        ):
             getattr(fm, name).return_value = name == mode
         return types.SimpleNamespace(forward_mode=fm)
 
@@ -143,7 +155,9 @@ class TestInklingReadsMulticast(CustomTestCase):
             self.assertEqual(got, multicast)
 
     def test_get_ar_buffer(self):
-        self.assertIsNone(inkling_comm.get_ar_buffer(_group(_comm(False)), 2, 8, torch.bfloat16))
+        self.assertIsNone(
+            inkling_comm.get_ar_buffer(_group(_comm(False)), 2, 8, torch.bfloat16)
+        )
         self.exec_comm.enable_scattered_sconv = True
         buf = inkling_comm.get_ar_buffer(_group(_comm(True)), 2, 8, torch.bfloat16)
         self.assertEqual(tuple(buf.shape), (2, 8))
@@ -155,7 +169,9 @@ class TestInklingReadsMulticast(CustomTestCase):
         group.all_reduce.assert_called_once()
 
     def test_symm_mem_comm(self):
-        inp = types.SimpleNamespace(is_cuda=True, dtype=torch.bfloat16, element_size=lambda: 2)
+        inp = types.SimpleNamespace(
+            is_cuda=True, dtype=torch.bfloat16, element_size=lambda: 2
+        )
         self.assertIsNone(inkling_comm._symm_mem_comm(_group(_comm(False)), inp, 64))
         comm = _comm(True)
         self.assertIs(inkling_comm._symm_mem_comm(_group(comm), inp, 64), comm)
