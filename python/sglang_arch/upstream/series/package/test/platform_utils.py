@@ -36,5 +36,7 @@ def simulate_cuda_gpu(capability, cuda=(12, 9), has_flashinfer=True):
     )
     known = set(_PLATFORM_PROBES) | set(_PLATFORM_VALUES)
     missing = set(known) - set(facts)
-    assert not missing, f"facts this helper does not simulate: {sorted(missing)}"
+    assert (
+        not missing
+    ), f"platform facts simulate_cuda_gpu does not set: {sorted(missing)}"
     return override_platform(**{k: v for k, v in facts.items() if k in known})
