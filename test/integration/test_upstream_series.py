@@ -122,7 +122,7 @@ def test_the_patched_tree_imports_and_passes_its_tests(clone):
     env = {**os.environ, "PYTHONPATH": str(root / "python"), "SGLANG_PLUGINS": "none"}
     code = ("import sys, sglang, sglang.srt.server_args, sglang.srt.managers.scheduler, pytest; "
             f"assert sglang.__file__.startswith({str(root)!r}), sglang.__file__; "
-            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', 'test/registered/unit/arch']))")
+            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', 'test/registered/unit/platforms']))")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and " passed" in out.stdout, (out.stdout + out.stderr)[-3000:]

@@ -74,12 +74,24 @@ def _targeted_capability() -> Optional[Tuple[int, int]]:
     """The CUDA device's capability where SGLang's toolkit targets it (the
     probes carry the CUDA floors: 12.3 on SM90, 12.8 on Blackwell)."""
     platform = get_platform()
-    families = ((9, platform.is_sm90), (10, platform.is_sm100), (12, platform.is_sm120))
     major, minor = platform.device_capability
     if major is None:
         # Probes answered without a CUDA context: the family's first capability.
-        return next(((m, 0) for m, targeted in families if targeted), None)
-    return (major, minor) if dict(families).get(major) else None
+        for family, targeted in (
+            (9, platform.is_sm90),
+            (10, platform.is_sm100),
+            (12, platform.is_sm120),
+        ):
+            if targeted:
+                return (family, 0)
+        return None
+    if major == 9:
+        targeted = platform.is_sm90
+    elif major == 10:
+        targeted = platform.is_sm100
+    else:
+        targeted = major == 12 and platform.is_sm120
+    return (major, minor) if targeted else None
 
 
 def _window_admits(window, capability: Tuple[int, int]) -> bool:
@@ -89,16 +101,21 @@ def _window_admits(window, capability: Tuple[int, int]) -> bool:
     return bool(window) and capabilities_satisfied(window, device)
 
 
-def allreduce_fusion_backends(is_multi_node: bool = False) -> Tuple[str, ...]:
-    """The FlashInfer all-reduce fusion backends whose kernels run here."""
-    capability = _targeted_capability()
-    if capability is None:
-        return ()
+@lru_cache(maxsize=None)
+def _fusion_backends(capability: Tuple[int, int], is_multi_node: bool):
     if is_multi_node:
         windows = backend_windows.ALLREDUCE_FUSION_MULTI_NODE
     else:
         windows = backend_windows.ALLREDUCE_FUSION
     return tuple(b for b, w in windows.items() if _window_admits(w, capability))
+
+
+def allreduce_fusion_backends(is_multi_node: bool = False) -> Tuple[str, ...]:
+    """The FlashInfer all-reduce fusion backends whose kernels run here."""
+    capability = _targeted_capability()
+    if capability is None:
+        return ()
+    return _fusion_backends(capability, is_multi_node)
 
 
 def allreduce_fusion_auto_backend(is_multi_node: bool = False) -> Optional[str]:
@@ -111,7 +128,7 @@ def allreduce_fusion_auto_backend(is_multi_node: bool = False) -> Optional[str]:
         backend = config.allreduce_fusion_multi_node_backend
     else:
         backend = config.allreduce_fusion_backend
-    return backend if backend in allreduce_fusion_backends(is_multi_node) else None
+    return backend if backend in _fusion_backends(capability, is_multi_node) else None
 
 
 def allreduce_fusion_auto_enable(is_multi_node: bool = False) -> bool:

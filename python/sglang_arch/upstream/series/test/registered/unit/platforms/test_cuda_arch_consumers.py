@@ -158,6 +158,33 @@ class TestAllReduceFusionBackend(CustomTestCase):
         finally:
             importlib.reload(add_norm)
 
+    def test_add_norm_gate_off_cuda(self):
+        try:
+            with simulate_cuda_gpu((9, 0)), patch(
+                "sglang.srt.utils.is_cuda", return_value=False
+            ):
+                importlib.reload(add_norm)
+                self.assertFalse(add_norm._has_allreduce_fusion)
+        finally:
+            importlib.reload(add_norm)
+
+    def test_flashinfer_ar_fusion_applies_reads_the_gate(self):
+        exec_ = types.SimpleNamespace(
+            comm=types.SimpleNamespace(flashinfer_allreduce_fusion_backend="auto")
+        )
+        for gate in (False, True):
+            with (
+                patch.object(add_norm, "_has_allreduce_fusion", gate),
+                patch.object(add_norm, "_is_flashinfer_available", True),
+                patch.object(add_norm, "is_dp_attention_enabled", return_value=False),
+                patch.object(add_norm, "get_exec", return_value=exec_),
+                patch.object(add_norm, "uses_cutedsl_ar_fusion", return_value=False),
+                patch.object(
+                    add_norm, "is_flashinfer_allreduce_unavailable", return_value=False
+                ),
+            ):
+                self.assertEqual(add_norm.flashinfer_ar_fusion_applies(16), gate)
+
     def _auto_enable(self, tp_size, nnodes):
         hf_config = types.SimpleNamespace(
             architectures=["Qwen3MoeForCausalLM"],
