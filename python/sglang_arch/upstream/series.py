@@ -29,7 +29,8 @@ from .. import interrupts
 from ..arch.validate import shown_path
 from ..files import Transaction, Write, folder_lock, read_source
 from . import texts
-from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
+from .steps import (ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, as_later_steps_leave, plan_sites,
+                    series_file)
 
 # The architecture table every step reads (step 1 adds it).
 REGISTRY = "srt/platforms/cuda_arch.py"
@@ -274,7 +275,7 @@ def _plan_new_file(result: StepResult, rel: str, base: str, text: str, old: Opti
     if old is None:
         result.changes.append(FileChange(rel, None, text, base))
         result.outcomes.append(SiteOutcome(rel, WRITTEN))
-    elif old == text:
+    elif old == text or (base == "package" and old == as_later_steps_leave(rel, text, result.step.number)):
         result.outcomes.append(SiteOutcome(rel, ALREADY))
     else:
         result.outcomes.append(SiteOutcome(rel, LEFT_OUT, "the file exists with other content: left as it is"))

@@ -94,7 +94,7 @@ def plan_sites(step: Step, read) -> StepPlan:
         for edit in site.edits:
             if edit.path not in texts:
                 texts[edit.path] = plan.files[edit.path] if edit.path in plan.files else read(edit.path)
-        status, detail, new = _apply_site(site, texts)
+        status, detail, new = _apply_site(site, texts, step)
         plan.outcomes.append(SiteOutcome(site.name, status, detail))
         if status == REWRITTEN:
             plan.files.update(new)
@@ -110,9 +110,26 @@ def _in_file_endings(edit: Edit, text: Optional[str]) -> Edit:
     return replace(edit, old=crlf(edit.old), new=crlf(edit.new))
 
 
-def _apply_site(site: Site, texts: Dict[str, Optional[str]]):
+def as_later_steps_leave(path: str, text: str, number: int) -> str:
+    """``text`` (of ``path``) as the steps after step ``number`` leave it: a later step may
+    edit what an earlier one wrote (step 3 a message of step 1's ``_resolve_backend``),
+    so a tree the whole series has patched holds the earlier text in that form."""
+    for step in STEPS:
+        if step.number <= number:
+            continue
+        for site in step.sites:
+            for edit in site.edits:
+                if edit.path == path and edit.new is not None and text.count(edit.old) == 1:
+                    text = text.replace(edit.old, edit.new, 1)
+    return text
+
+
+def _apply_site(site: Site, texts: Dict[str, Optional[str]], step: Optional[Step] = None):
     edits = [_in_file_endings(edit, texts[edit.path]) for edit in site.edits]
-    done = all(_already(edit, texts[edit.path]) for edit in edits)
+    number = step.number if step is not None else len(STEPS)
+    done = all(_already(edit, texts[edit.path]) or (
+        edit.new is not None and _already(replace(edit, new=as_later_steps_leave(edit.path, edit.new, number)),
+                                          texts[edit.path])) for edit in edits)
     if done:
         return ALREADY, "", {}
     new = dict(texts)

@@ -39,6 +39,12 @@ def _default_attn(use_mla, topk=None, asymmetric_kv=False):
     )
 
 
+def _fusion_applies(batch_size):
+    # Named apply_flashinfer_allreduce_fusion before 0.5.22.
+    applies = getattr(add_norm, "flashinfer_ar_fusion_applies", None)
+    return (applies or add_norm.apply_flashinfer_allreduce_fusion)(batch_size)
+
+
 def _resolved(backend, is_multi_node):
     try:
         return fusion._resolve_backend(backend, is_multi_node)
@@ -183,7 +189,7 @@ class TestAllReduceFusionBackend(CustomTestCase):
                     add_norm, "is_flashinfer_allreduce_unavailable", return_value=False
                 ),
             ):
-                self.assertEqual(add_norm.flashinfer_ar_fusion_applies(16), gate)
+                self.assertEqual(_fusion_applies(16), gate)
 
     def _auto_enable(self, tp_size, nnodes):
         hf_config = types.SimpleNamespace(
