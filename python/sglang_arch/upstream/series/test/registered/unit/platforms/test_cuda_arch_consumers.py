@@ -303,9 +303,11 @@ class TestTorchSymmMemCommunicator(CustomTestCase):
 
     def test_untuned_gpus_stay_off_before_allocating(self):
         for capability in ((8, 0), (11, 0), (12, 0), (12, 1), (13, 0)):
-            comm, symm_mem = build_communicator(capability, 8)
+            with self.assertLogs(torch_symm_mem.logger, "WARNING") as logs:
+                comm, symm_mem = build_communicator(capability, 8)
             self.assertTrue(comm.disabled)
             symm_mem.empty.assert_not_called()
+            self.assertIn("Device capability", logs.output[0])
 
 
 class TestCustomAllReduceV2Tables(CustomTestCase):

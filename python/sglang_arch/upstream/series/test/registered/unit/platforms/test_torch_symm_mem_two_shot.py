@@ -4,6 +4,7 @@ import types
 import unittest
 from unittest.mock import MagicMock, patch
 
+import msgspec
 import torch
 
 from sglang.srt.models.inkling_common.kernels import comm as inkling_comm
@@ -70,6 +71,21 @@ class TestTwoShotWithoutMulticast(CustomTestCase):
         self.assertTrue(comm.disabled)
         self.assertIsNone(comm.buffer)
         self.assertFalse(comm.multicast)
+
+    def test_without_multicast_a_multimem_world_size_runs_two_shot(self):
+        config = msgspec.structs.replace(
+            cuda_arch.CUDA_ARCH_CONFIGS[(9, 0)],
+            torch_symm_mem_two_shot_max_sizes={4: 8 * MiB},
+        )
+        cuda_arch.get_cuda_arch_config.cache_clear()
+        try:
+            with patch.dict(cuda_arch.CUDA_ARCH_CONFIGS, {(9, 0): config}):
+                comm, _ = _build((9, 0), 4, multicast_ptr=0)
+        finally:
+            cuda_arch.get_cuda_arch_config.cache_clear()
+        self.assertFalse(comm.disabled)
+        self.assertFalse(comm.use_multimem)
+        self.assertEqual(comm.max_size, 8 * MiB)
 
     def test_multicast_keeps_multimem(self):
         comm, _ = _build((9, 0), 4, multicast_ptr=1)
