@@ -60,7 +60,7 @@ class Step:
     title: str
     pr_name: str  # templates/pr/<pr_name>
     adds: Tuple[str, ...] = ()  # files under series/package/ (relative to the sglang package)
-    tests: Tuple[str, ...] = ()  # files under series/test/registered/unit/arch/
+    tests: Tuple[str, ...] = ()  # files under series/test/registered/unit/platforms/
     sites: Tuple[Site, ...] = ()
 
 
