@@ -51,10 +51,18 @@ def main() -> int:
         fake.rendezvous.return_value = handle
         envs = mock.MagicMock()
         envs.SGLANG_OPT_USE_INKLING_CUSTOM_AR.get.return_value = False
+        def gather(ranks, _obj, group=None):  # one node, every peer reachable (the series checks before rendezvous)
+            ranks[:] = [(i, [True] * world_size) for i in range(world_size)]
+
         with mock.patch.object(torch_symm_mem, "torch_symm_mem_available", True), \
                 mock.patch.object(torch_symm_mem, "torch_symm_mem", fake, create=True), \
                 mock.patch.object(torch_symm_mem, "envs", envs), \
                 mock.patch.object(torch.cuda, "set_device"), \
+                mock.patch.object(torch.cuda, "device_count", return_value=world_size), \
+                mock.patch.object(torch.cuda, "can_device_access_peer", return_value=True), \
+                mock.patch("torch.distributed.all_gather_object", gather), \
+                mock.patch("sglang.srt.distributed.parallel_state.in_the_same_node_as",
+                           lambda group, source_rank=0: [True] * world_size), \
                 mock.patch("torch.distributed.get_world_size", return_value=world_size):
             comm = torch_symm_mem.TorchSymmMemCommunicator(SimpleNamespace(group_name="tp"), 0)
         if comm.disabled:

@@ -340,7 +340,7 @@ def test_no_unrouted_decision_in_the_three_concerns(installed):
     """The plugin's bar: 0 decisions in collectives, fusion and attention/* that the
     registry does not take.  The patched tree routes the mission's core: every decision
     site in what the series edits or replaces is routed there."""
-    from sglang_arch.audit.routing import changed_lines
+    from sglang_arch.audit.routing import _rewrites_no_decision, changed_lines
     from sglang_arch.audit.scan import package_module
     from sglang_arch.upstream.steps import step_sites
 
@@ -348,7 +348,8 @@ def test_no_unrouted_decision_in_the_three_concerns(installed):
     core = []
     for site in step_sites():
         for edit in site.edits:
-            if edit.new is not None and edit.old != edit.new:
+            if (edit.new is not None and (Path(SGLANG) / edit.path).is_file()
+                    and not _rewrites_no_decision(edit)):
                 lines = changed_lines((Path(SGLANG) / edit.path).read_text(), (edit,))
                 core += [s for s in installed.sites if s.file == edit.path and s.kind == "decision" and s.line in lines]
         for route in site.replaces:

@@ -1,5 +1,4 @@
-"""``sglang-arch upstream`` on real SGLang releases: the four PRs (and the two-shot PR)
-apply per site, read as SGLang's own code (black, isort, pyflakes at SGLang's pins), stay
+"""``sglang-arch upstream`` on real SGLang releases: the four PRs apply per site, read as SGLang's own code (black, isort, pyflakes at SGLang's pins), stay
 within their budgets, import, and pass their own tests; a second run changes nothing."""
 
 import json
@@ -18,7 +17,8 @@ RELEASES = ("0.5.21", "0.5.22", "0.5.23")
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # Added lines of non-test Python per PR, as ``git show --numstat`` counts them.
-BUDGETS = {1: 600, 2: 250, 3: 250, 4: 250, 5: 250}
+BUDGETS = {1: 600, 2: 250, 3: 250, 4: 250}
+N = len(steps.STEPS)
 SUBJECTS = [texts.pr_text(step, series.StepResult(step))[0] for step in steps.STEPS]
 
 
@@ -45,16 +45,16 @@ def clone(request, tmp_path_factory):
 
 
 def _changed(root):
-    return [line.split("\t")[2] for line in _git(root, "diff", "--numstat", "HEAD~5", "HEAD").splitlines()]
+    return [line.split("\t")[2] for line in _git(root, "diff", "--numstat", f"HEAD~{N}", "HEAD").splitlines()]
 
 
 def test_every_pr_lands_on_every_release_within_its_budget(clone):
     version, root, report = clone
-    subjects = _git(root, "log", "--format=%s", "-5").splitlines()[::-1]
+    subjects = _git(root, "log", "--format=%s", f"-{N}").splitlines()[::-1]
     assert subjects == SUBJECTS, report
     documented = _documented_sizes(version)
-    for number in range(1, 6):
-        rev = f"HEAD~{5 - number}"
+    for number in range(1, N + 1):
+        rev = f"HEAD~{N - number}"
         numstat = [line.split("\t") for line in _git(root, "show", "--numstat", "--format=", rev).splitlines()]
         added = sum(int(a) for a, _, path in numstat if path.endswith(".py") and not path.startswith("test/"))
         tests = sum(int(a) for a, _, path in numstat if path.startswith("test/"))
@@ -66,7 +66,7 @@ def test_every_pr_lands_on_every_release_within_its_budget(clone):
         assert f"{added} added lines of non-test Python" in body, (number, body)
         assert "{size}" not in body and "{left_out}" not in body
         assert "Nothing: every site of this PR applies to this tree." in body
-    assert "generated" not in _git(root, "show", "HEAD~4").lower()
+    assert "generated" not in _git(root, "show", f"HEAD~{N - 1}").lower()
 
 
 def _documented_sizes(version):
@@ -92,8 +92,8 @@ def test_black_isort_ruff_and_pyflakes_find_nothing_new(clone):
     for path in _changed(root):
         if not path.endswith(".py") or not (root / path).exists():
             continue
-        base = _git(root, "show", f"HEAD~5:{path}") if path in _git(root, "ls-tree", "-r", "--name-only",
-                                                                     "HEAD~5") else None
+        base = _git(root, "show", f"HEAD~{N}:{path}") if path in _git(root, "ls-tree", "-r", "--name-only",
+                                                                      f"HEAD~{N}") else None
         for tool in (["black", "--check", "-q"], ["isort", "--check-only", "-q", "--profile", "black",
                                                    "-p", "sglang"],
                      ["ruff", "check", "-q", "--select=F401", "--stdin-filename", path]):
@@ -122,7 +122,7 @@ def test_the_patched_tree_imports_and_passes_its_tests(clone):
     env = {**os.environ, "PYTHONPATH": str(root / "python"), "SGLANG_PLUGINS": "none"}
     code = ("import sys, sglang, sglang.srt.server_args, sglang.srt.managers.scheduler, pytest; "
             f"assert sglang.__file__.startswith({str(root)!r}), sglang.__file__; "
-            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', 'test/registered/unit/arch']))")
+            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', 'test/registered/unit/platforms']))")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and " passed" in out.stdout, (out.stdout + out.stderr)[-3000:]
@@ -138,11 +138,11 @@ def test_a_locally_tuned_table_is_left_out_naming_its_values(tmp_path):
     assert "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES [10]" in out.stdout and "100663296" in out.stdout, out.stdout
     assert "removed       srt/distributed/device_communicators/all_reduce_utils.py" not in out.stdout
     assert sizes.exists() and "96 * MiB" in sizes.read_text()
-    # The rest landed: custom all-reduce v2 in step 2, and steps 3 and 4 whole; step 5
-    # needs step 2's kernel choice and is left out with it.
+    # The rest landed: custom all-reduce v2 and the other sites of step 1, steps 3 and 4
+    # whole; step 2's communicator site needs step 1's table entry and is left out with it.
     assert "custom all-reduce v2 tuned table (_get_all_reduce_configs): rewritten" in out.stdout
-    assert "two-shot without multicast (TorchSymmMemCommunicator): left out" in out.stdout
-    assert "arch_registry" in (package / "srt/arg_groups/model_override_base.py").read_text()
+    assert "two-shot without multicast, peers checked first (TorchSymmMemCommunicator): left out" in out.stdout
+    assert "default_attention_backend" in (package / "srt/arg_groups/model_override_base.py").read_text()
 
 
 def test_a_crlf_checkout_takes_every_site_and_keeps_its_line_endings(tmp_path):
@@ -156,7 +156,7 @@ def test_a_crlf_checkout_takes_every_site_and_keeps_its_line_endings(tmp_path):
     assert "left out" not in out.stdout, out.stdout
     edited = package / "srt/arg_groups/model_override_base.py"
     data = edited.read_bytes()
-    assert b"arch_registry" in data and b"\n" not in data.replace(b"\r\n", b"")
+    assert b"default_attention_backend" in data and b"\n" not in data.replace(b"\r\n", b"")
 
 
 def test_a_site_whose_lines_are_all_there_names_where_the_release_differs(tmp_path):
@@ -194,26 +194,18 @@ def _decisions(pythonpath):
 
 
 def _difference(key, upstream, patched):
-    """The docs/differences.md entry that explains one difference, or None."""
+    """The docs/differences.md entry ("The series") that explains one difference, or None."""
     kind, cap, cuda = key.split("|")[:3]
     cap = tuple(int(x) for x in cap.split("."))
     cuda = tuple(int(x) for x in cuda.split("."))
-    listed = cap in KNOWN_MINORS
-    unknown_minor = cap[0] in (9, 10) and not listed  # SGLang's probes take the whole major
     if kind == "symm_mem":
         world_size, multicast = key.split("|")[3:]
-        if upstream == "disabled" and patched[1] == "two_shot":
-            if multicast == "0":
-                return "D2"  # two-shot where there is no multicast
-            if cap[0] >= 12:
-                return "D1"  # SM12x sizes (and the nearest tier's past the table: D6)
-    if kind in ("fusion", "fusion_gate", "fusion_auto_enable") and unknown_minor and cuda >= (12, 3):
-        return "D6"  # an unlisted minor borrows no kernel: fusion refused or off
+        if (upstream == "disabled" and patched == [16 * 1024 * 1024, "two_shot"] and multicast == "0"
+                and cap[0] == 9 and world_size == "2"):
+            return "D2"  # two-shot without multicast where measured (SM90, 2 GPUs, < 16 MiB)
     if kind in ("fusion", "fusion_gate") and cap in ((12, 0), (12, 1)) and cuda >= (12, 8):
         if upstream in ("ValueError", False) and patched in ("trtllm", True):
-            return "D3"  # SM12x fusion runs when asked (auto on is never the series')
-    if kind == "attention" and unknown_minor:
-        return "D6"  # SGLang's major-wide probes pick fa3 / trtllm_mha there; no kernel list names it
+            return "D3"  # SM12x fusion runs when asked (auto-enable never turns it on)
     return None
 
 
@@ -232,56 +224,61 @@ def test_the_patched_tree_decides_as_sglang_except_the_documented_differences(tm
             explained.setdefault(why, 0)
             explained[why] = explained.get(why, 0) + 1
     assert not unexplained, unexplained[:20]
-    # Each documented difference is observed, and the known tiers with a CUDA that targets
-    # them decide exactly as SGLang does for every concern but D1-D3.
-    assert set(explained) == {"D1", "D2", "D3", "D6"}, explained
-    for key in upstream:
-        kind, cap = key.split("|")[:2]
-        if cap in ("9.0", "10.0", "10.3", "10.7") and kind != "symm_mem":
-            assert upstream[key] == patched[key], key
+    # Each documented difference is observed; step 1 alone (the table and its consumers)
+    # changes nothing, which the other steps' narrow rules above show key by key.
+    assert set(explained) == {"D2", "D3"}, explained
 
 
 # --- one truth: the series' table is the plugin registry's, for the core ------------------
 
-def _series_registry():
+def _series_modules():
+    """The series' kernel windows and platform table, loaded beside the installed sglang."""
     import importlib.util
 
-    path = Path(steps.__file__).parent / "series/package/srt/arch/registry.py"
-    spec = importlib.util.spec_from_file_location("series_arch_registry", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    modules = {}
+    for name, rel in (("sglang.kernels.backend_windows", "kernels/backend_windows.py"),
+                      ("sglang.srt.platforms.cuda_arch", "srt/platforms/cuda_arch.py")):
+        spec = importlib.util.spec_from_file_location(name, Path(steps.__file__).parent / "series/package" / rel)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        modules[name] = module
+    return modules["sglang.kernels.backend_windows"], modules["sglang.srt.platforms.cuda_arch"]
 
 
 def test_the_series_table_is_the_plugin_registrys_for_the_core():
-    """The tier table SGLang would carry and sglang-arch's own agree on every value of the
-    mission's core, for every tier and the unknown capabilities beside them; every kernel
-    the series lists runs there by sglang-arch's catalog (read from the wheels)."""
+    """The platform table SGLang would carry (as step 1 adds it) and sglang-arch's own tier
+    table agree on the sizes and tables the communicators read, for every listed
+    capability and the unknown ones beside them; every fusion and attention window the
+    series declares admits only capabilities where sglang-arch's catalog (read from the
+    wheels) says the kernel runs."""
     from sglang_arch.arch import catalog, registry
     from sglang_arch.arch.capability import Capability
 
-    series_registry = _series_registry()
-    capabilities = sorted(set(series_registry.ARCH_TIERS) | {(9, 5), (10, 5), (11, 5), (12, 5), (13, 0)})
+    windows, table = _series_modules()
+    capabilities = sorted(set(table.CUDA_ARCH_CONFIGS) | {(9, 5), (10, 3), (10, 5), (10, 9), (11, 0), (12, 0)})
     for cap in capabilities:
         profile = registry.resolve(Capability(*cap)).profile
-        for world_size in range(1, 17):
-            assert series_registry.symm_mem_max_size(world_size, cap) == profile.torch_symm_mem.get(world_size, 0), cap
-            assert series_registry.symm_mem_uses_multimem(world_size, cap) == (
-                world_size in profile.symm_mem_multimem_world_sizes), (cap, world_size)
-        assert series_registry.custom_all_reduce_v2_table(cap) == profile.custom_ar_v2_table, cap
-        tier = series_registry.resolve(cap).tier
-        assert tier.fusion_backend == (profile.allreduce_fusion[0] if profile.allreduce_fusion else None), cap
-        for mla, preferred in ((False, profile.attention_mha), (True, profile.attention_mla)):
-            backend = tier.mla_attention_backend if mla else tier.mha_attention_backend
-            assert backend == (preferred[0] if preferred else None), (cap, mla)
-    kernels = [("fusion", name, cap, None) for name, caps in series_registry.ALLREDUCE_FUSION_KERNELS.items()
-               for cap in caps]
-    kernels += [("attention", name, cap, "mla" if mla else "mha")
-                for (name, mla), caps in series_registry.ATTENTION_KERNELS.items() for cap in caps]
-    for decision, name, cap, kind in kernels:
-        verdict = catalog.choice_runs(decision, name, Capability(*cap), (13, 0), kind)
-        assert verdict is not None and verdict.runs, (decision, name, cap, verdict)
+        config = table.get_cuda_arch_config(cap)
+        sizes = config.torch_symm_mem_max_sizes if config else {}
+        multimem = config.torch_symm_mem_multimem_world_sizes if config else ()
+        assert sizes == {w: s for w, s in profile.torch_symm_mem.items() if s}, cap
+        assert set(multimem) == set(profile.symm_mem_multimem_world_sizes) or not sizes, cap
+        assert (config.custom_all_reduce_v2_table if config else None) == profile.custom_ar_v2_table, cap
+    for name, window in list(windows.ALLREDUCE_FUSION.items()) + [(("attention",) + k, w) for k, w in
+                                                                  windows.ATTENTION.items()]:
+        for requirement in window:
+            (lo_major, lo_minor), (_, hi_minor) = requirement.min_cuda_arch, requirement.max_cuda_arch
+            for minor in range(lo_minor, hi_minor + 1):
+                cap = Capability(lo_major, minor)
+                if (lo_major, minor) not in {(9, 0), (10, 0), (10, 3), (10, 7), (12, 0), (12, 1), (8, 0), (8, 6),
+                                             (8, 9)}:
+                    continue  # no GPU of that capability exists to check against
+                if isinstance(name, tuple):
+                    verdict = catalog.choice_runs("attention", name[1], cap, (13, 0), name[2])
+                else:
+                    verdict = catalog.choice_runs("fusion", name, cap, (13, 0), None)
+                assert verdict is not None and verdict.runs, (name, cap, verdict)
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -296,7 +293,7 @@ def test_an_installed_package_takes_the_series_and_check_names_every_file(versio
             assert f"{site.name}: would be rewritten" in check.stdout, site.name
             for edit in site.edits:
                 assert edit.path in check.stdout, edit.path
-    assert not any(package.rglob("arch/registry.py")), "--check wrote"
+    assert not any(package.rglob("platforms/cuda_arch.py")), "--check wrote"
     out = _upstream(package)
     assert out.returncode == 0 and "left out" not in out.stdout, out.stdout
     assert _upstream(package, "--check").returncode == 0
@@ -309,7 +306,7 @@ def test_every_platform_fact_the_registry_reads_is_one_sglang_declares(clone):
 
     _, root, _ = clone
     package = root / "python" / "sglang"
-    registry = ast.parse((package / "srt/arch/registry.py").read_text())
+    registry = ast.parse((package / series.REGISTRY).read_text())
     read = {node.attr for node in ast.walk(registry) if isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "get_platform"}
     read |= {node.attr for node in ast.walk(registry) if isinstance(node, ast.Attribute)

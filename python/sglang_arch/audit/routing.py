@@ -185,12 +185,25 @@ def patched_routing(steps=None, extra: Sequence[Routed] = ()) -> Routing:
                 module, _ = route.split(":")
                 path = route.replace(":", ".")
                 routing.answer_more(path, ())
-                edits = tuple(e for e in site.edits if package_module(e.path) == module)
+                edits = tuple(e for e in site.edits if package_module(e.path) == module and not _rewrites_no_decision(e))
                 routing.by_lines[path] = tuple(routing.by_lines.get(path, ())) + edits
     for r in tuple(EXTRA_ROUTED) + tuple(extra):
         if r.patched:
             routing.functions[r.path] = r.reason
     return routing
+
+
+def _rewrites_no_decision(edit) -> bool:
+    """An edit that changes nothing (a later step's anchor on an earlier one's text) or only
+    imports: it rewrites no line a decision sits on, and its text may exist only in a tree an
+    earlier step of the series has already patched."""
+    if edit.new is None or edit.old == edit.new:
+        return edit.new is not None
+    try:
+        trees = [ast.parse(edit.old), ast.parse(edit.new)]
+    except SyntaxError:
+        return False
+    return all(tree.body and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in tree.body) for tree in trees)
 
 
 def platform_facts(root: str) -> Tuple[Dict[str, str], Optional[str]]:

@@ -29,12 +29,13 @@ from .. import interrupts
 from ..arch.validate import shown_path
 from ..files import JOURNAL, Transaction, Write, folder_lock, read_source, recover, stale_journal
 from . import texts
-from .steps import ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, plan_sites, series_file
+from .steps import (ALREADY, LEFT_OUT, REWRITTEN, STEPS, SiteOutcome, Step, as_later_steps_leave, plan_sites,
+                    series_file)
 
-ARCH_DIR = "srt/arch"
-REGISTRY = f"{ARCH_DIR}/registry.py"
+# The architecture table every step reads (step 1 adds it).
+REGISTRY = "srt/platforms/cuda_arch.py"
 # SGLang's registered-test layout (git clone only): the series' own tests, relative to SRC.
-TESTS_DIR = "test/registered/unit/arch"
+TESTS_DIR = "test/registered/unit/platforms"
 NO_TEST_TREE = "no tests written: an installed package has no test tree (SGLang's tests live in a git clone)"
 WRITTEN = "written"
 # The SGLang releases whose code the call-site edits replace (the series is tested on each).
@@ -130,10 +131,10 @@ class StepResult:
 
     @property
     def call_site_counts(self) -> Tuple[int, int]:
-        """(added, removed) in SGLang's own files: everything outside ``srt/arch/``."""
+        """(added, removed) in SGLang's own files: everything the series does not add."""
         added = removed = 0
         for change in self.changes:
-            if not change.is_test and not change.path.startswith(ARCH_DIR + "/"):
+            if not change.is_test and not any(change.path == rel for rel in self.step.adds):
                 a, r = change.counts
                 added, removed = added + a, removed + r
         return added, removed
@@ -266,7 +267,7 @@ def plan_series(tree: Tree) -> List[StepResult]:
             _plan_new_file(result, rel, "package", series_file(f"package/{rel}"), read(rel))
         foreign += [o.site for o in result.outcomes if o.status == LEFT_OUT and o.site.startswith(ARCH_DIR + "/")]
         if read(REGISTRY) is None and not any(rel == REGISTRY for rel, _ in result.owned):
-            result.skipped = f"{ARCH_DIR}/registry.py is not in this tree (step 1 left out)"
+            result.skipped = f"{REGISTRY} is not in this tree (step 1 left out)"
         else:
             plan = plan_sites(step, read)
             if foreign and plan.files:
@@ -300,7 +301,7 @@ def _plan_new_file(result: StepResult, rel: str, base: str, text: str, old: Opti
     if old is None:
         result.changes.append(FileChange(rel, None, text, base))
         result.outcomes.append(SiteOutcome(rel, WRITTEN))
-    elif old == text:
+    elif old == text or (base == "package" and old == as_later_steps_leave(rel, text, result.step.number)):
         result.outcomes.append(SiteOutcome(rel, ALREADY))
     else:
         result.outcomes.append(SiteOutcome(rel, LEFT_OUT, "the file exists with other content: left as it is"))
@@ -316,7 +317,7 @@ def _plan_tests(result: StepResult, tree: Tree, read) -> None:
         if left_out:
             result.tests_note = f"{rel} not written: it tests every site of this step, and {len(left_out)} were left out"
             continue
-        _plan_new_file(result, rel, "src", series_file(f"test/registered/unit/arch/{name}"), read(rel, "src"))
+        _plan_new_file(result, rel, "src", series_file(f"{TESTS_DIR}/{name}"), read(rel, "src"))
 
 
 # --- applying -------------------------------------------------------------------------

@@ -4,13 +4,15 @@ The templates live in ``templates/pr/`` inside the installed package, so the com
 works from a wheel.  A template holds prose and evidence only; every number in it comes
 from the plan of the tree it is committed to: ``{size}`` (lines added and removed, the
 non-test Python lines the budget counts) and ``{left_out}`` (the sites this tree did not
-take, each with its reason).  ``docs/upstream/*.md`` are the texts as committed to the
+take, each with its reason); every measurement comes from the evidence ledger,
+``{evidence:<id>}`` (``sglang_arch.arch.evidence``), quoted as published.  ``docs/upstream/*.md`` are the texts as committed to the
 installed ``sglang`` release (``python -m sglang_arch.upstream.texts`` rewrites them;
 a test fails when they drift).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -49,6 +51,21 @@ def left_out_lines(result: "StepResult") -> str:
     return "\n".join(lines) if lines else "Nothing: every site of this PR applies to this tree."
 
 
+_EVIDENCE = re.compile(r"\{evidence:([a-z0-9-]+)\}")
+
+
+def evidence_block(evidence_id: str) -> str:
+    """A ledger entry (``sglang_arch.arch.evidence``) quoted as the PR text shows it: the
+    figures exactly as published, what they were measured on, and where."""
+    from ..arch.evidence import entry as evidence
+
+    entry = evidence(evidence_id)
+    lines = [f"> {entry.numbers}", ">", f"> {entry.hardware}; {entry.software}. Source: {entry.source}."]
+    if entry.limits:
+        lines.append(f">\n> Limits: {entry.limits}.")
+    return "\n".join(lines)
+
+
 def pr_text(step: Step, result: "StepResult") -> Tuple[str, str]:
     """(commit subject, commit body) of a step on the tree ``result`` was planned for."""
     text = template(f"pr/{step.pr_name}")
@@ -56,6 +73,7 @@ def pr_text(step: Step, result: "StepResult") -> Tuple[str, str]:
     if not first.startswith("# "):
         raise ValueError(f"templates/pr/{step.pr_name}: the first line must be '# <commit subject>'")
     body = rest.strip("\n").replace("{size}", size_line(result)).replace("{left_out}", left_out_lines(result))
+    body = _EVIDENCE.sub(lambda m: evidence_block(m.group(1)), body)
     return first[2:].strip(), body
 
 
