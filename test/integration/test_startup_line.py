@@ -18,22 +18,32 @@ from sglang_arch.integrations.sglang import startup
 HAS_SGLANG = importlib.util.find_spec("sglang") is not None
 
 
-def line_for(argv, gpus=8, topology="pcie-p2p"):
+def line_for(argv, gpus=8, topology="pcie-p2p", cap="12.0"):
     launch = startup.launch_from_argv(argv)
-    d = decide(resolve("12.0"), TOPOLOGIES[topology], launch.tp, launch.nnodes, ModelTraits(cuda=(13, 0)))
-    return startup.line(f"{gpus}x sm_120 {topology}", d, frozenset(), 0, launch)
+    d = decide(resolve(cap), TOPOLOGIES[topology], launch.tp, launch.nnodes, ModelTraits(cuda=(13, 0)))
+    return startup.line(f"{gpus}x sm_{cap.replace('.', '')} {topology}", d, frozenset(), 0, launch)
 
 
 @pytest.mark.parametrize("argv, tp, symm", [
     (["--model-path", "m", "--tp", "4"], 4, "symm-mem off (no --enable-torch-symm-mem)"),
-    (["--model-path", "m", "--tp-size=4", "--enable-torch-symm-mem"], 4, "symm-mem 64 MiB two_shot"),
-    (["--model-path", "m", "--tensor-parallel-size", "8", "--enable-torch-symm-mem"], 8, "symm-mem 128 MiB two_shot"),
+    (["--model-path", "m", "--tp-size=4", "--enable-torch-symm-mem"], 4, "symm-mem 64 MiB multimem"),
+    (["--model-path", "m", "--tensor-parallel-size", "8", "--enable-torch-symm-mem"], 8, "symm-mem 128 MiB multimem"),
     (["--model-path", "m", "--enable-torch-symm-mem"], 1, "symm-mem no"),
 ])
 def test_the_line_states_the_launchs_tp_size_and_the_symm_mem_it_uses(argv, tp, symm):
-    text = line_for(argv)
-    assert text.startswith(f"sglang-arch: tp {tp} on 8x sm_120 pcie-p2p -> tier 12.0 [exact]; {symm};"), text
+    text = line_for(argv, topology="nvswitch", cap="9.0")  # 8x H100: SGLang's sizes, multimem
+    assert text.startswith(f"sglang-arch: tp {tp} on 8x sm_90 nvswitch -> tier 9.0 [exact]; {symm};"), text
     assert len(text) <= startup.MAX_LENGTH
+
+
+@pytest.mark.parametrize("argv, tp, pcie_ipc", [
+    (["--model-path", "m", "--tp", "8"], 8, True),  # measured at TP 8 (ledger: pcie-ipc-tp8-sm120)
+    (["--model-path", "m", "--tp", "4", "--enable-torch-symm-mem"], 4, False),
+])
+def test_on_8x_rtx_pro_6000_the_line_names_pcie_ipc_where_the_plugin_turns_it_on(argv, tp, pcie_ipc):
+    text = line_for(argv)
+    head = f"sglang-arch: tp {tp} on 8x sm_120 pcie-p2p -> tier 12.0 [exact]; symm-mem no; "
+    assert text.startswith(head + ("pcie-ipc on (decode-sized); " if pcie_ipc else "custom-AR ")), text
 
 
 def test_flags_that_turn_a_decision_off_or_name_the_backend_are_shown():
@@ -55,10 +65,10 @@ def test_flags_that_turn_a_decision_off_or_name_the_backend_are_shown():
 
 
 def test_without_a_launch_the_node_stands_in_and_the_flag_is_named():
-    d = decide(resolve("12.0"), TOPOLOGIES["pcie-p2p"], 8, 1, ModelTraits(cuda=(13, 0)))
-    text = startup.line("8x sm_120 pcie-p2p", d)
-    assert text.startswith("sglang-arch: 8x sm_120 pcie-p2p -> tier 12.0 [exact]; "
-                           "symm-mem 128 MiB two_shot with --enable-torch-symm-mem;")
+    d = decide(resolve("9.0"), TOPOLOGIES["nvswitch"], 8, 1, ModelTraits(cuda=(13, 0)))
+    text = startup.line("8x sm_90 nvswitch", d)
+    assert text.startswith("sglang-arch: 8x sm_90 nvswitch -> tier 9.0 [exact]; "
+                           "symm-mem 128 MiB multimem with --enable-torch-symm-mem;")
 
 
 def test_the_launch_is_read_from_server_args_a_caller_holds_before_the_command_line():
@@ -89,15 +99,15 @@ LAUNCHER = textwrap.dedent("""
 
 @pytest.mark.skipif(not HAS_SGLANG, reason="needs the installed sglang 0.5.23")
 @pytest.mark.parametrize("flags, symm", [([], "symm-mem off (no --enable-torch-symm-mem)"),
-                                         (["--enable-torch-symm-mem"], "symm-mem 64 MiB two_shot")])
+                                         (["--enable-torch-symm-mem"], "symm-mem 64 MiB multimem")])
 def test_sglangs_launcher_logs_the_launchs_line(flags, symm):
     from helpers import clean_env
 
     argv = ["--model-path", "some/model", "--tp", "4", *flags]
     out = subprocess.run([sys.executable, "-c", LAUNCHER, *argv], capture_output=True, text=True, timeout=600,
-                         env=clean_env(SGLANG_ARCH_CAPABILITY="12.0", SGLANG_ARCH_GPU_COUNT="8",
-                                       SGLANG_ARCH_TOPOLOGY="pcie-p2p"))
+                         env=clean_env(SGLANG_ARCH_CAPABILITY="9.0", SGLANG_ARCH_GPU_COUNT="8",
+                                       SGLANG_ARCH_TOPOLOGY="nvswitch"))
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [line.split("|", 1)[1] for line in out.stderr.splitlines() if line.startswith("sglang_arch|sglang-arch: tp")]
     assert len(lines) == 1, out.stderr[-2000:]
-    assert lines[0].startswith(f"sglang-arch: tp 4 on 8x sm_120 pcie-p2p -> tier 12.0 [exact]; {symm};")
+    assert lines[0].startswith(f"sglang-arch: tp 4 on 8x sm_90 nvswitch -> tier 9.0 [exact]; {symm};")
