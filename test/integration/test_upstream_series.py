@@ -334,17 +334,16 @@ def test_check_keeps_its_verdict_when_the_reader_stops_early(tmp_path):
 
 
 def test_a_foreign_module_at_the_registrys_path_leaves_its_callers_out(tmp_path):
-    """Another file at srt/arch/registry.py is kept (left out), and every call site that
-    would call the series' registry is left out with it: no site is rewritten to call a
-    function that is not there."""
+    """Another file at srt/platforms/cuda_arch.py (the series' platform table) is kept (left
+    out), and every call site that would call it is left out with it: no site is rewritten to
+    call a function that is not there."""
     package = package_tree("0.5.23", tmp_path)
-    (package / "srt" / "arch").mkdir()
-    (package / "srt" / "arch" / "registry.py").write_text("# a module of the same name, not the series'\nX = 1\n")
+    (package / "srt" / "platforms" / "cuda_arch.py").write_text("# a module of the same name, not the series'\nX = 1\n")
     before = {p: p.read_bytes() for p in package.rglob("*.py")}
     out = _upstream(package)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "srt/arch/registry.py: left out" in out.stdout, out.stdout
+    assert "srt/platforms/cuda_arch.py: left out" in out.stdout, out.stdout
     assert ": rewritten" not in out.stdout, out.stdout
-    assert out.stdout.count("it calls srt/arch/registry.py, which is left out") >= 5, out.stdout
+    assert out.stdout.count("it calls srt/platforms/cuda_arch.py, which is left out") >= 5, out.stdout
     changed = [p for p, data in before.items() if p.read_bytes() != data]
     assert changed == [], changed

@@ -223,24 +223,26 @@ def test_machine_bounds_accept_real_deployments(capsys):
 # --- upstream never leaves SRC -------------------------------------------------------
 
 def test_upstream_refuses_a_symlinked_arch_dir_before_writing(tmp_path, capsys):
+    """The folder the series' platform table goes in (srt/platforms) a link to elsewhere."""
     src = tmp_path / "sglang"
     (src / "srt").mkdir(parents=True)
     (src / "__init__.py").write_text("")
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "keep.py").write_text("x = 1\n")
-    (src / "srt" / "arch").symlink_to(outside, target_is_directory=True)
+    (src / "srt" / "platforms").symlink_to(outside, target_is_directory=True)
     one_line_2(capsys, "upstream", str(src), expect="is a symlink")
     assert sorted(p.name for p in outside.iterdir()) == ["keep.py"]  # nothing written, nothing deleted
 
 
 def test_upstream_refuses_a_symlinked_file_inside_arch(tmp_path, capsys):
+    """The series' platform table file itself a link to a file elsewhere."""
     src = tmp_path / "sglang"
-    (src / "srt" / "arch").mkdir(parents=True)
+    (src / "srt" / "platforms").mkdir(parents=True)
     (src / "__init__.py").write_text("")
     victim = tmp_path / "victim.py"
     victim.write_text("precious\n")
-    (src / "srt" / "arch" / "registry.py").symlink_to(victim)
+    (src / "srt" / "platforms" / "cuda_arch.py").symlink_to(victim)
     one_line_2(capsys, "upstream", str(src), expect="is a symlink")
     assert victim.read_text() == "precious\n"
 

@@ -265,7 +265,7 @@ def plan_series(tree: Tree) -> List[StepResult]:
         result = StepResult(step)
         for rel in step.adds:
             _plan_new_file(result, rel, "package", series_file(f"package/{rel}"), read(rel))
-        foreign += [o.site for o in result.outcomes if o.status == LEFT_OUT and o.site.startswith(ARCH_DIR + "/")]
+        foreign += [o.site for o in result.outcomes if o.status == LEFT_OUT and o.site in step.adds]
         if read(REGISTRY) is None and not any(rel == REGISTRY for rel, _ in result.owned):
             result.skipped = f"{REGISTRY} is not in this tree (step 1 left out)"
         else:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import textwrap
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from ... import args as cli_args
 from ...arch import TOPOLOGIES

@@ -19,7 +19,7 @@ import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ....arch.policies.collectives import FUSION_REQUESTS
-from . import KEEP, ArchDecisionError, Constants, device_context, fail_open, per_machine, routed_context
+from . import ArchDecisionError, Constants, device_context, fail_open, per_machine, routed_context
 
 logger = logging.getLogger(__name__)
 
