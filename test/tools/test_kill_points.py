@@ -132,7 +132,7 @@ def kill_at(argv, tmp, at, script=UPSTREAM, cwd=None):
     try:
         _read_until(proc, f"paused at {at}")
         os.kill(proc.pid, signal.SIGKILL)  # the process alone: as the OOM killer or kill -9 would
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

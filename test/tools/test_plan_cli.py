@@ -15,6 +15,11 @@ from sglang_arch.integrations.sglang.plan import (
     MAX_WORKER_TIMEOUT_S,
 )
 
+# How soon a signalled run must be gone: at once on an idle machine (well under a second), this
+# bound on a loaded 2-core runner where the other test worker starts interpreters too.
+PROMPT_S = 20.0
+
+
 ACCEPTED = "accepted: a model directory whose config.json is a JSON object in a regular file of at most 16 MiB"
 
 
@@ -379,7 +384,7 @@ def test_a_signal_ends_plan_and_its_workers_at_once(tmp_path, signame):
     start = time.monotonic()
     proc.send_signal(getattr(signal, signame))
     out, err = proc.communicate(timeout=30)
-    assert time.monotonic() - start < 5, err
+    assert time.monotonic() - start < PROMPT_S, err
     assert proc.returncode != 0 and "Traceback" not in err, err
     time.sleep(0.5)
     assert workers() == []

@@ -14,6 +14,11 @@ import time
 
 import pytest
 
+# How soon a signalled run must be gone: at once on an idle machine (well under a second), this
+# bound on a loaded 2-core runner where the other test worker starts interpreters too.
+PROMPT_S = 20.0
+
+
 pytest.importorskip("torch", reason="the harness measures with torch (gloo on CPUs)")
 
 STATUS = {"SIGINT": 130, "SIGTERM": 128 + signal.SIGTERM, "SIGHUP": 128 + signal.SIGHUP}
@@ -44,7 +49,7 @@ def test_a_signal_while_workers_measure_ends_them_all(tmp_path, sig):
         assert "paused at tune:measuring" in line, line + proc.stderr.read()
         sent = time.monotonic()
         proc.send_signal(getattr(signal, sig))
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
         took = time.monotonic() - sent
         gone = _group_gone(proc.pid, 5.0)
     finally:
@@ -55,5 +60,5 @@ def test_a_signal_while_workers_measure_ends_them_all(tmp_path, sig):
         proc.wait()
     err = proc.stderr.read()
     assert proc.returncode == STATUS[sig], (proc.returncode, err)
-    assert took < 5.0 and gone
+    assert took < PROMPT_S and gone
     assert not results.exists() and os.listdir(tmp_path) == []

@@ -27,6 +27,9 @@ from sglang_arch import files, interrupts
 from sglang_arch.cli import main
 from sglang_arch.upstream import series
 
+# How soon a signalled run must be gone: at once on an idle machine (well under a second), this
+# bound on a loaded 2-core runner where the other test worker starts interpreters too.
+PROMPT_S = 20.0
 
 
 def git(root, *args, check=True):
@@ -232,7 +235,7 @@ def test_a_signal_from_outside_at_a_paused_moment(tmp_path, at, sig, then):
         if then:
             _read_until(proc, f"paused at {then[0]}")
             proc.send_signal(getattr(signal, then[1]))
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
         took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
@@ -240,7 +243,7 @@ def test_a_signal_from_outside_at_a_paused_moment(tmp_path, at, sig, then):
             proc.wait()
     err = proc.stderr.read()
     assert proc.returncode in {STATUS[sig], STATUS[then[1] if then else sig]}, (proc.returncode, err)
-    assert took < 5.0
+    assert took < PROMPT_S  # at once: well under this on an idle machine, bounded on a loaded runner
     assert state(root) == before
     assert leftovers(root, tmp) == []
     assert _gone(proc.pid)  # nothing of its process group runs on
@@ -314,7 +317,7 @@ def test_a_signal_after_the_point_of_no_return_says_the_run_is_whole(tmp_path):
     try:
         _read_until(proc, "paused at done")
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
