@@ -43,6 +43,9 @@ class Evidence:
         return f"{self.numbers} ({self.hardware}; {self.source})"
 
 
+# The decision suite's equality with SGLang's own functions, and its documented differences
+_EQUIVALENCE = ("test/integration/test_equivalence.py::"
+                "test_routed_equals_upstream_where_upstream_decides_except_documented")
 _PCIE_IPC_SOURCE = ("SGLang 0.5.23 srt/distributed/device_communicators/pcie_ipc_ar.py, its module docstring "
                     "(sgl-project/sglang#34528)")
 
@@ -79,7 +82,7 @@ ENTRIES: Tuple[Evidence, ...] = (
                "host; quartiles in the file), corroborated by vllm-project/vllm#42324 (on SM90 two-shot loses "
                "to NCCL from about 16 MiB)",
         tests=("test/unit/test_allreduce_plan.py::test_two_shot_without_multicast_only_where_measured",
-               "test/integration/test_equivalence.py::test_routed_equals_upstream_where_upstream_decides_except_documented"),
+               _EQUIVALENCE),
         limits="world size 2 only; no PCIe host and no world size 4 or 8 was measured, so those keep stock's "
                "behaviour (off) unless `sglang-arch tune collectives` on the node measures them",
     ),
@@ -126,7 +129,7 @@ ENTRIES: Tuple[Evidence, ...] = (
         software="FlashInfer 0.7.2 trtllm IPC workspace (CUDA IPC peer mappings)",
         numbers="the workspace maps every peer's buffer; without P2P the mapping fails at the first forward",
         source="flashinfer 0.7.2 comm/trtllm_ar.py trtllm_create_ipc_workspace_for_all_reduce_fusion",
-        tests=("test/integration/test_equivalence.py::test_routed_equals_upstream_where_upstream_decides_except_documented",),
+        tests=(_EQUIVALENCE,),
     ),
     Evidence(
         id="mnnvl-needs-nvlink",
