@@ -1,6 +1,8 @@
 """Shared test setup: a clean registry environment for every test."""
 
 import os
+import signal
+import threading
 
 import pytest
 from hypothesis import settings
@@ -27,6 +29,25 @@ def clean_arch_env(monkeypatch):
     reset_default_registry()
     yield
     reset_default_registry()
+
+
+# The signals the commands handle, as a Python interpreter starts with them.
+_SIGNALS_AT_START = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
+                     signal.SIGHUP: signal.SIG_DFL}
+
+
+@pytest.fixture(autouse=True)
+def signals_as_at_start():
+    """Every test starts with SIGINT, SIGTERM and SIGHUP handled as an interpreter starts and
+    unblocked: a library an earlier test ran in this worker can leave one ignored, and an
+    ignored signal is inherited by every process a test starts (a signalled command then
+    never ends)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum, handler in _SIGNALS_AT_START.items():
+            if signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, list(_SIGNALS_AT_START))
+    yield
 
 
 # Variables a test module could set at import and leak into every later test of a run.
