@@ -14,6 +14,8 @@ import importlib.util
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sglang_arch.integrations.sglang.glue import collectives
 
@@ -73,22 +75,28 @@ class Group:
 
 
 @pytest.fixture
-def stage(monkeypatch, comm_module):
+def stage(monkeypatch, comm_module, request):
     """``stage(world_size, multicast, scattered=False, custom_ar=True)``: a group of that size
     whose communicator is enabled, with or without multicast; the multimem ops record into
     ``multimem`` (or fail the test where ``multicast`` is False), the custom-AR resources
     built into ``resources``."""
     import torch
 
+    from sglang_arch.integrations.sglang import routing
+
     multimem, resources = [], []
+    # a fresh process: no communicator noted, nothing settled (undone after the test)
+    monkeypatch.setitem(collectives._two_shot, "made", False)
+    monkeypatch.setitem(collectives._two_shot, "multicast_made", False)
+    routing.unsettle()
+    request.addfinalizer(routing.unsettle)
 
     def use(world_size, multicast, scattered=False, custom_ar=True):
         comm = SimpleNamespace(disabled=False, multicast=multicast, dtype=torch.bfloat16, world_size=world_size,
                                max_size=1 << 30, buffer=torch.zeros(1 << 22, dtype=torch.bfloat16),
                                group=SimpleNamespace(group_name="tp"),
                                should_torch_symm_mem_allreduce=lambda inp: True)
-        if not multicast:  # what init_torch_symm_mem notes when it keeps such a communicator
-            collectives.note_two_shot_communicator(comm)
+        collectives.note_two_shot_communicator(comm)  # as init_torch_symm_mem notes each one it keeps
         for op in MULTIMEM_OPS:
             def called(*args, _op=op):
                 assert multicast, f"torch.ops.symm_mem.{_op} called on a communicator without multicast"
@@ -224,3 +232,83 @@ def test_with_multicast_alone_the_consumers_are_sglangs_own_functions(comm_modul
     assert bound.__code__ is bound.__wrapped__.__code__
     assert bound.__sglang_arch_target__ == f"{_COMM}.get_ar_buffer"
     routing.unsettle()
+
+
+def _settled(comm_module, name):
+    """The function SGLang's name holds once the consumer decided in this process."""
+    from sglang_arch.integrations.sglang import routing
+
+    return routing.settle(f"{_COMM}.{name}")
+
+
+def test_on_a_node_without_multicast_each_consumer_settles_to_its_disabled_path(comm_module, stage):
+    """Only communicators without multicast in the process: each consumer's name holds, not
+    the hook, but what SGLang's function does on a disabled communicator: its constant
+    answer there with SGLang's parameters, or (the all-reduce) SGLang's own body reading no
+    Inkling world size."""
+    import inspect
+
+    from sglang_arch.integrations.sglang import specialize
+
+    group = stage(8, multicast=False)
+    for name in CONSUMERS:
+        bound = _settled(comm_module, name)
+        original = bound.__wrapped__
+        assert getattr(comm_module, name) is bound and bound.__code__ is not original.__code__, name
+        assert inspect.signature(bound).parameters.keys() == inspect.signature(original).parameters.keys(), name
+        assert bound.__defaults__ == original.__defaults__ and bound.__kwdefaults__ == original.__kwdefaults__, name
+    all_reduce = comm_module.symm_mem_all_reduce
+    assert all_reduce.__code__.co_code == all_reduce.__wrapped__.__code__.co_code
+    assert all_reduce.__globals__ is vars(comm_module)
+    assert vars(comm_module)[specialize.global_name(all_reduce.__wrapped__, "_INKLING_AR_WORLD_SIZES")] == ()
+    with pytest.raises(TypeError):  # a call SGLang's function refuses is refused alike
+        comm_module.get_ar_buffer(group, 4, HIDDEN)
+    x = _hidden(4)
+    assert comm_module.symm_mem_all_reduce(x, group) is x and group.calls == ["all_reduce"]
+    assert stage.multimem == [] and stage.resources == []
+
+
+def test_with_both_kinds_of_communicator_the_consumers_keep_the_hook(comm_module, stage):
+    from sglang_arch.integrations.sglang import routing
+
+    stage(8, multicast=False)
+    stage(8, multicast=True)
+    for name in CONSUMERS:
+        target, _original, hook, _settling = routing._settling[f"{_COMM}.{name}"]
+        assert _settled(comm_module, name) is hook, name
+
+
+_MODES = {"decode": _batch(decode=True), "extend": _batch(extend=True), "neither": _batch()}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(world_size=st.sampled_from([1, 2, 3, 4, 6, 8]), state=st.sampled_from(["none", "disabled", "no-multicast"]),
+       mode=st.sampled_from(sorted(_MODES)), tokens=st.sampled_from([0, 1, 4, 64, 4096]),
+       hidden=st.sampled_from([HIDDEN, 6000, 128]), scattered=st.booleans(), custom_ar=st.booleans())
+def test_settled_consumers_answer_as_stock_on_a_disabled_communicator(comm_module, stage, world_size, state, mode,
+                                                                      tokens, hidden, scattered, custom_ar):
+    """The settled bodies (a process whose communicators all lack multicast) against SGLang's
+    own functions given the same group with its communicator disabled (stock's answer there),
+    over world sizes, communicator states, forward modes and shapes."""
+    import torch
+
+    group = stage(8, multicast=False, scattered=scattered, custom_ar=custom_ar)  # notes the process's kind
+    comm = group.torch_symm_mem_comm
+    comm.world_size = world_size
+    group = Group(world_size, None if state == "none" else comm)
+    comm.disabled = state == "disabled"
+    stock_group = Group(world_size, None if state == "none" else SimpleNamespace(**{**vars(comm), "disabled": True}))
+    batch, dtype = _MODES[mode], torch.bfloat16
+    for name in ("ar_sconv_norm_fusable", "scattered_ar_sconv_fusable", "fullwidth_ar_sconv_fusable"):
+        settled, stock = _settled(comm_module, name), getattr(comm_module, name).__wrapped__
+        assert settled(group, batch, tokens, hidden, dtype) == stock(stock_group, batch, tokens, hidden, dtype), name
+    settled, stock = _settled(comm_module, "get_ar_buffer"), comm_module.get_ar_buffer.__wrapped__
+    assert settled(group, max(tokens, 1), hidden, dtype) is stock(stock_group, max(tokens, 1), hidden, dtype) is None
+    x = _hidden(max(tokens, 1), hidden)
+    settled, stock = _settled(comm_module, "_symm_mem_comm"), comm_module._symm_mem_comm.__wrapped__
+    assert settled(group, x, x.numel()) is stock(stock_group, x, x.numel()) is None
+    settled, stock = _settled(comm_module, "symm_mem_all_reduce"), comm_module.symm_mem_all_reduce.__wrapped__
+    assert settled(x, group) is stock(x, stock_group) is x
+    assert group.calls == stock_group.calls
+    _settled(comm_module, "ensure_inkling_ar_resources")(group)
+    assert stage.multimem == [] and stage.resources == []

@@ -97,6 +97,7 @@ def test_applies_is_sglangs_gate_where_the_registry_agrees(simulate, monkeypatch
 def test_inkling_consumers_are_sglangs_until_a_communicator_without_multicast_is_made(simulate, monkeypatch):
     simulate("9.0", "nvlink")
     monkeypatch.setitem(collectives._two_shot, "made", False)
+    monkeypatch.setitem(collectives._two_shot, "multicast_made", False)
     target = _target(f"{_COMM}.get_ar_buffer")
     original = routing.current_function(target).__wrapped__
     assert target.hook.specialize(original) is original
@@ -106,6 +107,14 @@ def test_inkling_consumers_are_sglangs_until_a_communicator_without_multicast_is
     collectives.note_two_shot_communicator(SimpleNamespace(multicast=False, disabled=False, world_size=2))
     assert not calls and target.hook.specialize(original) is original
     collectives.note_two_shot_communicator(SimpleNamespace(multicast=False, disabled=False, world_size=8))
+    assert calls
+    # a node without multicast: what SGLang's function answers on a disabled communicator
+    bound = target.hook.specialize(original)
+    assert bound.__code__ is not original.__code__ and bound(None, 4, 6144, None) is None
+    # a communicator with multicast as well (both kinds in one process): the hook views each group
+    monkeypatch.setitem(collectives._two_shot, "multicast_made", False)
+    calls.clear()
+    collectives.note_two_shot_communicator(SimpleNamespace(multicast=True, disabled=False, world_size=8))
     assert calls and target.hook.specialize(original) is specialize.KEEP
 
 
@@ -140,3 +149,61 @@ def test_a_name_used_other_than_as_a_global_read_keeps_the_hook():
     assert g(1) == 3 and namespace["g"](1) == 2
     namespace["probe"] = lambda: 5  # the module's later changes are still seen by the other globals
     assert namespace["g"](1) == 6 and g(1) == 3
+
+
+_MARLIN = "sglang.srt.lora.marlin_lora_temp.moe_runner._use_multi_shared_outer_decode_factorization"
+
+
+@pytest.mark.parametrize("capability,device", [("10.0", (10, 0)), ("10.0", (12, 0)), ("12.0", (10, 0)),
+                                               ("9.0", (9, 0))])
+def test_a_capability_read_inline_settles_to_sglangs_body_reading_its_own_name(simulate, monkeypatch, capability,
+                                                                               device):
+    """``scoped_capability``: where torch reports another capability than the registry's
+    answer, the settled function is SGLang's body whose ``torch.cuda.get_device_capability``
+    reads ``torch.cuda._sglang_arch_get_device_capability_<answer>``; its other torch reads
+    are torch's own (no view), and it answers as the hook does."""
+    import torch
+
+    target = _target(_MARLIN)
+    module = importlib.import_module(target.module)
+    simulate(capability)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: device_capability)
+    device_capability = device
+    original = module._use_multi_shared_outer_decode_factorization.__wrapped__
+    answer = target.hook.glue()
+    bound = target.hook.specialize(original)
+    if answer is None or tuple(answer) == device:
+        assert bound is original
+        return
+    name = "_sglang_arch_get_device_capability_" + "_".join(map(str, answer))
+    assert getattr(torch.cuda, name)() == tuple(answer)
+    assert name in bound.__code__.co_names and "get_device_capability" not in bound.__code__.co_names
+    assert bound.__globals__["torch"] is torch  # torch itself, not a view
+    rank, hidden, experts, inter = 32, 6144, 256, 384
+    lora = SimpleNamespace(
+        gate_up_lora_a_weights=torch.empty(2, 1, 2 * rank, hidden, device="meta"),
+        gate_up_lora_b_weights=torch.empty(2, experts, 2 * inter, rank, device="meta"),
+        down_lora_a_weights=torch.empty(2, experts, rank, inter, device="meta"),
+        down_lora_b_weights=torch.empty(2, 1, hidden, rank, device="meta"),
+        max_lora_rank=rank, experts_shared_outer_loras=True)
+    hidden_states = SimpleNamespace(is_cuda=True, device="cuda:0", dtype=torch.bfloat16)
+    for tokens, ep_active in itertools.product((1, 32, 33), (False, True)):
+        kwargs = dict(num_tokens=tokens, hidden_size=hidden, router_topk=6, num_experts=experts,
+                      intermediate_size=inter, ep_active=ep_active)
+        assert bound(lora, hidden_states, **kwargs) == target.hook(original, lora, hidden_states, **kwargs)
+
+
+def test_an_attribute_read_other_than_through_the_chain_keeps_the_view():
+    class Cuda:
+        def probe(self):
+            return 1
+
+    cuda = Cuda()
+    namespace = {"torch": SimpleNamespace(cuda=cuda)}
+    exec("def f(x):\n    return torch.cuda.probe() + x.probe()\n", namespace)
+    assert specialize.with_attribute(namespace["f"], ("torch", "cuda"), "probe", cuda, "_new", lambda: 2) is None
+    exec("def h():\n    return getattr(torch.cuda, 'probe')()\n", namespace)
+    assert specialize.with_attribute(namespace["h"], ("torch", "cuda"), "probe", cuda, "_new", lambda: 2) is None
+    exec("def g(x):\n    return torch.cuda.probe() + x\n", namespace)
+    g = specialize.with_attribute(namespace["g"], ("torch", "cuda"), "probe", cuda, "_new", lambda: 2)
+    assert g(1) == 3 and namespace["g"](1) == 2 and cuda._new() == 2

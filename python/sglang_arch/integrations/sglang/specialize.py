@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import dis
 import functools
+import inspect
 import types
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
-from .glue import KEEP, Constants  # noqa: F401  (KEEP: the hook stays)
+from .glue import KEEP, Answers, Constants  # noqa: F401  (KEEP: the hook stays)
 
 _GLOBAL_READS = {"LOAD_GLOBAL"}
 
@@ -84,6 +85,41 @@ def with_global(fn: Any, name: str, value: Any) -> Optional[types.FunctionType]:
     return copy_function(fn, _renamed(fn.__code__, name, new_name))
 
 
+_ATTRIBUTE_READS = {"LOAD_ATTR", "LOAD_METHOD"}
+
+
+def _reads_only_as(code: types.CodeType, chain: Tuple[str, ...], name: str) -> bool:
+    """Whether every use of ``name`` in ``code`` (its nested code too) is the attribute read
+    ``<chain[0]>.<chain[1]>...<name>`` with ``chain[0]`` a global, and ``name`` is no string
+    constant (a ``getattr(..., "name")`` would miss the rename)."""
+    instructions = list(dis.get_instructions(code))
+    for i, instruction in enumerate(instructions):
+        if instruction.opcode not in dis.hasname or instruction.argval != name:
+            continue
+        before = instructions[max(0, i - len(chain)):i]
+        if (instruction.opname not in _ATTRIBUTE_READS or len(before) != len(chain)
+                or before[0].opname != "LOAD_GLOBAL" or before[0].argval != chain[0]
+                or any(b.opname not in _ATTRIBUTE_READS or b.argval != a for b, a in zip(before[1:], chain[1:]))):
+            return False
+    if name in code.co_consts:
+        return False
+    return all(_reads_only_as(c, chain, name) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def with_attribute(fn: Any, chain: Tuple[str, ...], name: str, owner: Any, new_name: str,
+                   value: Any) -> Optional[types.FunctionType]:
+    """``fn`` whose reads of ``<chain>.<name>`` (e.g. ``torch.cuda.get_device_capability``)
+    read ``<chain>.<new_name>``, set on ``owner`` (the object ``<chain>`` names) to ``value``;
+    None where ``fn`` reads ``name`` in any other way.  Every other attribute of the chain
+    is read as SGLang's body reads it: no view of the module, no per-call cost."""
+    if not isinstance(fn, types.FunctionType) or not _uses(fn.__code__, name):
+        return None
+    if not _reads_only_as(fn.__code__, chain, name):
+        return None
+    setattr(owner, new_name, value)
+    return copy_function(fn, _renamed(fn.__code__, name, new_name))
+
+
 def constant_probe(value: Any, cached: bool = True) -> Callable:
     """A probe answering ``value`` whatever it is asked: ``lru_cache``d (a C-level call on a hit,
     as SGLang's own cached probes; their arguments are hashable) or a plain function."""
@@ -105,9 +141,31 @@ class PlatformFacts:
         return getattr(self.__dict__["_module"].get_platform(), name)
 
 
+def answering(fn: Any, value: Any) -> Optional[types.FunctionType]:
+    """A function with ``fn``'s name and parameters (their kinds and defaults: a call SGLang's
+    function refuses, this one refuses alike) that answers ``value``; None where ``fn`` is
+    not a Python function."""
+    if not isinstance(fn, types.FunctionType):
+        return None
+    signature = inspect.signature(fn)
+    bare = signature.replace(return_annotation=inspect.Signature.empty, parameters=[
+        p.replace(annotation=inspect.Parameter.empty, default=inspect.Parameter.empty)
+        for p in signature.parameters.values()])
+    namespace: dict = {}
+    exec(f"def {fn.__name__}{bare}:\n    return _sglang_arch_answer\n", {"_sglang_arch_answer": value}, namespace)
+    new = namespace[fn.__name__]
+    new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+    return new
+
+
 def from_glue(original: Any, chosen: Any) -> Any:
     """A glue ``specialize``'s answer as the function to bind: ``Constants`` become SGLang's
-    function with those globals renamed to them (KEEP where it cannot be)."""
+    function with those globals renamed to them, ``Answers`` a function with its parameters
+    answering that value (KEEP where either cannot be)."""
+    if isinstance(chosen, Answers):
+        found = answering(original, chosen.value)
+        return KEEP if found is None else found
     if not isinstance(chosen, Constants):
         return chosen
     fn = original

@@ -233,6 +233,15 @@ class Constants(dict):
     """What a glue ``specialize`` answers for "SGLang's function with these module globals
     read as constants" (name -> value); the hooks build that function (``specialize.py``)."""
 
+
+class Answers:
+    """What a glue ``specialize`` answers for "a function with SGLang's parameters that
+    answers ``value``": where SGLang's own function, on every input, answers that in this
+    process (``specialize.py`` builds it)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
 _on_change: list = []  # callables run when the machine the glue answers for may have changed
 
 

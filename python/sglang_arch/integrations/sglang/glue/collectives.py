@@ -29,7 +29,7 @@ from ....arch.policies.collectives import (
     SymmMemDecision,
 )
 from ....arch.runtime import MachineContext
-from . import KEEP, device_context, fail_open, machine_changed, per_machine, routed_context
+from . import KEEP, Answers, Constants, device_context, fail_open, machine_changed, per_machine, routed_context
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +249,10 @@ class GroupWithoutSymmMem:
         return value
 
 
-_two_shot = {"made": False}  # whether init_torch_symm_mem kept a communicator without multicast enabled
+# Whether init_torch_symm_mem kept an enabled communicator in this process at a world size
+# Inkling's multicast consumers read: without multicast ("made", the two-shot kernel's), and
+# with it.
+_two_shot = {"made": False, "multicast_made": False}
 
 
 # The world sizes at which Inkling's consumers read the communicator at all (comm.py's
@@ -259,21 +262,50 @@ INKLING_WORLD_SIZES = (4, 6, 8)
 
 
 def note_two_shot_communicator(comm: Any) -> None:
-    """``comm`` (made by ``init_torch_symm_mem``) is enabled without multicast at a world size
-    Inkling's multicast consumers read it at: from now on they are routed to the view
-    (``inkling_consumer_settled``).  At any other world size they never read it."""
-    if (getattr(comm, "multicast", True) is False and not comm.disabled and not _two_shot["made"]
-            and getattr(comm, "world_size", None) in INKLING_WORLD_SIZES):
-        _two_shot["made"] = True
-        machine_changed()
+    """``comm`` was made by ``init_torch_symm_mem``: where it is enabled at a world size
+    Inkling's multicast consumers read it at, note whether it has multicast.  Once one
+    without multicast exists the consumers decide again (``inkling_consumer_settled``); at
+    any other world size they never read it."""
+    if comm.disabled or getattr(comm, "world_size", None) not in INKLING_WORLD_SIZES:
+        return
+    key = "made" if getattr(comm, "multicast", True) is False else "multicast_made"
+    if not _two_shot[key]:
+        _two_shot[key] = True
+        if _two_shot["made"]:
+            machine_changed()
+
+
+# What each Inkling consumer is settled to in a process whose communicators (at Inkling's
+# world sizes) all lack multicast: what it does on a disabled communicator, whatever group
+# it is given.  Six answer one constant there on every path (None, or False), so their
+# name answers it; the all-reduce's disabled path is the group's own all-reduce, so it is
+# SGLang's body with ``_INKLING_AR_WORLD_SIZES`` (read in the one ``and`` chain beside
+# ``comm.disabled``) read as no world size.  Each is tested against SGLang's own functions.
+_WITHOUT_MULTICAST = {
+    "ensure_inkling_ar_resources": Answers(None),
+    "ar_sconv_norm_fusable": Answers(False),
+    "get_ar_buffer": Answers(None),
+    "_symm_mem_comm": Answers(None),
+    "scattered_ar_sconv_fusable": Answers(False),
+    "fullwidth_ar_sconv_fusable": Answers(False),
+    "symm_mem_all_reduce": Constants(_INKLING_AR_WORLD_SIZES=()),
+}
 
 
 def inkling_consumer_settled(original: Any) -> Any:
-    """What an Inkling multicast consumer is bound to once decided (``routing.settle``):
-    SGLang's own function while no communicator without multicast was made in this process
-    (each group's communicator then has multicast, is off, or is SGLang's: the view answers
-    ``None`` for all), the hook (the view) once one was."""
-    return KEEP if _two_shot["made"] else original
+    """What an Inkling multicast consumer is bound to once decided (``routing.settle``).
+
+    - No communicator without multicast made in this process (each group's then has
+      multicast, is off, or is SGLang's: the view answers ``None`` for all): SGLang's own
+      function.
+    - Only communicators without multicast (a node without NVLS multicast: the fabric's
+      fact, the same for every group of the node): what SGLang's function does on a
+      disabled communicator (``_WITHOUT_MULTICAST``), at no per-call cost.
+    - Both (not seen on one node; tests make it): the hook, which views each group."""
+    if not _two_shot["made"]:
+        return original
+    settled = _WITHOUT_MULTICAST.get(getattr(original, "__name__", ""))
+    return KEEP if _two_shot["multicast_made"] or settled is None else settled
 
 
 _views: Dict[int, Tuple[Any, GroupWithoutSymmMem]] = {}  # id(group) -> (group, its view), built once
