@@ -5,7 +5,7 @@
 One process per GPU loads SGLang's plugins as SGLang does (``load_plugins()``: the
 registry decides), publishes SGLang 0.5.23's arguments with
 ``--flashinfer-allreduce-fusion-backend auto`` and builds its tensor-parallel groups as
-the model runner does (``benchmark/sglang_allreduce.py``'s ``Chain``).  It records what
+the model runner does (``sglang_arch.tune.sglang_chain.Chain``).  It records what
 SGLang's own gate (``add_norm.flashinfer_ar_fusion_applies``) and backend resolution say
 on this machine, then for a decode step's hidden states (bf16, hidden 4096 and 8192,
 tokens 1 to 256) runs:
@@ -34,19 +34,12 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit  # noqa: E402
-from sglang_allreduce import (  # noqa: E402
-    MULTICAST_OFF,
-    Chain,
-    _spread,
-    _time_eager,
-    _time_graph,
-    common_args,
-    common_parser,
-    result_header,
-    run_ranks,
-    stub_sgl_kernel_if_missing,
-    with_fatal,
-)
+from sglang_allreduce import common_args, common_parser, result_header  # noqa: E402
+from sglang_arch.tune.collectives import MULTICAST_OFF  # noqa: E402
+from sglang_arch.tune.collectives import spread as _spread  # noqa: E402
+from sglang_arch.tune.sglang_chain import Chain, run_ranks, stub_sgl_kernel_if_missing, with_fatal  # noqa: E402
+from sglang_arch.tune.sglang_chain import time_eager as _time_eager  # noqa: E402
+from sglang_arch.tune.sglang_chain import time_graph as _time_graph  # noqa: E402
 
 TOKENS = (1, 8, 32, 64, 128, 256)
 EPS = 1e-6

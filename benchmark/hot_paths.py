@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import emit  # noqa: E402
@@ -531,6 +531,9 @@ def main() -> int:
     parser.add_argument("--out", help="write the JSON result here")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
+    from sglang_arch.tune.sglang_chain import stub_sgl_kernel_if_missing
+
+    stub_sgl_kernel_if_missing()  # a GPU host without sgl_kernel's wheel: SGLang's imports only need its names
     import torch
 
     torch.set_num_threads(1)  # the CPU tensor copies stand in for kernel launches: no thread pool spinning

@@ -200,3 +200,66 @@ def test_the_lora_fp8_division_the_registry_binds_is_what_triton_compiles(tmp_pa
     assert any(d.startswith("div.rn") for d in tier_12["divisions"]), tier_12
     if sm90:  # SGLang's fast math on the H200: div.full.f32 (seen 2026-12-02), not correctly rounded
         assert not any(d.startswith("div.rn") for d in results["upstream"]["divisions"]), results["upstream"]
+
+
+def test_sglangs_chain_builds_and_times_on_the_gpu(report):
+    """``tune collectives --sglang``'s chain (``sglang_chain.measure``) on this GPU: SGLang's
+    GroupCoordinator built by the model runner's calls with the plugin loaded, its dispatch
+    checked against torch.distributed and timed eagerly and under CUDA-graph replay inside
+    SGLang's graph_capture().  One GPU: TP 1 builds no communicator, so the dispatch is what
+    is timed (several GPUs add custom all-reduce and PCIe-IPC: scripts/gpu-test)."""
+    from sglang_arch.tune import collectives as tc
+    from sglang_arch.tune import sglang_chain
+
+    with tc.multicast_off():
+        result = sglang_chain.measure(1, [4096, 1 << 20], iters=5, trials=3, modes=("eager", "graph"), cpu=False,
+                                      timeout=540)
+    assert "fatal" not in result and "fatal_ranks" not in result, (result.get("fatal"), result.get("traceback"))
+    rows = {row["bytes"]: row for row in result["rows"]}
+    assert set(rows) == {4096, 1 << 20}
+    for row in rows.values():
+        assert row["errors"] == {}, row["errors"]
+        assert row["eager"]["sglang"]["median"] > 0 and row["graph"]["sglang"]["median"] > 0
+    cells = [tc.Measurement(1, size) for size in rows]
+    sglang_chain.into_cells(result, cells)
+    assert all(c.sglang_methods.keys() == {"eager", "graph"} for c in cells)
+    report("chain", json.dumps({str(b): {m: r[m]["sglang"]["median"] for m in ("eager", "graph")}
+                                for b, r in rows.items()}))
+
+
+SETTLED_CAPABILITY = textwrap.dedent("""
+    import json, torch
+    from sglang_arch.integrations.sglang.plan import stand_in_if_missing
+    stand_in_if_missing("sgl_kernel")  # the runner's module imports it; the decision reads none of it
+    from sglang.srt.plugins import load_plugins
+    load_plugins()
+    from sglang_arch.integrations.sglang import routing
+    path = "sglang.srt.lora.marlin_lora_temp.moe_runner._use_multi_shared_outer_decode_factorization"
+    target = next(t for t in routing.all_routed_targets() if t.path == path)
+    import importlib
+    module = importlib.import_module(target.module)
+    routing.route(target)
+    original = routing.current_function(target).__wrapped__
+    answer = tuple(target.hook.glue())  # the registry's, resolving as SGLANG_ARCH_RESOLVE_AS
+    real = tuple(torch.cuda.get_device_capability())
+    bound = target.hook.specialize(original)
+    name = "_sglang_arch_get_device_capability_%d_%d" % answer
+    x = torch.zeros(1, device="cuda", dtype=torch.bfloat16)
+    print(json.dumps({"answer": answer, "real": real, "renamed": name in bound.__code__.co_names,
+                      "reads": list(getattr(torch.cuda, name)(x.device)), "torch_is_torch": bound.__globals__["torch"] is torch,
+                      "device_still": list(torch.cuda.get_device_capability(x.device))}))
+""")
+
+
+def test_a_capability_read_inline_settles_on_the_real_torch_cuda(report):
+    """The registry resolving every device as another tier (``SGLANG_ARCH_RESOLVE_AS``): the
+    settled body reads that tier's capability under its own name on the real torch.cuda,
+    while torch.cuda.get_device_capability still answers the device's."""
+    import torch
+
+    other = "10.0" if tuple(torch.cuda.get_device_capability()) != (10, 0) else "9.0"
+    out = json.loads(_run(SETTLED_CAPABILITY, SGLANG_ARCH_RESOLVE_AS=other).stdout.strip().splitlines()[-1])
+    report("settled_capability", json.dumps(out))
+    assert out["answer"] == [int(v) for v in other.split(".")] != out["real"]
+    assert out["renamed"] and out["torch_is_torch"]
+    assert out["reads"] == out["answer"] and out["device_still"] == out["real"]

@@ -39,3 +39,23 @@ def test_the_harness_leaves_the_callers_environment_alone(tmp_path, capsys, monk
     assert main(["tune", "collectives", "--backend", "gloo", "--world-sizes", "2", "--sizes", "4K",
                  "--iters", "1", "--trials", "1", "--modes", "eager"]) == 0
     assert {name: os.environ.get(name) for name in tc.MULTICAST_OFF} == {name: None for name in tc.MULTICAST_OFF}
+
+
+def test_sglangs_own_chain_on_cpus(tmp_path, capsys):
+    """--sglang: SGLang 0.5.23's GroupCoordinator built as the model runner builds it (gloo, two
+    spawned processes, the plugin loaded); on CPUs it builds no custom all-reduce or PCIe-IPC,
+    so the cells get SGLang's dispatch as run (torch.distributed) and the method it took."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sglang")
+    results = tmp_path / "run.json"
+    assert main(["tune", "collectives", "--backend", "gloo", "--sglang", "--world-sizes", "2", "--sizes", "4K,64K",
+                 "--iters", "2", "--trials", "2", "--results", str(results)]) == 0, capsys.readouterr().err
+    run = json.loads(results.read_text())["run"]
+    cells = {m["size"]: m for m in run["measurements"]}
+    assert set(cells) == {4096, 65536}
+    for m in cells.values():
+        assert m["errors"] == {}, m["errors"]  # SGLang's sum equals torch.distributed's, both modes timed
+        assert m["times_us"]["sglang"] > 0 and m["graph_times_us"]["sglang"] > 0
+        assert m["sglang_methods"] == {"eager": "nccl", "graph": "nccl"}  # torch.distributed: NCCL's place
+        assert set(m["times_us"]) == {"nccl", "sglang"}  # no custom all-reduce or PCIe-IPC on CPUs
+    assert "sglang" in capsys.readouterr().out

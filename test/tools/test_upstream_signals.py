@@ -102,6 +102,7 @@ PLAN = textwrap.dedent("""
                 for i, c in enumerate(steps)]
 """)
 exec(PLAN)
+plan = globals()["plan"]  # (defined by the text above, which the outside driver runs too)
 
 
 def leftovers(root, tmp):

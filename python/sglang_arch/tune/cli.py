@@ -57,6 +57,12 @@ def add_command(sub) -> None:
                    help="gloo runs on CPUs and checks the harness only")
     c.add_argument("--topology", type=cli_args.topology, default=None, metavar="T",
                    help="override the detected topology for the check")
+    c.add_argument("--sglang", action="store_true",
+                   help="also measure SGLang's own paths through its GroupCoordinator (the plugin loaded): its "
+                        "custom all-reduce v2 and FlashInfer's PCIe-IPC all-reduce where the group builds them, and "
+                        "its dispatch as run (which path it took, against the fastest); needs sglang installed, and "
+                        "nvcc for the custom all-reduce's JIT build; --out then also writes pcie_ipc_world_sizes "
+                        "where PCIe-IPC was timed")
     c.add_argument("--out", metavar="FILE", help="write the override file (.toml or .json)")
     c.add_argument("--results", metavar="FILE", help="write the raw measurements and the check as JSON")
     c.add_argument("--from-results", metavar="FILE",
@@ -227,9 +233,15 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
             world_sizes = [w for w in (2, 4, 8) if w <= n]
             if not world_sizes:
                 raise ValueError(f"tune collectives needs at least 2 GPUs; {n} visible (or --backend gloo)")
+    if args.sglang:
+        import importlib.util
+
+        if importlib.util.find_spec("sglang") is None:
+            raise ValueError("--sglang measures SGLang's own paths, but sglang is not installed: "
+                             "pip install 'sglang-arch[serve]' (or leave --sglang out)")
     with tc.multicast_off():  # as the measurement ran; the caller's environment is restored
         run = tc.measure(world_sizes, args.sizes or tc.DEFAULT_SIZES, args.iters, args.backend,
-                         trials=args.trials, modes=args.modes).to_dict()
+                         trials=args.trials, modes=args.modes, sglang=args.sglang).to_dict()
         return _report(args, run, world_sizes, topology_name=args.topology)
 
 
@@ -346,6 +358,10 @@ def load_results(path: str) -> Dict[str, Any]:
                  by_path, f"an object of path -> spread, for paths timed in {mode} mode")
             for p, st in by_path.items():
                 _check_spread(need, f"{field}.stats.{mode}.{p}", st)
+        methods = m.get("sglang_methods", {})
+        need(isinstance(methods, dict) and all(k in ("eager", "graph") and _is_path(v) for k, v in methods.items()),
+             f"{field}.sglang_methods", methods, f"an object of mode ('eager', 'graph') -> the path SGLang's dispatch "
+             f"took (1-{MAX_PATH_NAME} characters), or no such field")
     return saved
 
 
@@ -429,12 +445,18 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
         tune_mode = args.tune_mode or ("graph" if "graph" in measured else "eager")
         rows = [r for mode in measured for r in tc.check(run, res, topology, mode)]
         tuned = tc.tuned_sizes(run, mode=tune_mode)
+        dispatch = [r for mode in measured for r in tc.check_dispatch(run, mode)]
+        if dispatch:
+            report.update(dispatch_check=dispatch, dispatch_within_10_percent=all(r["ok"] for r in dispatch))
+        pcie = tc.tuned_pcie_ipc(run, tune_mode)
+        if pcie:
+            report["pcie_ipc_on"] = pcie
         report.update(tier=str(res.resolved), match=res.match, topology=topology.name, check=rows, tuned_bytes=tuned,
                       tune_mode=tune_mode, tuned_bytes_by_mode={m: tc.tuned_sizes(run, mode=m) for m in measured},
                       within_10_percent=all(r["ok"] for r in rows),
                       within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
-            _check_writable(args, run, res, tune_mode, tuned)
+            _check_writable(args, run, res, tune_mode, tuned, pcie)
             report["override_file"] = args.out
     # Both outputs under their folders' locks, the override file read inside them: another
     # run's update of it is never overwritten, and the two files are written as one.
@@ -442,7 +464,7 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
         _say(notes)
         expect = {}
         if args.out and run["backend"] == "nccl":
-            text, expect[args.out] = _override_update(args, run, res, topology, tune_mode, tuned, world_sizes)
+            text, expect[args.out] = _override_update(args, run, res, topology, tune_mode, tuned, world_sizes, pcie)
             outputs.append(("--out", args.out, text))
         if args.results:
             outputs.append(("--results", args.results, json.dumps(report, indent=2) + "\n"))
@@ -452,9 +474,10 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
     return 0
 
 
-def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: str, tuned, world_sizes):
+def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: str, tuned, world_sizes, pcie=None):
     """(the text of the file at --out with the tier's measured two-shot bounds without multicast
-    set, the text read there): its other tiers, fields and comments kept (``merge``)."""
+    set, and the world sizes PCIe-IPC was measured on or off at, the text read there): its
+    other tiers, fields and comments kept (``merge``)."""
     from . import collectives as tc
     from . import merge
 
@@ -465,18 +488,28 @@ def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: st
     tier = str(res.resolved)
     where = f"--out {printable(args.out, 200)}"
     existing = merge.read_existing(args.out, where)
-    computed = tc.override_entry(tier, dict(res.profile.symm_mem_two_shot), tuned, source)[tier][tc.TUNED_FIELD]
-    field = merge.sizes_field(existing, tier, tc.TUNED_FIELD, computed, tuned)
-    text = merge.updated_text(existing, tier, {tc.TUNED_FIELD: field}, source, "tune collectives", where)
-    read = dict(tc.read_back(args.out, text, where).profile(tier).symm_mem_two_shot)
+    fields = {}
+    if tuned:
+        computed = tc.override_entry(tier, dict(res.profile.symm_mem_two_shot), tuned, source)[tier][tc.TUNED_FIELD]
+        fields[tc.TUNED_FIELD] = merge.sizes_field(existing, tier, tc.TUNED_FIELD, computed, tuned)
+    if pcie:
+        fields[tc.PCIE_IPC_FIELD] = tc.pcie_ipc_world_sizes(merge.current_list(existing, tier, tc.PCIE_IPC_FIELD,
+                                                                               res.profile.pcie_ipc_world_sizes), pcie)
+    text = merge.updated_text(existing, tier, fields, source, "tune collectives", where)
+    profile = tc.read_back(args.out, text, where).profile(tier)
+    read = dict(profile.symm_mem_two_shot)
     wrong = {ws: read.get(ws) for ws, b in tuned.items() if read.get(ws) != b}
     if wrong:
         meant = {ws: tuned[ws] for ws in wrong}
         raise ValueError(f"{where}: the override would be read as {wrong}, not {meant}; nothing was written")
+    wrong_pcie = {ws: on for ws, on in (pcie or {}).items() if (ws in profile.pcie_ipc_world_sizes) != on}
+    if wrong_pcie:
+        raise ValueError(f"{where}: the override would read PCIe-IPC at {sorted(profile.pcie_ipc_world_sizes)}, "
+                         f"not as measured {wrong_pcie}; nothing was written")
     return text, existing.expect
 
 
-def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned) -> None:
+def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned, pcie=None) -> None:
     """Refuse an override the measurements cannot support: nothing timed (no measurement,
     or every one errored), or a capability the table does not list.  For the latter an
     entry under the device's own key is what the schema allows (``inherits`` the tier it
@@ -484,13 +517,13 @@ def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned) -
     fallback tier's arch-specific and family features, which a fallback drops; so it is
     refused, and the way to a tier for it named."""
     where = f"--from-results {args.from_results}" if args.from_results else "tune collectives"
-    if not tuned:
+    if not tuned and not pcie:
         ms = run["measurements"]
         errored = sum(1 for m in ms if m["errors"] and not tc_times(m))
-        raise ValueError(f"{where}: --out: nothing measured to write: no world size has a two_shot time in "
-                         f"{tune_mode} timing ({len(ms)} measurement(s), {errored} with errors only); "
-                         f"accepted: a run where two_shot was timed at least once (the override would only "
-                         f"repeat the table)")
+        raise ValueError(f"{where}: --out: nothing measured to write: no world size has a two_shot time (or, "
+                         f"with --sglang, a pcie_ipc time beside nccl's) in {tune_mode} timing ({len(ms)} "
+                         f"measurement(s), {errored} with errors only); accepted: a run where two_shot or "
+                         f"pcie_ipc was timed at least once (the override would only repeat the table)")
     _check_capability(where, res)
 
 
@@ -567,6 +600,14 @@ def render(report) -> str:
         lines.append(f"measured symm-mem max sizes, decided from {report.get('tune_mode', 'eager')} timing: "
                      f"{sizes(report['tuned_bytes'])} (by mode: {by_mode}); registry's pick never slower beyond 10% and the "
                      f"spread: {report.get('within_10_percent_by_mode', report['within_10_percent'])}")
+    for r in report.get("dispatch_check", []):
+        lines.append(f"  SGLang's dispatch ({r['mode']}) ws {r['world_size']} {_fmt(r['size'])}: took "
+                     f"{printable(r['took'])}, {r['over_fastest']:.2f}x the fastest ({printable(r['fastest'])})"
+                     f"{'' if r['ok'] else '  slower!'}")
+    if report.get("pcie_ipc_on"):
+        verdicts = {ws: "on" if on else "off" for ws, on in report["pcie_ipc_on"].items()}
+        lines.append(f"PCIe-IPC by world size, decided from {report.get('tune_mode', 'eager')} timing (faster than "
+                     f"NCCL beyond noise somewhere, slower nowhere): {verdicts}")
     if report.get("override_file"):
         shown_file = shown_path(report["override_file"])
         lines.append(f"override written to {shown_file} (use SGLANG_ARCH_CONFIG={shown_file})")

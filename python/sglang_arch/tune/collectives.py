@@ -20,15 +20,19 @@ counts as slower only where the medians differ by more than 10% *and* the trials
 overlap (the faster path's slowest trial is quicker than the slower path's quickest):
 a difference inside the spread decides nothing.
 
-SGLang's own JIT custom all-reduce is not among them (it needs SGLang and nvcc on the
-node); ``benchmark/sglang_allreduce.py`` times it with SGLang's other communicators.
+With ``--sglang`` (``sglang_chain``): SGLang's own paths as well, through its
+``GroupCoordinator`` built as the model runner builds it (the plugin loaded): ``custom_ar``
+(its JIT custom all-reduce v2: SGLang and nvcc on the node), ``pcie_ipc`` (FlashInfer's
+PCIe-IPC all-reduce, asked for, where the group builds it) and ``sglang``, its dispatch as
+run, with the path it took.  ``check_dispatch`` judges that path against the fastest;
+``tuned_pcie_ipc`` decides ``pcie_ipc_world_sizes`` (``--out`` writes them).
 
 Multicast stays off in every process (``NCCL_NVLS_ENABLE=0``,
 ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``, ``NVSHMEM_DISABLE_NVLS=1``): on shared machines
 it can take the GPUs out of service, and it is exactly the no-multicast case (a PCIe
 box) that the two-shot bounds are about.  ``--out`` writes those
 (``symm_mem_two_shot``); with multicast SGLang's own sizes and kernels stay in force, and
-this harness does not measure multimem.
+this harness does not measure multimem (it keeps multicast off, as above).
 """
 
 from __future__ import annotations
@@ -54,9 +58,15 @@ DEFAULT_TRIALS = 7
 GRAPH_CALLS = 20  # all-reduce calls captured in one CUDA graph
 MODES = ("eager", "graph")
 TOLERANCE = 0.10  # the registry's pick may be this much slower than the fastest path
+SGLANG_TIMEOUT_S = 1800.0  # --sglang: one world size's SGLang processes (JIT builds of its kernels included)
 # The paths SGLang's TorchSymmMemCommunicator can take (or fall back to).  one_shot is
 # measured too, as information: the communicator has no one-shot kernel call.
 SGLANG_PATHS = ("nccl", "two_shot", "multimem")
+# With --sglang, SGLang's own paths before those in its dispatch order (custom all-reduce,
+# PCIe-IPC where the group builds it), and ``sglang``: its dispatch as run, whose method
+# each cell records (``Measurement.sglang_methods``).
+SGLANG_OWN_PATHS = ("custom_ar", "pcie_ipc")
+DISPATCH = "sglang"
 
 
 @contextlib.contextmanager
@@ -94,6 +104,8 @@ class Measurement:
     graph_times_us: Dict[str, float] = field(default_factory=dict)  # path -> graph-replay median
     # mode ("eager" / "graph") -> path -> {"median", "min", "max", "q1", "q3", "trials"}
     stats: Dict[str, Dict[str, Dict[str, Any]]] = field(default_factory=dict)
+    # --sglang: mode -> the path SGLang's own dispatch took for this message (path "sglang")
+    sglang_methods: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,8 +132,11 @@ def _free_port() -> int:
 
 
 def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, iters: int = 20,
-            backend: str = "nccl", trials: int = DEFAULT_TRIALS, modes: Sequence[str] = MODES) -> RunInfo:
-    """Run the measurement for each world size; returns every (world size, size) cell."""
+            backend: str = "nccl", trials: int = DEFAULT_TRIALS, modes: Sequence[str] = MODES,
+            sglang: bool = False, sglang_timeout: float = SGLANG_TIMEOUT_S) -> RunInfo:
+    """Run the measurement for each world size; returns every (world size, size) cell.
+    ``sglang``: SGLang's own paths too (``sglang_chain.measure``), in processes of their own
+    after the torch-level ones, at most ``sglang_timeout`` seconds per world size."""
     import torch
     import torch.multiprocessing as mp
 
@@ -161,10 +176,29 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
         if failed:
             raise RuntimeError(f"world size {world}: {failed[0]['fatal']}")
         rank0 = next(r for r in results if r["rank"] == 0)
-        measurements.extend(Measurement(**m) for m in rank0["measurements"])
+        cells = [Measurement(**m) for m in rank0["measurements"]]
+        if sglang:
+            _with_sglang_paths(cells, world, sizes, iters, trials, modes, backend, sglang_timeout)
+        measurements.extend(cells)
     return RunInfo(device, capability, backend, list(world_sizes), iters,
                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measurements,
                    trials=trials, graph_calls=GRAPH_CALLS if "graph" in modes else 0, modes=list(modes))
+
+
+def _with_sglang_paths(cells: List[Measurement], world: int, sizes: Sequence[int], iters: int, trials: int,
+                       modes: Sequence[str], backend: str, timeout: float) -> None:
+    """SGLang's dispatch, custom all-reduce and PCIe-IPC into ``cells`` (``sglang_chain``);
+    where SGLang's group could not be built, the reason on every cell (``sglang``)."""
+    from . import sglang_chain
+
+    interrupts.checkpoint("tune:measuring SGLang's paths")
+    result = sglang_chain.measure(world, sizes, iters, trials, modes, backend == "gloo", timeout)
+    failed = result.get("fatal") or next(iter((result.get("fatal_ranks") or {}).values()), None)
+    if failed:
+        for cell in cells:
+            cell.errors["sglang"] = f"SGLang's paths not measured: {failed}"[:300]
+        return
+    sglang_chain.into_cells(result, cells)
 
 
 def _stop_workers(procs, wait: float = 3.0) -> None:
@@ -487,8 +521,50 @@ def tuned_sizes(run: Dict[str, Any], algorithm: str = "two_shot", mode: str = "e
     return out
 
 
-# The table field an override from this harness sets: the two-shot bounds without multicast.
+def check_dispatch(run: Dict[str, Any], mode: str) -> List[Dict[str, Any]]:
+    """--sglang: per cell, SGLang's dispatch as run with the plugin (path ``sglang``: what
+    SGLang finally builds and takes) against the fastest path it could take there; ``ok``
+    where it is that path or not slower beyond noise (``slower``)."""
+    rows = []
+    for m in run["measurements"]:
+        times = _cell_times(m, mode)
+        usable = {p: t for p, t in times.items() if p in SGLANG_PATHS + SGLANG_OWN_PATHS}
+        if DISPATCH not in times or not usable:
+            continue
+        fastest = min(usable, key=usable.get)
+        rows.append({"world_size": m["world_size"], "size": m["size"], "mode": mode,
+                     "took": m.get("sglang_methods", {}).get(mode, "?"), "fastest": fastest,
+                     "over_fastest": times[DISPATCH] / usable[fastest],
+                     "ok": not slower(m, mode, DISPATCH, fastest)})
+    return rows
+
+
+def tuned_pcie_ipc(run: Dict[str, Any], mode: str = "graph") -> Dict[int, bool]:
+    """--sglang: per world size where PCIe-IPC was timed in ``mode``, whether it is on: faster
+    than NCCL beyond noise at one size at least, and slower at none (``slower``), counting
+    the sizes it would take (where SGLang's dispatch took custom all-reduce, PCIe-IPC is not
+    reached).  NCCL is what it replaces: the path SGLang takes there without it (torch symm
+    mem only with its flag)."""
+    by_ws: Dict[int, List[Dict]] = {}
+    for m in run["measurements"]:
+        times = _cell_times(m, mode)
+        if "pcie_ipc" in times and "nccl" in times and m.get("sglang_methods", {}).get(mode) != "custom_ar":
+            by_ws.setdefault(m["world_size"], []).append(m)
+    return {ws: (any(slower(m, mode, "nccl", "pcie_ipc") for m in cells)
+                 and not any(slower(m, mode, "pcie_ipc", "nccl") for m in cells))
+            for ws, cells in sorted(by_ws.items())}
+
+
+def pcie_ipc_world_sizes(base: Sequence[int], measured: Dict[int, bool]) -> List[int]:
+    """The tier's PCIe-IPC world sizes with the measured ones set on or off."""
+    return sorted((set(base) - {ws for ws, on in measured.items() if not on})
+                  | {ws for ws, on in measured.items() if on})
+
+
+# The table fields an override from this harness sets: the two-shot bounds without multicast,
+# and (--sglang, where PCIe-IPC was timed) the world sizes PCIe-IPC is on at.
 TUNED_FIELD = "symm_mem_two_shot"
+PCIE_IPC_FIELD = "pcie_ipc_world_sizes"
 
 
 def override_entry(capability: str, base_sizes: Dict[int, int], tuned: Dict[int, Optional[int]],

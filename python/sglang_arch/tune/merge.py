@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..arch.validate import MAX_FILE_BYTES, MAX_ITEMS, read_regular_file, shown
 from ..files import ANY
@@ -257,3 +257,14 @@ def sizes_field(existing: Existing, tier: str, name: str, computed: Dict[str, An
 
 def _ws_order(key: str) -> Tuple[int, str]:
     return (int(key), key) if key.isdigit() else (1 << 30, key)
+
+
+def current_list(existing: Existing, tier: str, name: str, default: Sequence[int]) -> List[int]:
+    """The tier's list field ``name`` (``pcie_ipc_world_sizes``) as the file has it (its
+    integers: the registry refuses anything else there when it reads the result back), else
+    ``default`` (the table's)."""
+    key = existing.key_for(tier)
+    current = existing.entries().get(key, {}).get(name) if key is not None else None
+    if not isinstance(current, list):
+        return list(default)
+    return [v for v in current if isinstance(v, int) and not isinstance(v, bool)]
