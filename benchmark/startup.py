@@ -107,6 +107,24 @@ NVML = [sys.executable, "-c", (
     "print(json.dumps({'import_s': t1 - t0, 'init_s': t2 - t1, 'gpus': n}))")]
 
 
+def compiled_as_installed() -> None:
+    """sglang-arch's bytecode up to date, as ``pip install`` leaves it: where the environment
+    sets PYTHONDONTWRITEBYTECODE=1, a module edited since the last compile is compiled again
+    in every interpreter, which a user's install never does."""
+    import compileall
+    import importlib.util
+
+    for name in ("sglang_arch", "_sglang_arch_early"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        if spec.submodule_search_locations:
+            for folder in spec.submodule_search_locations:
+                compileall.compile_dir(folder, quiet=1)
+        else:
+            compileall.compile_file(spec.origin, quiet=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="interleaved pairs (default 7)")
@@ -114,6 +132,7 @@ def main() -> int:
                         help="runs of the in-process load_plugins() / register() timings (default: --runs)")
     parser.add_argument("--out")
     args = parser.parse_args()
+    compiled_as_installed()
     base = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_ARCH_")}
     modes = {"with plugin": dict(base), "plugin disabled": dict(base, SGLANG_ARCH_DISABLE="1")}
     help_times = {m: [] for m in modes}
