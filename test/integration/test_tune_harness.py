@@ -59,3 +59,29 @@ def test_sglangs_own_chain_on_cpus(tmp_path, capsys):
         assert m["sglang_methods"] == {"eager": "nccl", "graph": "nccl"}  # torch.distributed: NCCL's place
         assert set(m["times_us"]) == {"nccl", "sglang"}  # no custom all-reduce or PCIe-IPC on CPUs
     assert "sglang" in capsys.readouterr().out
+
+
+def _dies(rank, world, port, args, queue):
+    import os
+
+    if rank == 1:
+        os._exit(3)  # dies without a result, as a crashed rank does
+    import time
+
+    time.sleep(60)  # rank 0 waits for rank 1 in a collective that never comes
+
+
+def test_a_rank_that_dies_stops_the_run_at_once_and_the_others_are_stopped():
+    import time
+
+    pytest.importorskip("torch")
+    t0 = time.perf_counter()
+    from sglang_arch.tune import sglang_chain
+
+    out = sglang_chain.run_ranks(_dies, {"world": 2}, timeout=120)
+    assert time.perf_counter() - t0 < 45  # not the 120 s timeout, nor rank 0's 60 s
+    assert "rank 1 died without a result (exit code 3)" in out["fatal_ranks"][1]
+    assert "no result within 120 s" in out["fatal_ranks"][0]
+    import multiprocessing
+
+    assert not multiprocessing.active_children()  # rank 0, still sleeping, was stopped

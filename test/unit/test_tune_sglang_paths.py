@@ -134,3 +134,12 @@ def test_sglangs_rows_go_into_the_cells_under_tunes_path_names():
     assert small.errors == {"custom_ar@graph": "not taken by the custom all-reduce under capture"}
     assert small.stats["graph"]["pcie_ipc"]["trials"] == [4.0, 5.0, 6.0]
     assert large.sglang_methods == {} and large.errors == {"sglang@graph": "boom"}
+
+
+def test_sglang_with_from_results_is_refused_not_ignored(tmp_path, capsys):
+    src = tmp_path / "r.json"
+    src.write_text(json.dumps(results([cell(8, 64 * KIB, pcie_ipc=FAST, nccl=SLOW)])))
+    assert main(["tune", "collectives", "--from-results", str(src), "--sglang"]) == 2
+    err = capsys.readouterr().err
+    assert "--sglang measures SGLang's paths, --from-results analyses" in err and len(err.strip().splitlines()) == 1
+

@@ -36,12 +36,14 @@ def add_command(sub) -> None:
                        description="Measure all-reduce paths on this node.")
     tsub = p.add_subparsers(dest="what", metavar="WHAT", required=True)
     c = tsub.add_parser(
-        "collectives", help="NCCL vs torch symmetric memory (two-shot, one-shot), per world size and size",
+        "collectives", help="NCCL vs torch symmetric memory (two-shot, one-shot), and with --sglang SGLang's custom "
+                            "all-reduce and PCIe-IPC, per world size and size",
         description="One process per GPU; checks each path against NCCL, times it (bf16, multicast off) eager and "
                     "under CUDA-graph replay, --trials times each, reports the median and spread and whether the "
                     "registry's pick is slower than the fastest path beyond 10% and beyond the spread, and writes "
-                    "an override file (the table's schema) with the measured symm-mem sizes. Use it with "
-                    "SGLANG_ARCH_CONFIG=FILE.")
+                    "an override file (the table's schema) with the measured two-shot bounds without multicast "
+                    "(symm_mem_two_shot) and, with --sglang, the world sizes PCIe-IPC wins at "
+                    "(pcie_ipc_world_sizes). Use it with SGLANG_ARCH_CONFIG=FILE.")
     c.add_argument("--world-sizes", type=cli_args.tune_world_sizes, default=None, metavar="N,M",
                    help="default: 2 up to the visible GPU count (powers of two)")
     c.add_argument("--sizes", type=cli_args.tune_sizes, default=None, metavar="S,S",
@@ -205,6 +207,9 @@ def cmd_tune_collectives(args: argparse.Namespace) -> int:
         _refuse_resolve_as("collectives")
     gloo_out = ("--out: a gloo run checks the harness on CPUs and tunes nothing, so it writes no override; "
                 "accepted: --out with an nccl run (GPUs)")
+    if args.from_results and args.sglang:
+        raise ValueError("--sglang measures SGLang's paths, --from-results analyses saved measurements (SGLang's "
+                         "paths are in them where that run had --sglang); accepted: one of the two")
     if args.from_results:
         saved = load_results(args.from_results)
         run = saved["run"]

@@ -280,8 +280,15 @@ def with_fatal(info: Dict[str, Any], exc: BaseException) -> Dict[str, Any]:
 
 def run_ranks(rank_fn, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
     """Start ``rank_fn(rank, world, port, args, queue)`` in one spawned process per rank;
-    rank 0's result, with the wall time and every rank's fatal error."""
+    rank 0's result, with the wall time and every rank's fatal error.  Waits at most
+    ``timeout`` seconds, and no longer once a rank has died without its result (the others
+    would wait for it in a collective); the ranks still running then are stopped, and so
+    they are when the caller is interrupted."""
+    import queue as queues
+
     import torch.multiprocessing as mp
+
+    from .collectives import _stop_workers
 
     os.environ.update(MULTICAST_OFF)
     ctx = mp.get_context("spawn")
@@ -289,20 +296,26 @@ def run_ranks(rank_fn, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
     port = _free_port()
     procs = [ctx.Process(target=rank_fn, args=(r, args["world"], port, args, queue)) for r in range(args["world"])]
     t0 = time.perf_counter()
-    for p in procs:
-        p.start()
-    results = []
-    for _ in procs:
-        try:
-            results.append(queue.get(timeout=max(1.0, timeout - (time.perf_counter() - t0))))
-        except Exception:
-            break
-    for p in procs:
-        p.join(10)
-        if p.is_alive():
-            p.kill()
+    results: List[Dict[str, Any]] = []
+    try:
+        for p in procs:
+            p.start()
+        while len(results) < len(procs) and time.perf_counter() - t0 < timeout:
+            try:
+                results.append(queue.get(timeout=1.0))
+            except queues.Empty:  # (a rank that crashes at exit after its result is not waited for again)
+                delivered = {x["rank"] for x in results}
+                died = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in delivered]
+                if died:
+                    results += [{"rank": r, "fatal": f"rank {r} died without a result (exit code "
+                                                     f"{procs[r].exitcode})"} for r in died]
+                    break
+        for p in procs:
+            p.join(10)
+    finally:
+        _stop_workers(procs)
     got = {r["rank"] for r in results}
-    results += [{"rank": r, "fatal": f"no result within {timeout} s"} for r in range(args["world"]) if r not in got]
+    results += [{"rank": r, "fatal": f"no result within {timeout:g} s"} for r in range(args["world"]) if r not in got]
     results.sort(key=lambda r: r["rank"])
     out = dict(results[0])
     out["wall_s"] = time.perf_counter() - t0
