@@ -242,6 +242,7 @@ class Answers:
     def __init__(self, value: Any) -> None:
         self.value = value
 
+
 _on_change: list = []  # callables run when the machine the glue answers for may have changed
 
 
