@@ -207,3 +207,51 @@ def test_an_attribute_read_other_than_through_the_chain_keeps_the_view():
     exec("def g(x):\n    return torch.cuda.probe() + x\n", namespace)
     g = specialize.with_attribute(namespace["g"], ("torch", "cuda"), "probe", cuda, "_new", lambda: 2)
     assert g(1) == 3 and namespace["g"](1) == 2 and cuda._new() == 2
+
+
+def test_an_answering_function_takes_the_calls_its_original_takes():
+    def inner(group, num_tokens, hidden=1):
+        return False
+
+    @functools.wraps(inner)
+    def wrapper(group, *args, **kwargs):  # inspect.signature would show inner's parameters
+        return inner(group, *args, **kwargs)
+
+    copy = specialize.answering(wrapper, None)
+    assert copy(1, 2) is None and wrapper(1, 2) is False and copy.__name__ == "inner"
+    exec("def posonly(a, b=2, /, c=3, *rest, d, e=5, **kw):\n    return 0\n", namespace := {})
+    copy = specialize.answering(namespace["posonly"], None)
+    assert copy(1, d=4) is None and copy(1, 2, 3, 4, d=4, x=1) is None
+    assert copy(1, b=2, d=4) is None and namespace["posonly"](1, b=2, d=4) == 0  # b goes to **kw in both
+    for bad in (lambda: copy(d=4), lambda: copy(1, 2, 3, 4), lambda: copy(1)):
+        with pytest.raises(TypeError):
+            bad()
+    odd = lambda g: 0  # noqa: E731
+    odd.__name__ = "x(): print('ran')\ndef y"  # never source: the name is set, not compiled
+    assert specialize.answering(odd, False)(1) is False
+
+
+@pytest.mark.parametrize("source", [
+    "async def f(group):\n    return None\n",
+    "def f(group):\n    yield None\n",
+    "def f(group, _sglang_arch_answer=1):\n    return None\n",  # would shadow the answer
+])
+def test_no_answering_function_where_it_could_not_answer_as_the_original(source):
+    exec(source, namespace := {})
+    assert specialize.answering(namespace["f"], None) is None
+
+
+@pytest.mark.parametrize("source", [
+    "def f(x=None):\n    return (x or torch).cuda.probe()\n",  # a jump lands inside the chain
+    "def f(flag, other):\n    return (other if flag else torch).cuda.probe()\n",
+    "def f():\n    names = ('probe',)\n    return torch.cuda.probe(), [getattr(torch.cuda, n)() for n in names]\n",
+])
+def test_an_attribute_read_not_always_through_the_chain_keeps_the_view(source):
+    class Cuda:
+        def probe(self):
+            return 1
+
+    cuda = Cuda()
+    namespace = {"torch": SimpleNamespace(cuda=cuda)}
+    exec(source, namespace)
+    assert specialize.with_attribute(namespace["f"], ("torch", "cuda"), "probe", cuda, "_new", lambda: 2) is None

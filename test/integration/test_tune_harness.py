@@ -65,22 +65,23 @@ def _dies(rank, world, port, args, queue):
     import os
 
     if rank == 1:
-        os._exit(3)  # dies without a result, as a crashed rank does
+        os._exit(args.get("code", 3))  # ends without a result, as a crashed rank does (or one whose result failed)
     import time
 
     time.sleep(60)  # rank 0 waits for rank 1 in a collective that never comes
 
 
-def test_a_rank_that_dies_stops_the_run_at_once_and_the_others_are_stopped():
+@pytest.mark.parametrize("code", [3, 0])  # 0: a rank whose result could not be pickled exits 0
+def test_a_rank_that_ends_without_a_result_stops_the_run_at_once_and_the_others_are_stopped(code):
     import time
 
     pytest.importorskip("torch")
     t0 = time.perf_counter()
     from sglang_arch.tune import sglang_chain
 
-    out = sglang_chain.run_ranks(_dies, {"world": 2}, timeout=120)
+    out = sglang_chain.run_ranks(_dies, {"world": 2, "code": code}, timeout=120)
     assert time.perf_counter() - t0 < 45  # not the 120 s timeout, nor rank 0's 60 s
-    assert "rank 1 died without a result (exit code 3)" in out["fatal_ranks"][1]
+    assert f"rank 1 ended without a result (exit code {code})" in out["fatal_ranks"][1]
     assert "no result within 120 s" in out["fatal_ranks"][0]
     import multiprocessing
 

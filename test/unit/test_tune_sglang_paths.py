@@ -48,7 +48,7 @@ def test_the_dispatch_is_judged_against_the_fastest_path_it_could_take():
 @pytest.mark.parametrize("cells,verdict", [
     ([cell(8, 64 * KIB, pcie_ipc=FAST, nccl=SLOW), cell(8, 384 * KIB, pcie_ipc=FAST, nccl=SLOW)], True),
     ([cell(8, 64 * KIB, pcie_ipc=FAST, nccl=SLOW), cell(8, 384 * KIB, pcie_ipc=SLOW, nccl=FAST)], False),
-    ([cell(8, 64 * KIB, pcie_ipc=NOISY, nccl=FAST)], False),  # inside the spread: no win, no loss: not turned on
+    ([cell(8, 64 * KIB, pcie_ipc=NOISY, nccl=FAST)], None),  # inside the spread: no win, no loss: decides nothing
     # where custom all-reduce took the size, PCIe-IPC is not reached: that cell does not count
     ([cell(8, 64 * KIB, took="custom_ar", pcie_ipc=SLOW, nccl=FAST), cell(8, 384 * KIB, pcie_ipc=FAST, nccl=SLOW)],
      True),
@@ -64,6 +64,7 @@ def test_no_pcie_ipc_timing_decides_nothing():
 def test_the_world_sizes_merge_the_measured_ones_into_the_tiers():
     assert tc.pcie_ipc_world_sizes([8], {4: True}) == [4, 8]
     assert tc.pcie_ipc_world_sizes([8], {8: False, 2: True}) == [2]
+    assert tc.pcie_ipc_world_sizes([8], {8: None, 4: None}) == [8]  # inside the noise: the base stands
     assert tc.pcie_ipc_world_sizes([], {}) == []
 
 
@@ -143,3 +144,37 @@ def test_sglang_with_from_results_is_refused_not_ignored(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--sglang measures SGLang's paths, --from-results analyses" in err and len(err.strip().splitlines()) == 1
 
+
+
+@pytest.mark.parametrize("file_text,want", [
+    ('[architectures."12.0"]\npcie_ipc_world_sizes = ["2", 8]\n', (2, 4, 8)),  # a digit string, as the registry reads it
+    ('[architectures."12.0"]\ninherits = "9.0"\n', (4,)),  # what it inherits (none), not the table's 12.0
+    ('["12.0"]\npcie_ipc_world_sizes = [8, 2]\n', (2, 4, 8)),  # capability keys at the top
+])
+def test_out_starts_from_the_files_own_answer_as_the_registry_reads_it(tmp_path, capsys, file_text, want):
+    src, out = tmp_path / "r.json", tmp_path / "o.toml"
+    out.write_text(file_text)
+    src.write_text(json.dumps(results([cell(4, 64 * KIB, pcie_ipc=FAST, nccl=SLOW)])))
+    assert main(["tune", "collectives", "--from-results", str(src), "--out", str(out)]) == 0, capsys.readouterr().err
+    reg = build_registry(load_override_file(str(out)), override_source=str(out))
+    assert reg.resolve("12.0").profile.pcie_ipc_world_sizes == want
+
+
+def test_out_refuses_a_file_the_registry_refuses_naming_it(tmp_path, capsys):
+    src, out = tmp_path / "r.json", tmp_path / "o.toml"
+    out.write_text('[architectures."12.0"]\npcie_ipc_world_sizes = [true, 8]\n')
+    src.write_text(json.dumps(results([cell(4, 64 * KIB, pcie_ipc=FAST, nccl=SLOW)])))
+    before = out.read_text()
+    assert main(["tune", "collectives", "--from-results", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the override file there is refused by the registry" in err and "pcie_ipc_world_sizes" in err
+    assert len(err.strip().splitlines()) == 1 and out.read_text() == before
+
+
+def test_inside_the_noise_the_table_stands_and_nothing_is_written_for_it(tmp_path, capsys):
+    src, out = tmp_path / "r.json", tmp_path / "o.toml"
+    src.write_text(json.dumps(results([cell(8, 64 * KIB, pcie_ipc=NOISY, nccl=FAST)])))
+    assert main(["tune", "collectives", "--from-results", str(src)]) == 0
+    assert "inside the noise: the table's kept" in capsys.readouterr().out
+    assert main(["tune", "collectives", "--from-results", str(src), "--out", str(out)]) == 2
+    assert "nothing measured to write" in capsys.readouterr().err and not out.exists()

@@ -497,9 +497,10 @@ def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: st
     if tuned:
         computed = tc.override_entry(tier, dict(res.profile.symm_mem_two_shot), tuned, source)[tier][tc.TUNED_FIELD]
         fields[tc.TUNED_FIELD] = merge.sizes_field(existing, tier, tc.TUNED_FIELD, computed, tuned)
-    if pcie:
-        fields[tc.PCIE_IPC_FIELD] = tc.pcie_ipc_world_sizes(merge.current_list(existing, tier, tc.PCIE_IPC_FIELD,
-                                                                               res.profile.pcie_ipc_world_sizes), pcie)
+    decided = {ws: on for ws, on in (pcie or {}).items() if on is not None}
+    if decided:
+        base = merge.effective_profile(existing, tier, where, res.profile).pcie_ipc_world_sizes
+        fields[tc.PCIE_IPC_FIELD] = tc.pcie_ipc_world_sizes(base, decided)
     text = merge.updated_text(existing, tier, fields, source, "tune collectives", where)
     profile = tc.read_back(args.out, text, where).profile(tier)
     read = dict(profile.symm_mem_two_shot)
@@ -507,7 +508,7 @@ def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: st
     if wrong:
         meant = {ws: tuned[ws] for ws in wrong}
         raise ValueError(f"{where}: the override would be read as {wrong}, not {meant}; nothing was written")
-    wrong_pcie = {ws: on for ws, on in (pcie or {}).items() if (ws in profile.pcie_ipc_world_sizes) != on}
+    wrong_pcie = {ws: on for ws, on in decided.items() if (ws in profile.pcie_ipc_world_sizes) != on}
     if wrong_pcie:
         raise ValueError(f"{where}: the override would read PCIe-IPC at {sorted(profile.pcie_ipc_world_sizes)}, "
                          f"not as measured {wrong_pcie}; nothing was written")
@@ -522,7 +523,7 @@ def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned, p
     fallback tier's arch-specific and family features, which a fallback drops; so it is
     refused, and the way to a tier for it named."""
     where = f"--from-results {args.from_results}" if args.from_results else "tune collectives"
-    if not tuned and not pcie:
+    if not tuned and not any(on is not None for on in (pcie or {}).values()):
         ms = run["measurements"]
         errored = sum(1 for m in ms if m["errors"] and not tc_times(m))
         raise ValueError(f"{where}: --out: nothing measured to write: no world size has a two_shot time (or, "
@@ -610,9 +611,10 @@ def render(report) -> str:
                      f"{printable(r['took'])}, {r['over_fastest']:.2f}x the fastest ({printable(r['fastest'])})"
                      f"{'' if r['ok'] else '  slower!'}")
     if report.get("pcie_ipc_on"):
-        verdicts = {ws: "on" if on else "off" for ws, on in report["pcie_ipc_on"].items()}
-        lines.append(f"PCIe-IPC by world size, decided from {report.get('tune_mode', 'eager')} timing (faster than "
-                     f"NCCL beyond noise somewhere, slower nowhere): {verdicts}")
+        verdicts = {ws: {True: "on", False: "off", None: "inside the noise: the table's kept"}[on]
+                    for ws, on in report["pcie_ipc_on"].items()}
+        lines.append(f"PCIe-IPC by world size, decided from {report.get('tune_mode', 'eager')} timing (on: faster "
+                     f"than NCCL beyond noise somewhere, slower nowhere; off: slower somewhere): {verdicts}")
     if report.get("override_file"):
         shown_file = shown_path(report["override_file"])
         lines.append(f"override written to {shown_file} (use SGLANG_ARCH_CONFIG={shown_file})")

@@ -539,26 +539,33 @@ def check_dispatch(run: Dict[str, Any], mode: str) -> List[Dict[str, Any]]:
     return rows
 
 
-def tuned_pcie_ipc(run: Dict[str, Any], mode: str = "graph") -> Dict[int, bool]:
-    """--sglang: per world size where PCIe-IPC was timed in ``mode``, whether it is on: faster
-    than NCCL beyond noise at one size at least, and slower at none (``slower``), counting
-    the sizes it would take (where SGLang's dispatch took custom all-reduce, PCIe-IPC is not
-    reached).  NCCL is what it replaces: the path SGLang takes there without it (torch symm
-    mem only with its flag)."""
+def tuned_pcie_ipc(run: Dict[str, Any], mode: str = "graph") -> Dict[int, Optional[bool]]:
+    """--sglang: per world size where PCIe-IPC was timed in ``mode``: True (on) where it is
+    faster than NCCL beyond noise at one size at least and slower at none, False (off) where
+    it is slower at one size at least, None where it is neither (inside the noise: the
+    table's value stands), counting the sizes it would take (where SGLang's dispatch took
+    custom all-reduce, PCIe-IPC is not reached).  NCCL is what it replaces: the path SGLang
+    takes there without it (torch symm mem only with its flag).  Slower and faster as
+    ``slower`` says (over 10% and outside the trials' spread)."""
     by_ws: Dict[int, List[Dict]] = {}
     for m in run["measurements"]:
         times = _cell_times(m, mode)
         if "pcie_ipc" in times and "nccl" in times and m.get("sglang_methods", {}).get(mode) != "custom_ar":
             by_ws.setdefault(m["world_size"], []).append(m)
-    return {ws: (any(slower(m, mode, "nccl", "pcie_ipc") for m in cells)
-                 and not any(slower(m, mode, "pcie_ipc", "nccl") for m in cells))
-            for ws, cells in sorted(by_ws.items())}
+    verdicts: Dict[int, Optional[bool]] = {}
+    for ws, cells in sorted(by_ws.items()):
+        if any(slower(m, mode, "pcie_ipc", "nccl") for m in cells):
+            verdicts[ws] = False
+        else:
+            verdicts[ws] = True if any(slower(m, mode, "nccl", "pcie_ipc") for m in cells) else None
+    return verdicts
 
 
-def pcie_ipc_world_sizes(base: Sequence[int], measured: Dict[int, bool]) -> List[int]:
-    """The tier's PCIe-IPC world sizes with the measured ones set on or off."""
-    return sorted((set(base) - {ws for ws, on in measured.items() if not on})
-                  | {ws for ws, on in measured.items() if on})
+def pcie_ipc_world_sizes(base: Sequence[int], measured: Dict[int, Optional[bool]]) -> List[int]:
+    """The PCIe-IPC world sizes ``base`` (the file's or the table's) with the measured ones set
+    on or off (a world size measured inside the noise keeps ``base``'s answer)."""
+    return sorted((set(base) - {ws for ws, on in measured.items() if on is False})
+                  | {ws for ws, on in measured.items() if on is True})
 
 
 # The table fields an override from this harness sets: the two-shot bounds without multicast,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..arch.validate import MAX_FILE_BYTES, MAX_ITEMS, read_regular_file, shown
 from ..files import ANY
@@ -259,12 +259,19 @@ def _ws_order(key: str) -> Tuple[int, str]:
     return (int(key), key) if key.isdigit() else (1 << 30, key)
 
 
-def current_list(existing: Existing, tier: str, name: str, default: Sequence[int]) -> List[int]:
-    """The tier's list field ``name`` (``pcie_ipc_world_sizes``) as the file has it (its
-    integers: the registry refuses anything else there when it reads the result back), else
-    ``default`` (the table's)."""
-    key = existing.key_for(tier)
-    current = existing.entries().get(key, {}).get(name) if key is not None else None
-    if not isinstance(current, list):
-        return list(default)
-    return [v for v in current if isinstance(v, int) and not isinstance(v, bool)]
+
+def effective_profile(existing: Existing, tier: str, where: str, table_profile: Any) -> Any:
+    """The tier's profile as the registry reads the file at ``--out`` (its own values, what it
+    ``inherits``, the table under it), or ``table_profile`` where there is no file.  A file
+    the registry refuses is refused here, naming why (nothing written)."""
+    if existing.text is None:
+        return table_profile
+    from ..arch import registry
+
+    entries = existing.entries()
+    try:
+        return registry.build_registry({str(k): v for k, v in entries.items()},
+                                       override_source=existing.path).profile(tier)
+    except ValueError as exc:
+        raise ValueError(f"{where}: the override file there is refused by the registry ({exc}); nothing was "
+                         f"written; accepted: an override file SGLANG_ARCH_CONFIG reads, or another --out file") from None

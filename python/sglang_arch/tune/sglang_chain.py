@@ -271,6 +271,27 @@ def slowest_rank(chain: Chain, samples: List[float]) -> List[float]:
     return [float(v) for v in t.tolist()]
 
 
+def _gone_without_a_result(procs: List[Any], results: List[Dict[str, Any]], queue: Any) -> bool:
+    """Whether a rank has ended (any exit code: one whose result could not be pickled exits
+    0) without its result, after what is still in the queue is read (a result put just
+    before its rank ended); such ranks are added to ``results`` as fatal."""
+    import queue as queues
+
+    ended = [r for r, p in enumerate(procs) if p.exitcode is not None]
+    if not ended or all(r in {x["rank"] for x in results} for r in ended):
+        return False
+    try:
+        while True:
+            results.append(queue.get(timeout=2.0))
+    except queues.Empty:
+        pass
+    delivered = {x["rank"] for x in results}
+    gone = [r for r in ended if r not in delivered]
+    results += [{"rank": r, "fatal": f"rank {r} ended without a result (exit code {procs[r].exitcode})"}
+                for r in gone]
+    return bool(gone)
+
+
 def with_fatal(info: Dict[str, Any], exc: BaseException) -> Dict[str, Any]:
     """A rank's result after ``exc`` stopped it: the error and where it came from."""
     info["fatal"] = f"{type(exc).__name__}: {exc}"[:600]
@@ -303,12 +324,8 @@ def run_ranks(rank_fn, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
         while len(results) < len(procs) and time.perf_counter() - t0 < timeout:
             try:
                 results.append(queue.get(timeout=1.0))
-            except queues.Empty:  # (a rank that crashes at exit after its result is not waited for again)
-                delivered = {x["rank"] for x in results}
-                died = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in delivered]
-                if died:
-                    results += [{"rank": r, "fatal": f"rank {r} died without a result (exit code "
-                                                     f"{procs[r].exitcode})"} for r in died]
+            except queues.Empty:
+                if _gone_without_a_result(procs, results, queue):
                     break
         for p in procs:
             p.join(10)

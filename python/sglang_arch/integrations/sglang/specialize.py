@@ -99,11 +99,19 @@ def _reads_only_as(code: types.CodeType, chain: Tuple[str, ...], name: str) -> b
         before = instructions[max(0, i - len(chain)):i]
         if (instruction.opname not in _ATTRIBUTE_READS or len(before) != len(chain)
                 or before[0].opname != "LOAD_GLOBAL" or before[0].argval != chain[0]
-                or any(b.opname not in _ATTRIBUTE_READS or b.argval != a for b, a in zip(before[1:], chain[1:]))):
+                or any(b.opname not in _ATTRIBUTE_READS or b.argval != a for b, a in zip(before[1:], chain[1:]))
+                # one straight line: no jump lands inside it (``(x or torch).cuda...`` does)
+                or any(b.is_jump_target for b in before[1:] + [instruction])):
             return False
-    if name in code.co_consts:
+    if _in_constants(code.co_consts, name):
         return False
     return all(_reads_only_as(c, chain, name) for c in code.co_consts if isinstance(c, types.CodeType))
+
+
+def _in_constants(consts: Any, name: str) -> bool:
+    """Whether ``name`` is a string constant, in a tuple or frozenset constant too."""
+    return any(c == name if isinstance(c, str) else
+               isinstance(c, (tuple, frozenset)) and _in_constants(c, name) for c in consts)
 
 
 def with_attribute(fn: Any, chain: Tuple[str, ...], name: str, owner: Any, new_name: str,
@@ -141,21 +149,52 @@ class PlatformFacts:
         return getattr(self.__dict__["_module"].get_platform(), name)
 
 
-def answering(fn: Any, value: Any) -> Optional[types.FunctionType]:
-    """A function with ``fn``'s name and parameters (their kinds and defaults: a call SGLang's
-    function refuses, this one refuses alike) that answers ``value``; None where ``fn`` is
-    not a Python function."""
-    if not isinstance(fn, types.FunctionType):
+_NOT_PLAIN = inspect.CO_COROUTINE | inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+def _parameters(code: types.CodeType) -> Optional[str]:
+    """``code``'s parameter list as source (names and kinds, no defaults), read from the code
+    object itself (not ``inspect.signature``, which follows ``__wrapped__`` and
+    ``__signature__`` to another function's parameters); None where a name could shadow
+    the answer."""
+    names, flags = code.co_varnames, code.co_flags
+    positional = list(names[:code.co_argcount])
+    keyword = list(names[code.co_argcount:code.co_argcount + code.co_kwonlyargcount])
+    rest = code.co_argcount + code.co_kwonlyargcount
+    star = names[rest] if flags & inspect.CO_VARARGS else None
+    stars = names[rest + (1 if star else 0)] if flags & inspect.CO_VARKEYWORDS else None
+    every = positional + keyword + [n for n in (star, stars) if n]
+    if any(n.startswith("_sglang_arch_") for n in every):
         return None
-    signature = inspect.signature(fn)
-    bare = signature.replace(return_annotation=inspect.Signature.empty, parameters=[
-        p.replace(annotation=inspect.Parameter.empty, default=inspect.Parameter.empty)
-        for p in signature.parameters.values()])
+    parts = positional[:]
+    if code.co_posonlyargcount:
+        parts.insert(code.co_posonlyargcount, "/")
+    if star or keyword:
+        parts.append(f"*{star}" if star else "*")
+    parts += keyword
+    if stars:
+        parts.append(f"**{stars}")
+    return ", ".join(parts)
+
+
+def answering(fn: Any, value: Any) -> Optional[types.FunctionType]:
+    """A function with ``fn``'s parameters (their kinds and defaults, as its code declares
+    them: a call SGLang's function refuses, this one refuses alike), name and attributes that
+    answers ``value``; None where ``fn`` is not a plain Python function (a coroutine or
+    generator function answers no plain value)."""
+    if not isinstance(fn, types.FunctionType) or fn.__code__.co_flags & _NOT_PLAIN:
+        return None
+    parameters = _parameters(fn.__code__)
+    if parameters is None:
+        return None
     namespace: dict = {}
-    exec(f"def {fn.__name__}{bare}:\n    return _sglang_arch_answer\n", {"_sglang_arch_answer": value}, namespace)
-    new = namespace[fn.__name__]
+    exec(f"def _sglang_arch_answering({parameters}):\n    return _sglang_arch_answer\n",
+         {"_sglang_arch_answer": value}, namespace)
+    new = namespace["_sglang_arch_answering"]
     new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
-    new.__qualname__, new.__module__, new.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+    new.__name__, new.__qualname__, new.__module__, new.__doc__ = fn.__name__, fn.__qualname__, fn.__module__, fn.__doc__
+    new.__annotations__ = dict(getattr(fn, "__annotations__", {}) or {})
+    new.__dict__.update(fn.__dict__)
     return new
 
 
