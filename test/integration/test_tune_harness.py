@@ -75,11 +75,15 @@ def _dies(rank, world, port, args, queue):
 def test_a_rank_that_ends_without_a_result_stops_the_run_at_once_and_the_others_are_stopped(code):
     import time
 
+    import os
+
     pytest.importorskip("torch")
     t0 = time.perf_counter()
     from sglang_arch.tune import sglang_chain
 
+    before = dict(os.environ)
     out = sglang_chain.run_ranks(_dies, {"world": 2, "code": code}, timeout=120)
+    assert dict(os.environ) == before  # the ranks' multicast-off variables stayed theirs (they leaked before)
     assert time.perf_counter() - t0 < 45  # not the 120 s timeout, nor rank 0's 60 s
     assert f"rank 1 ended without a result (exit code {code})" in out["fatal_ranks"][1]
     assert "no result within 120 s" in out["fatal_ranks"][0]

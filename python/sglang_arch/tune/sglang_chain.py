@@ -23,7 +23,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .collectives import MULTICAST_OFF, _free_port, eager_us, replay_samples
+from .collectives import MULTICAST_OFF, _free_port, eager_us, replay_samples, scoped_env
 from .collectives import spread as _spread
 
 GRAPH_CALLS = 20
@@ -311,7 +311,6 @@ def run_ranks(rank_fn, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
 
     from .collectives import _stop_workers
 
-    os.environ.update(MULTICAST_OFF)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = _free_port()
@@ -319,8 +318,9 @@ def run_ranks(rank_fn, args: Dict[str, Any], timeout: float) -> Dict[str, Any]:
     t0 = time.perf_counter()
     results: List[Dict[str, Any]] = []
     try:
-        for p in procs:
-            p.start()
+        with scoped_env(dict(MULTICAST_OFF)):  # the ranks start with multicast off; the caller's environment stays
+            for p in procs:
+                p.start()
         while len(results) < len(procs) and time.perf_counter() - t0 < timeout:
             try:
                 results.append(queue.get(timeout=1.0))
