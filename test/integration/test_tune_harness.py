@@ -71,8 +71,9 @@ def _dies(rank, world, port, args, queue):
     time.sleep(60)  # rank 0 waits for rank 1 in a collective that never comes
 
 
-@pytest.mark.parametrize("code", [3, 0])  # 0: a rank whose result could not be pickled exits 0
-def test_a_rank_that_ends_without_a_result_stops_the_run_at_once_and_the_others_are_stopped(code):
+def test_a_rank_that_ends_without_a_result_stops_the_run_at_once_and_the_others_are_stopped(code=0):
+    """Exit code 0, as a rank whose result could not be pickled ends (it was waited for until
+    the timeout); a crashed rank's code takes the same path (any exit code without a result)."""
     import time
 
     import os
