@@ -42,9 +42,11 @@ def test_the_harness_leaves_the_callers_environment_alone(tmp_path, capsys, monk
 
 
 def test_sglangs_own_chain_on_cpus(tmp_path, capsys):
-    """--sglang: SGLang 0.5.23's GroupCoordinator built as the model runner builds it (gloo, two
-    spawned processes, the plugin loaded); on CPUs it builds no custom all-reduce or PCIe-IPC,
-    so the cells get SGLang's dispatch as run (torch.distributed) and the method it took."""
+    """--sglang on CPUs (gloo, two spawned processes, the plugin loaded): SGLang 0.5.23's
+    GroupCoordinator needs a CUDA device for its pynccl communicator, so the chain is SGLang's
+    communicators built one by one with its dispatch order emulated, and the run says so; no
+    custom all-reduce or PCIe-IPC is built, so the cells get the dispatch as run
+    (torch.distributed) and the method it took."""
     pytest.importorskip("torch")
     pytest.importorskip("sglang")
     results = tmp_path / "run.json"
@@ -58,7 +60,8 @@ def test_sglangs_own_chain_on_cpus(tmp_path, capsys):
         assert m["times_us"]["sglang"] > 0 and m["graph_times_us"]["sglang"] > 0
         assert m["sglang_methods"] == {"eager": "nccl", "graph": "nccl"}  # torch.distributed: NCCL's place
         assert set(m["times_us"]) == {"nccl", "sglang"}  # no custom all-reduce or PCIe-IPC on CPUs
-    assert "sglang" in capsys.readouterr().out
+    assert "dispatch order emulated" in run["sglang_chain"]["2"] and "cuda device" in run["sglang_chain"]["2"]
+    assert "SGLang's chain at world size 2: communicators built one by one" in capsys.readouterr().out
 
 
 def _dies(rank, world, port, args, queue):

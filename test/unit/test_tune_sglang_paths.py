@@ -178,3 +178,23 @@ def test_inside_the_noise_the_table_stands_and_nothing_is_written_for_it(tmp_pat
     assert "inside the noise: the table's kept" in capsys.readouterr().out
     assert main(["tune", "collectives", "--from-results", str(src), "--out", str(out)]) == 2
     assert "nothing measured to write" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("chain", [["x"], {"2": 7}, {"2": "x" * 2000}, "built"])
+def test_a_results_file_with_a_bad_chain_record_is_refused(tmp_path, capsys, chain):
+    src = tmp_path / "r.json"
+    doc = results([cell(8, 64 * KIB, pcie_ipc=FAST, nccl=SLOW)])
+    doc["run"]["sglang_chain"] = chain
+    src.write_text(json.dumps(doc))
+    assert main(["tune", "collectives", "--from-results", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'run.sglang_chain'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_chain_record_is_reported(tmp_path, capsys):
+    src = tmp_path / "r.json"
+    doc = results([cell(8, 64 * KIB, pcie_ipc=FAST, nccl=SLOW)])
+    doc["run"]["sglang_chain"] = {"8": "sglang GroupCoordinator (initialize_model_parallel)"}
+    src.write_text(json.dumps(doc))
+    assert main(["tune", "collectives", "--from-results", str(src)]) == 0
+    assert "SGLang's chain at world size 8: sglang GroupCoordinator" in capsys.readouterr().out

@@ -301,6 +301,10 @@ def load_results(path: str) -> Dict[str, Any]:
     for key, most in (("trials", MAX_TRIALS), ("graph_calls", MAX_GRAPH_CALLS)):
         need(key not in run or _is_int(run[key], 0, most), f"run.{key}", run.get(key),
              f"an integer 0-{most} (0: not recorded), or no such field")
+    chains = run.get("sglang_chain", {})
+    need(isinstance(chains, dict) and len(chains) <= MAX_GPUS_PER_NODE
+         and all(isinstance(v, str) and len(v) <= MAX_TEXT for v in chains.values()), "run.sglang_chain", chains,
+         f"an object of world size -> how SGLang's chain was built (at most {MAX_TEXT} characters), or no such field")
     modes = run.get("modes", [])
     need(isinstance(modes, list) and len(set(map(str, modes))) == len(modes) <= 2
          and all(m in ("eager", "graph") for m in modes), "run.modes", modes,
@@ -606,6 +610,8 @@ def render(report) -> str:
         lines.append(f"measured symm-mem max sizes, decided from {report.get('tune_mode', 'eager')} timing: "
                      f"{sizes(report['tuned_bytes'])} (by mode: {by_mode}); registry's pick never slower beyond 10% and the "
                      f"spread: {report.get('within_10_percent_by_mode', report['within_10_percent'])}")
+    for ws, built in sorted((run.get("sglang_chain") or {}).items()):
+        lines.append(f"SGLang's chain at world size {printable(str(ws))}: {printable(str(built))}")
     for r in report.get("dispatch_check", []):
         lines.append(f"  SGLang's dispatch ({r['mode']}) ws {r['world_size']} {_fmt(r['size'])}: took "
                      f"{printable(r['took'])}, {r['over_fastest']:.2f}x the fastest ({printable(r['fastest'])})"

@@ -120,6 +120,9 @@ class RunInfo:
     trials: int = 0
     graph_calls: int = 0
     modes: List[str] = field(default_factory=list)
+    # --sglang: per world size, how SGLang's chain was built (its GroupCoordinator, or the
+    # communicators one by one with its dispatch order emulated where that could not be)
+    sglang_chain: Dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -155,6 +158,7 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
         device, capability = "cpu (gloo: correctness of the harness only)", None
     ctx = mp.get_context("spawn")
     measurements: List[Measurement] = []
+    chains: Dict[str, str] = {}
     for world in world_sizes:
         queue = ctx.SimpleQueue()
         port = _free_port()
@@ -178,17 +182,19 @@ def measure(world_sizes: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES, it
         rank0 = next(r for r in results if r["rank"] == 0)
         cells = [Measurement(**m) for m in rank0["measurements"]]
         if sglang:
-            _with_sglang_paths(cells, world, sizes, iters, trials, modes, backend, sglang_timeout)
+            chains[str(world)] = _with_sglang_paths(cells, world, sizes, iters, trials, modes, backend, sglang_timeout)
         measurements.extend(cells)
     return RunInfo(device, capability, backend, list(world_sizes), iters,
                    time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), measurements,
-                   trials=trials, graph_calls=GRAPH_CALLS if "graph" in modes else 0, modes=list(modes))
+                   trials=trials, graph_calls=GRAPH_CALLS if "graph" in modes else 0, modes=list(modes),
+                   sglang_chain=chains)
 
 
 def _with_sglang_paths(cells: List[Measurement], world: int, sizes: Sequence[int], iters: int, trials: int,
-                       modes: Sequence[str], backend: str, timeout: float) -> None:
+                       modes: Sequence[str], backend: str, timeout: float) -> str:
     """SGLang's dispatch, custom all-reduce and PCIe-IPC into ``cells`` (``sglang_chain``);
-    where SGLang's group could not be built, the reason on every cell (``sglang``)."""
+    where SGLang's processes failed, the reason on every cell (``sglang``).  Returns how the
+    chain was built (with the reason where SGLang's GroupCoordinator could not be)."""
     from . import sglang_chain
 
     interrupts.checkpoint("tune:measuring SGLang's paths")
@@ -197,8 +203,11 @@ def _with_sglang_paths(cells: List[Measurement], world: int, sizes: Sequence[int
     if failed:
         for cell in cells:
             cell.errors["sglang"] = f"SGLang's paths not measured: {failed}"[:300]
-        return
+        return "not built"
     sglang_chain.into_cells(result, cells)
+    built = str(result.get("coordinator", "?"))
+    why = result.get("coordinator_error")
+    return (built + (f" ({why})" if why else ""))[:300]
 
 
 def _stop_workers(procs, wait: float = 3.0) -> None:
