@@ -23,7 +23,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .collectives import MULTICAST_OFF, _free_port, eager_us, replay_samples, scoped_env
+from .collectives import MULTICAST_OFF, _free_port, _slowest_rank, _time, _time_graph, _wall, replay_samples, scoped_env
 from .collectives import spread as _spread
 
 GRAPH_CALLS = 20
@@ -218,15 +218,9 @@ class Chain:
 
 
 def time_eager(chain: Chain, fn, iters: int, trials: int) -> List[float]:
-    import torch.distributed as dist
-
-    for _ in range(3):
-        fn()
-    samples = []
-    for _ in range(trials):
-        dist.barrier()
-        samples.append(eager_us(fn, iters, cuda=not chain.cpu))
-    return slowest_rank(chain, samples)
+    """Eager per-call times, the slowest rank's per trial (``collectives._time`` on the chain's
+    default group)."""
+    return _time(fn, iters, not chain.cpu, None, reps=trials)
 
 
 def time_graph(chain: Chain, fn, x, trials: int) -> Tuple[List[float], str]:
@@ -235,14 +229,7 @@ def time_graph(chain: Chain, fn, x, trials: int) -> Tuple[List[float], str]:
     import torch.distributed as dist
 
     if chain.cpu:  # the same control flow, wall-clock timed
-        samples = []
-        for _ in range(trials):
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(GRAPH_CALLS):
-                fn()
-            samples.append((time.perf_counter() - t0) * 1e6 / GRAPH_CALLS)
-        return slowest_rank(chain, samples), chain.method(x)
+        return _time_graph(fn, trials, None, GRAPH_CALLS, timer=_wall), chain.method(x)
     torch.cuda.synchronize()
     dist.barrier()
     graph = torch.cuda.CUDAGraph()
@@ -259,16 +246,7 @@ def time_graph(chain: Chain, fn, x, trials: int) -> Tuple[List[float], str]:
     samples = replay_samples(graph, GRAPH_CALLS, trials, dist.barrier)
     del graph
     torch.cuda.synchronize()
-    return slowest_rank(chain, samples), method
-
-
-def slowest_rank(chain: Chain, samples: List[float]) -> List[float]:
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor(samples, dtype=torch.float64, device=chain.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return [float(v) for v in t.tolist()]
+    return _slowest_rank(samples, True, None), method
 
 
 def _gone_without_a_result(procs: List[Any], results: List[Dict[str, Any]], queue: Any) -> bool:

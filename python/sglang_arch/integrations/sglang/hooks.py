@@ -49,6 +49,11 @@ from .specialize import KEEP
 KILL_SWITCH = "SGLANG_ARCH_DISABLE"
 
 
+def _kill_switch_named(exc: ArchDecisionError) -> ArchDecisionError:
+    """``exc``'s message with the kill switch that turns the plugin off."""
+    return ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off")
+
+
 def _naming_the_kill_switch(ask: Callable) -> Callable:
     """``ask``, with the kill switch added to the message of an ``ArchDecisionError``.
 
@@ -62,7 +67,7 @@ def _naming_the_kill_switch(ask: Callable) -> Callable:
             try:
                 return ask(*args, **kwargs)
             except ArchDecisionError as exc:
-                raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+                raise _kill_switch_named(exc) from None
 
         return asking
 
@@ -71,7 +76,7 @@ def _naming_the_kill_switch(ask: Callable) -> Callable:
         try:
             return raw(*args, **kwargs)
         except ArchDecisionError as exc:
-            raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+            raise _kill_switch_named(exc) from None
         except Exception as exc:  # routing must never break the server
             return failed(raw, exc)
 
@@ -464,7 +469,7 @@ def viewed(ask: Callable, name: str, position: int, specialize: Optional[Callabl
         try:
             view = None if value is _MISSING else raw(value)
         except ArchDecisionError as exc:
-            raise ArchDecisionError(f"{exc}; {KILL_SWITCH}=1 turns sglang-arch off") from None
+            raise _kill_switch_named(exc) from None
         except Exception as exc:  # routing must never break the server
             if raw is ask:  # not a fail-open glue function: its error is its own
                 raise
