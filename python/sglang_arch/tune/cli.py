@@ -460,12 +460,13 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
         pcie = tc.tuned_pcie_ipc(run, tune_mode)
         if pcie:
             report["pcie_ipc_on"] = pcie
+        decided = {ws: on for ws, on in pcie.items() if on is not None}  # what --out writes
         report.update(tier=str(res.resolved), match=res.match, topology=topology.name, check=rows, tuned_bytes=tuned,
                       tune_mode=tune_mode, tuned_bytes_by_mode={m: tc.tuned_sizes(run, mode=m) for m in measured},
                       within_10_percent=all(r["ok"] for r in rows),
                       within_10_percent_by_mode={m: all(r["ok"] for r in rows if r["mode"] == m) for m in measured})
         if args.out:
-            _check_writable(args, run, res, tune_mode, tuned, pcie)
+            _check_writable(args, run, res, tune_mode, tuned, decided)
             report["override_file"] = args.out
     # Both outputs under their folders' locks, the override file read inside them: another
     # run's update of it is never overwritten, and the two files are written as one.
@@ -473,7 +474,8 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
         _say(notes)
         expect = {}
         if args.out and run["backend"] == "nccl":
-            text, expect[args.out] = _override_update(args, run, res, topology, tune_mode, tuned, world_sizes, pcie)
+            text, expect[args.out] = _override_update(args, run, res, topology, tune_mode, tuned, world_sizes,
+                                                      decided)
             outputs.append(("--out", args.out, text))
         if args.results:
             outputs.append(("--results", args.results, json.dumps(report, indent=2) + "\n"))
@@ -483,7 +485,7 @@ def _report(args: argparse.Namespace, run, world_sizes, topology_name) -> int:
     return 0
 
 
-def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: str, tuned, world_sizes, pcie=None):
+def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: str, tuned, world_sizes, decided):
     """(the text of the file at --out with the tier's measured two-shot bounds without multicast
     set, and the world sizes PCIe-IPC was measured on or off at, the text read there): its
     other tiers, fields and comments kept (``merge``)."""
@@ -501,7 +503,6 @@ def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: st
     if tuned:
         computed = tc.override_entry(tier, dict(res.profile.symm_mem_two_shot), tuned, source)[tier][tc.TUNED_FIELD]
         fields[tc.TUNED_FIELD] = merge.sizes_field(existing, tier, tc.TUNED_FIELD, computed, tuned)
-    decided = {ws: on for ws, on in (pcie or {}).items() if on is not None}
     if decided:
         base = merge.effective_profile(existing, tier, where, res.profile).pcie_ipc_world_sizes
         fields[tc.PCIE_IPC_FIELD] = tc.pcie_ipc_world_sizes(base, decided)
@@ -519,7 +520,7 @@ def _override_update(args: argparse.Namespace, run, res, topology, tune_mode: st
     return text, existing.expect
 
 
-def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned, pcie=None) -> None:
+def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned, decided) -> None:
     """Refuse an override the measurements cannot support: nothing timed (no measurement,
     or every one errored), or a capability the table does not list.  For the latter an
     entry under the device's own key is what the schema allows (``inherits`` the tier it
@@ -527,7 +528,7 @@ def _check_writable(args: argparse.Namespace, run, res, tune_mode: str, tuned, p
     fallback tier's arch-specific and family features, which a fallback drops; so it is
     refused, and the way to a tier for it named."""
     where = f"--from-results {args.from_results}" if args.from_results else "tune collectives"
-    if not tuned and not any(on is not None for on in (pcie or {}).values()):
+    if not tuned and not decided:
         ms = run["measurements"]
         errored = sum(1 for m in ms if m["errors"] and not tc_times(m))
         raise ValueError(f"{where}: --out: nothing measured to write: no world size has a two_shot time (or, "

@@ -259,7 +259,6 @@ def _ws_order(key: str) -> Tuple[int, str]:
     return (int(key), key) if key.isdigit() else (1 << 30, key)
 
 
-
 def effective_profile(existing: Existing, tier: str, where: str, table_profile: Any) -> Any:
     """The tier's profile as the registry reads the file at ``--out`` (its own values, what it
     ``inherits``, the table under it), or ``table_profile`` where there is no file.  A file
