@@ -537,13 +537,12 @@ def check_dispatch(run: Dict[str, Any], mode: str) -> List[Dict[str, Any]]:
     rows = []
     for m in run["measurements"]:
         times = _cell_times(m, mode)
-        usable = {p: t for p, t in times.items() if p in SGLANG_PATHS + SGLANG_OWN_PATHS}
-        if DISPATCH not in times or not usable:
+        fastest = _fastest(m, mode, SGLANG_PATHS + SGLANG_OWN_PATHS)
+        if DISPATCH not in times or fastest is None:
             continue
-        fastest = min(usable, key=usable.get)
         rows.append({"world_size": m["world_size"], "size": m["size"], "mode": mode,
                      "took": m.get("sglang_methods", {}).get(mode, "?"), "fastest": fastest,
-                     "over_fastest": times[DISPATCH] / usable[fastest],
+                     "over_fastest": times[DISPATCH] / times[fastest],
                      "ok": not slower(m, mode, DISPATCH, fastest)})
     return rows
 
